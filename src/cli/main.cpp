@@ -1,0 +1,40 @@
+// The one binary: `allot <command> ...`, like kubectl or slurm's s-commands.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace {
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: allot <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  demo     run the scheduling core on a built-in 88-GPU cluster and narrate it\n"
+               "  sim      simulate a cluster on a workload trace and report the four metrics\n"
+               "  version  print the version\n"
+               "\n"
+               "'allot <command> --help' tells more.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "demo") return allot::cli::demo_main(argc - 1, argv + 1);
+  if (cmd == "sim") return allot::cli::sim_main(argc - 1, argv + 1);
+  if (cmd == "version" || cmd == "--version") {
+    std::printf("allot 0.1.0\n");
+    return 0;
+  }
+  std::fprintf(stderr, "allot: unknown command '%s'\n\n", cmd.c_str());
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,75 @@
+// What one scheduling cycle decides. The caller carries the decisions out (start processes, send
+// signals) and reports back with Scheduler::job_stopped / job_finished.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/gpu_pool.h"
+#include "core/types.h"
+
+namespace allot::core {
+
+enum class StartMode : std::uint8_t {
+  Placed,      // fitted on free GPUs
+  Backfilled,  // fitted behind a blocked head without delaying it
+  Preempting,  // took GPUs from the victims listed in the matching StopDecisions
+};
+
+struct StartDecision {
+  JobId job = kNoJob;
+  ClusterId cluster = 0;
+  Placement placement;
+  bool allocated = false;   // charged and protected until protected_until
+  Time protected_until = 0;  // == start time when not allocated
+  StartMode mode = StartMode::Placed;
+  std::vector<JobId> victims;  // jobs that must be stopped before this one starts
+};
+
+enum class StopReason : std::uint8_t {
+  Preempted,  // for a more deserving job (see VictimReason)
+  Drain,      // its node is unhealthy or draining and the job reached its minimum runtime
+  NodeDown,   // its node is down; the job is lost
+};
+const char* to_string(StopReason r);
+
+// Why a particular running job was chosen as a victim.
+enum class VictimClass : std::uint8_t {
+  Unallocated,     // ran unallocated: preemptible by any allocated request
+  OverAllocation,  // allocated, past its minimum runtime, its branch stands worse by the margin
+};
+
+struct VictimReason {
+  VictimClass cls = VictimClass::Unallocated;
+  BudgetId victim_branch = kNoBudget;     // siblings compared under their common ancestor
+  BudgetId requester_branch = kNoBudget;
+  double victim_standing = 0;     // usage / allocation of victim_branch
+  double requester_standing = 0;  // the same for requester_branch, counting the requester's contract
+  Duration ran_for = 0;           // how long the victim had run
+};
+
+struct StopDecision {
+  JobId job = kNoJob;
+  StopReason reason = StopReason::Preempted;
+  JobId for_job = kNoJob;  // the requester, for Preempted
+  bool requeue = false;    // resumable: goes back to the queue once stopped
+  VictimReason victim;     // for Preempted
+  NodeId node = 0;         // for Drain / NodeDown: the node at fault
+};
+
+// A running job changed class: see docs/policy.md "Allocated and unallocated".
+struct ClassChange {
+  JobId job = kNoJob;
+  bool allocated = false;  // the new class
+  Time protected_until = 0;
+  BudgetId limiting_budget = kNoBudget;  // for a demotion: the budget over its allocation
+};
+
+struct Reservation {
+  JobId job = kNoJob;
+  ClusterId cluster = 0;
+  std::vector<NodeId> nodes;
+  Time expected_start = kNever;  // kNever: no running job declared when it will end
+};
+
+}  // namespace allot::core

@@ -1,0 +1,238 @@
+#include "core/gpu_pool.h"
+
+#include <algorithm>
+
+namespace allot::core {
+namespace {
+bool excluded_node(const NodeMask* ex, NodeId n) { return ex && n < ex->size() && (*ex)[n]; }
+bool accepts(const std::vector<GpuModelId>& models, GpuModelId m) {
+  return models.empty() || std::find(models.begin(), models.end(), m) != models.end();
+}
+}  // namespace
+
+void GpuPool::add_node(const Node& node) {
+  if (nodes_.size() <= node.id) nodes_.resize(node.id + 1);
+  NodeState& s = nodes_[node.id];
+  s.cluster = node.spec.cluster;
+  s.model = node.spec.model;
+  s.block = node.block;
+  s.schedulable = node.schedulable();
+  s.free.assign(static_cast<std::size_t>(node.spec.gpus), kWholeGpu);
+  s.whole_free = node.spec.gpus;
+  s.partial = 0;
+  reindex(node.id);
+}
+
+void GpuPool::unindex(NodeId n) {
+  const NodeState& s = nodes_[n];
+  auto it = index_.find({s.cluster, s.model});
+  if (it == index_.end()) return;
+  it->second.by_free.erase({s.whole_free, n});
+  it->second.with_partial.erase(n);
+}
+
+void GpuPool::reindex(NodeId n) {
+  const NodeState& s = nodes_[n];
+  if (!s.schedulable) return;
+  Index& idx = index_[{s.cluster, s.model}];
+  idx.by_free.insert({s.whole_free, n});
+  if (s.partial > 0) idx.with_partial.insert(n);
+}
+
+void GpuPool::set_schedulable(NodeId node, bool schedulable) {
+  if (nodes_[node].schedulable == schedulable) return;
+  unindex(node);
+  nodes_[node].schedulable = schedulable;
+  reindex(node);
+  if (schedulable) ++generation_;
+}
+
+void GpuPool::take(const Placement& p) {
+  for (const GpuSlot& g : p) {
+    NodeState& s = nodes_[g.node];
+    unindex(g.node);
+    Milli& f = s.free[g.gpu];
+    const bool was_whole = f == kWholeGpu;
+    const bool was_partial = f > 0 && f < kWholeGpu;
+    f -= g.milli;
+    if (was_whole) --s.whole_free;
+    if (was_partial) --s.partial;
+    if (f > 0 && f < kWholeGpu) ++s.partial;
+    reindex(g.node);
+  }
+}
+
+void GpuPool::release(const Placement& p) {
+  for (const GpuSlot& g : p) {
+    NodeState& s = nodes_[g.node];
+    unindex(g.node);
+    Milli& f = s.free[g.gpu];
+    if (f > 0 && f < kWholeGpu) --s.partial;
+    f += g.milli;
+    if (f == kWholeGpu) ++s.whole_free;
+    if (f > 0 && f < kWholeGpu) ++s.partial;
+    reindex(g.node);
+  }
+  ++generation_;
+}
+
+int GpuPool::largest_whole_free(ClusterId cluster, const std::vector<GpuModelId>& models) const {
+  int best = 0;
+  for (const auto& [key, idx] : index_) {
+    if (key.first != cluster || !accepts(models, key.second) || idx.by_free.empty()) continue;
+    best = std::max(best, idx.by_free.rbegin()->first);
+  }
+  return best;
+}
+
+bool GpuPool::could_ever_fit(NodeId node, const Shape& shape,
+                             const std::vector<GpuModelId>& models) const {
+  const NodeState& s = nodes_[node];
+  return accepts(models, s.model) && static_cast<int>(s.free.size()) >= shape.gpus_per_node;
+}
+
+bool GpuPool::fits_node_with(NodeId node, const Shape& shape, const std::vector<Milli>& extra) const {
+  const NodeState& s = nodes_[node];
+  if (shape.fractional()) {
+    for (std::size_t g = 0; g < s.free.size(); ++g) {
+      if (s.free[g] + extra[g] >= shape.gpu_milli) return true;
+    }
+    return false;
+  }
+  int whole = 0;
+  for (std::size_t g = 0; g < s.free.size(); ++g) whole += s.free[g] + extra[g] == kWholeGpu;
+  return whole >= shape.gpus_per_node;
+}
+
+void GpuPool::whole_gpus_of(NodeId n, int count, Placement* out) const {
+  const NodeState& s = nodes_[n];
+  for (std::size_t g = 0; g < s.free.size() && count > 0; ++g) {
+    if (s.free[g] == kWholeGpu) {
+      out->push_back(GpuSlot{n, static_cast<std::uint16_t>(g), kWholeGpu});
+      --count;
+    }
+  }
+}
+
+std::optional<Placement> GpuPool::find_single(const Index& idx, const Shape& s,
+                                              const NodeMask* ex) const {
+  for (auto it = idx.by_free.lower_bound({s.gpus_per_node, 0}); it != idx.by_free.end(); ++it) {
+    if (excluded_node(ex, it->second)) continue;
+    Placement p;
+    whole_gpus_of(it->second, s.gpus_per_node, &p);
+    return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<Placement> GpuPool::find_fraction(const Index& idx, const Shape& s,
+                                                const NodeMask* ex) const {
+  // Best fit among partly used GPUs first, so that whole GPUs stay whole.
+  std::optional<GpuSlot> best;
+  Milli best_free = kWholeGpu + 1;
+  for (NodeId n : idx.with_partial) {
+    if (excluded_node(ex, n)) continue;
+    const NodeState& st = nodes_[n];
+    for (std::size_t g = 0; g < st.free.size(); ++g) {
+      const Milli f = st.free[g];
+      if (f >= s.gpu_milli && f < kWholeGpu && f < best_free) {
+        best_free = f;
+        best = GpuSlot{n, static_cast<std::uint16_t>(g), s.gpu_milli};
+      }
+    }
+  }
+  if (best) return Placement{*best};
+  for (auto it = idx.by_free.lower_bound({1, 0}); it != idx.by_free.end(); ++it) {
+    if (excluded_node(ex, it->second)) continue;
+    Placement p;
+    whole_gpus_of(it->second, 1, &p);
+    p[0].milli = s.gpu_milli;
+    return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<Placement> GpuPool::find_gang(const Index& idx, const Shape& s, const NodeMask* ex,
+                                            bool span, bool* single_block) const {
+  // Candidates in best-fit order, grouped by block.
+  std::map<BlockId, std::vector<NodeId>> by_block;
+  int total = 0;
+  for (auto it = idx.by_free.lower_bound({s.gpus_per_node, 0}); it != idx.by_free.end(); ++it) {
+    if (excluded_node(ex, it->second)) continue;
+    by_block[nodes_[it->second].block].push_back(it->second);
+    ++total;
+  }
+  if (total < s.nodes) return std::nullopt;
+  // The tightest block that holds the whole gang keeps larger blocks whole for larger gangs.
+  const std::vector<NodeId>* chosen = nullptr;
+  for (const auto& [block, list] : by_block) {
+    if (static_cast<int>(list.size()) >= s.nodes && (!chosen || list.size() < chosen->size())) {
+      chosen = &list;
+    }
+  }
+  std::vector<NodeId> picked;
+  if (chosen) {
+    picked.assign(chosen->begin(), chosen->begin() + s.nodes);
+    *single_block = true;
+  } else {
+    if (!span) return std::nullopt;
+    // Fewest blocks: take from the fullest blocks first.
+    std::vector<const std::vector<NodeId>*> lists;
+    for (const auto& [block, list] : by_block) lists.push_back(&list);
+    std::stable_sort(lists.begin(), lists.end(),
+                     [](auto* a, auto* b) { return a->size() > b->size(); });
+    for (auto* l : lists) {
+      for (NodeId n : *l) {
+        if (static_cast<int>(picked.size()) == s.nodes) break;
+        picked.push_back(n);
+      }
+    }
+    *single_block = false;
+  }
+  std::sort(picked.begin(), picked.end());
+  Placement p;
+  for (NodeId n : picked) whole_gpus_of(n, s.gpus_per_node, &p);
+  return p;
+}
+
+std::optional<Placement> GpuPool::find(ClusterId cluster, const Shape& shape,
+                                       const std::vector<GpuModelId>& models,
+                                       const NodeMask* excluded, bool gang_spans_blocks) const {
+  // Try each accepted model; keep the best result (single node: tightest fit; gang: one block).
+  std::optional<Placement> best;
+  int best_free = 1 << 30;
+  bool best_single_block = false;
+  for (auto it = index_.lower_bound({cluster, 0}); it != index_.end() && it->first.first == cluster;
+       ++it) {
+    if (!accepts(models, it->first.second)) continue;
+    const Index& idx = it->second;
+    if (shape.fractional()) {
+      auto p = find_fraction(idx, shape, excluded);
+      if (!p) continue;
+      const int f = nodes_[(*p)[0].node].whole_free;
+      if (!best || f < best_free) {
+        best = std::move(p);
+        best_free = f;
+      }
+    } else if (!shape.gang()) {
+      auto p = find_single(idx, shape, excluded);
+      if (!p) continue;
+      const int f = nodes_[(*p)[0].node].whole_free;
+      if (!best || f < best_free) {
+        best = std::move(p);
+        best_free = f;
+      }
+    } else {
+      bool single = false;
+      auto p = find_gang(idx, shape, excluded, gang_spans_blocks, &single);
+      if (!p) continue;
+      if (!best || (single && !best_single_block)) {
+        best = std::move(p);
+        best_single_block = single;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace allot::core

@@ -1,0 +1,88 @@
+// Free GPU capacity of every node, indexed so that placement is a best-fit look-up rather than a
+// scan. Each GPU is a vector entry of free thousandths, so whole GPUs and fractions (MIG slices,
+// shared GPUs) are allocated by the same all-or-nothing take/release.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/job.h"
+#include "core/node.h"
+#include "core/types.h"
+
+namespace allot::core {
+
+struct GpuSlot {
+  NodeId node = 0;
+  std::uint16_t gpu = 0;
+  Milli milli = kWholeGpu;
+  bool operator==(const GpuSlot&) const = default;
+};
+using Placement = std::vector<GpuSlot>;
+
+// Nodes a placement may not use: indexed by NodeId, non-zero = excluded. nullptr = none excluded.
+using NodeMask = std::vector<char>;
+
+class GpuPool {
+ public:
+  void add_node(const Node& node);
+  void set_schedulable(NodeId node, bool schedulable);
+  bool schedulable(NodeId node) const { return nodes_[node].schedulable; }
+
+  int whole_free(NodeId node) const { return nodes_[node].whole_free; }
+  int gpu_count(NodeId node) const { return static_cast<int>(nodes_[node].free.size()); }
+  Milli free_milli(NodeId node, int gpu) const { return nodes_[node].free[gpu]; }
+  // Largest number of whole GPUs free on one schedulable node of `cluster` with one of `models`.
+  int largest_whole_free(ClusterId cluster, const std::vector<GpuModelId>& models) const;
+
+  void take(const Placement& p);
+  void release(const Placement& p);
+
+  // Best-fit placement for `shape` on schedulable nodes of `cluster` whose model is accepted,
+  // skipping nodes set in `excluded`. Deterministic: ties go to the lower node id.
+  std::optional<Placement> find(ClusterId cluster, const Shape& shape,
+                                const std::vector<GpuModelId>& models, const NodeMask* excluded,
+                                bool gang_spans_blocks) const;
+  // Whether `shape` could fit node `node` if it were empty (size and model only).
+  bool could_ever_fit(NodeId node, const Shape& shape, const std::vector<GpuModelId>& models) const;
+  // GPUs of `node` free for `shape` once `extra` (GPU index -> milli) is handed back.
+  bool fits_node_with(NodeId node, const Shape& shape, const std::vector<Milli>& extra) const;
+
+  // Rises whenever capacity is handed back; a failed search stays failed while it does not change.
+  std::uint64_t generation() const { return generation_; }
+  std::size_t node_count() const { return nodes_.size(); }
+
+ private:
+  struct NodeState {
+    ClusterId cluster = 0;
+    GpuModelId model = 0;
+    BlockId block = 0;
+    bool schedulable = true;
+    int whole_free = 0;
+    int partial = 0;  // GPUs partly used
+    std::vector<Milli> free;
+  };
+  using Key = std::pair<ClusterId, GpuModelId>;
+  struct Index {
+    std::set<std::pair<int, NodeId>> by_free;  // (whole GPUs free, node) of schedulable nodes
+    std::set<NodeId> with_partial;             // schedulable nodes with a partly used GPU
+  };
+
+  void unindex(NodeId n);
+  void reindex(NodeId n);
+  std::optional<Placement> find_single(const Index& idx, const Shape& s, const NodeMask* ex) const;
+  std::optional<Placement> find_fraction(const Index& idx, const Shape& s,
+                                         const NodeMask* ex) const;
+  std::optional<Placement> find_gang(const Index& idx, const Shape& s, const NodeMask* ex,
+                                     bool span, bool* single_block) const;
+  void whole_gpus_of(NodeId n, int count, Placement* out) const;
+
+  std::vector<NodeState> nodes_;
+  std::map<Key, Index> index_;
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace allot::core

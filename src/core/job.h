@@ -1,0 +1,53 @@
+// A job as its owner submits it: what it needs, what it promises (minimum runtime), who pays.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/policy_config.h"
+#include "core/status.h"
+#include "core/types.h"
+
+namespace allot::core {
+
+enum class JobKind : std::uint8_t { Batch, Interactive, Debug, Inference };
+enum class Priority : std::uint8_t { Low, Normal, High, Urgent };
+const char* to_string(JobKind k);
+const char* to_string(Priority p);
+std::optional<JobKind> parse_job_kind(std::string_view s);
+std::optional<Priority> parse_priority(std::string_view s);
+
+// nodes x gpus_per_node, all or nothing. A request for part of one GPU (a MIG slice or a shared
+// GPU) is nodes = 1, gpus_per_node = 1, gpu_milli < 1000.
+struct Shape {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  Milli gpu_milli = kWholeGpu;  // per GPU
+  int total_gpus() const { return nodes * gpus_per_node; }
+  Milli total_milli() const { return static_cast<Milli>(total_gpus()) * gpu_milli; }
+  bool fractional() const { return gpu_milli < kWholeGpu; }
+  bool gang() const { return nodes > 1; }
+  bool operator==(const Shape&) const = default;
+};
+
+struct JobSpec {
+  JobId id = kNoJob;  // unique, > 0, chosen by the caller
+  std::string owner;
+  BudgetId budget = kNoBudget;  // a leaf of the budget tree
+  Shape shape;
+  std::vector<GpuModelId> models;    // accepted GPU models; empty = any
+  std::vector<ClusterId> clusters;   // accepted clusters; empty = any
+  Duration min_runtime = 0;          // 0 = unallocated: free, always preemptible
+  bool resumable = false;            // requeued automatically when preempted
+  Priority priority = Priority::Normal;  // orders work within its budget only
+  JobKind kind = JobKind::Batch;
+  Time submit_time = 0;
+  std::optional<Duration> expected_duration;  // a hint for backfill; never enforced
+};
+
+class BudgetTree;
+// Checks a job against the policy's bounds and the budget tree. Names the field at fault.
+Status validate_job(const JobSpec& job, const PolicyConfig& config, const BudgetTree& budgets);
+
+}  // namespace allot::core

@@ -1,0 +1,68 @@
+// Every constant of the scheduling policy, with the defaults documented in docs/policy.md.
+#pragma once
+
+#include "core/types.h"
+
+namespace allot::core {
+
+// How pending jobs are ordered.
+enum class QueueOrder : std::uint8_t {
+  FairShare,  // walk the budget tree, least-served branch first (allot's policy)
+  Fifo,       // submit time, across all budgets
+  Priority,   // declared priority across all budgets, then submit time (the classic scheduler)
+};
+
+// When a starting job runs allocated (charged and protected).
+enum class Funding : std::uint8_t {
+  Lookback,       // its budget can afford its contract within its lookback allocation (allot)
+  Always,         // every job with a positive minimum runtime (no budgets as limits)
+  ConcurrentCap,  // its budget's allocated GPUs now stay within fraction x capacity (GPU caps)
+};
+
+struct PolicyConfig {
+  QueueOrder order = QueueOrder::FairShare;
+  Funding funding = Funding::Lookback;
+  // With the contract, an allocated job is protected for its minimum runtime only. Without it
+  // (classic schedulers), an allocated job is never preempted by the scheduler.
+  bool minimum_runtime_contract = true;
+
+  // --- the scheduling contract ---
+  Duration max_min_runtime = 8 * kHour;  // largest minimum runtime a job may declare
+  Duration max_debug_min_runtime = 15 * kMinute;
+  int max_debug_gpus = 4;           // a debug job asks for at most this many GPUs
+  bool debug_jobs_first = true;     // funded debug jobs are considered before all other work
+
+  // --- lookback fair share ---
+  Duration lookback = 7 * kDay;      // sliding window of usage
+  Duration usage_bucket = kHour;     // granularity of the window (lookback is a multiple of it)
+  // 0: a plain sliding window. > 0: usage decays with this half-life instead (Slurm's
+  // PriorityDecayHalfLife); allocation is then measured over half_life / ln 2.
+  Duration usage_half_life = 0;
+  double allocation_limit = 1.0;     // a budget is within allocation while usage <= limit * allocation
+
+  // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
+  bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated
+  bool promote_when_funded = true;     // unallocated jobs with a contract become allocated
+
+  // --- preemption ---
+  bool preemption = true;
+  // An allocated job past its minimum runtime may be preempted only when its branch's standing
+  // exceeds the requester's branch standing by more than this (standing 1.0 = exactly at allocation).
+  double preemption_margin = 0.10;
+  int max_preemption_attempts = 32;  // per cluster and cycle
+
+  // --- backfill and reservations ---
+  bool backfill = true;              // jobs behind a blocked head may start where they do not delay it
+  bool reserve_for_blocked = true;   // plan and hold nodes for blocked heads (large-job policy)
+  int max_reservations = 2;          // blocked heads per cluster that get reserved nodes
+  bool backfill_unallocated_on_reserved = true;  // reserved GPUs may run evictable work meanwhile
+
+  // --- placement ---
+  bool gang_spans_blocks = true;  // a gang that fits no single block may span blocks
+
+  // --- bounds ---
+  int max_nodes_per_job = 1024;
+  int max_gpus_per_node = 64;
+};
+
+}  // namespace allot::core

@@ -1,0 +1,1063 @@
+#include "core/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+namespace allot::core {
+
+const char* to_string(JobState s) {
+  switch (s) {
+    case JobState::Pending: return "pending";
+    case JobState::Running: return "running";
+    case JobState::Stopping: return "stopping";
+  }
+  return "?";
+}
+
+const char* to_string(NodeHealth h) {
+  switch (h) {
+    case NodeHealth::Healthy: return "healthy";
+    case NodeHealth::Unhealthy: return "unhealthy";
+    case NodeHealth::Draining: return "draining";
+    case NodeHealth::Down: return "down";
+  }
+  return "?";
+}
+
+const char* to_string(StopReason r) {
+  switch (r) {
+    case StopReason::Preempted: return "preempted";
+    case StopReason::Drain: return "drain";
+    case StopReason::NodeDown: return "node-down";
+  }
+  return "?";
+}
+
+const char* to_string(WaitCode c) {
+  switch (c) {
+    case WaitCode::NoMatchingNodes: return "no-matching-nodes";
+    case WaitCode::NoHealthyNodes: return "no-healthy-nodes";
+    case WaitCode::WaitingForGpus: return "waiting-for-gpus";
+    case WaitCode::HoldsReservation: return "holds-reservation";
+    case WaitCode::BlockedByReservation: return "blocked-by-reservation";
+    case WaitCode::NotFunded: return "not-funded";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Milli total_milli(const Placement& p) {
+  Milli m = 0;
+  for (const GpuSlot& g : p) m += g.milli;
+  return m;
+}
+
+// A key for "this request shape failed against this pool state", so that the thousands of
+// identical requests behind a blocked one cost a look-up, not a search.
+struct ShapeKey {
+  int nodes;
+  int per_node;
+  Milli milli;
+  std::uint64_t models;  // up to four model ids packed; ~0 when not cacheable
+  auto operator<=>(const ShapeKey&) const = default;
+};
+
+std::uint64_t pack_models(const std::vector<GpuModelId>& models) {
+  if (models.size() > 4) return ~std::uint64_t{0};
+  std::vector<GpuModelId> sorted(models);
+  std::sort(sorted.begin(), sorted.end());
+  std::uint64_t v = 0;
+  for (GpuModelId m : sorted) v = (v << 16) | (static_cast<std::uint64_t>(m) + 1);
+  return v;
+}
+
+int inverted(Priority p) { return 3 - static_cast<int>(p); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Per-cycle state of one cluster pass.
+
+struct Scheduler::ClusterScratch {
+  ClusterId cluster = 0;
+  std::vector<MilliGpuSeconds> projected;  // usage + remaining contracts, per budget node
+  std::vector<MilliGpuSeconds> rank_extra;  // unallocated starts this cycle (ranking only)
+  std::vector<double> allocation;          // milli-GPU-seconds owed over the window
+  NodeMask mask;                           // nodes reserved for some holder
+  std::vector<JobId> reserved_by;          // per node: the holder
+  std::map<JobId, Reservation> previous;   // last cycle's reservations, by holder
+  std::vector<Reservation> made;           // this cycle's
+  struct ShapeMemo {
+    std::uint64_t failed_at = ~std::uint64_t{0};  // stamp at which the masked search failed
+    std::uint64_t probed_at = ~std::uint64_t{0};  // stamp of fits_unmasked
+    bool fits_unmasked = false;
+    int matching = -1;  // nodes large enough with an accepted model
+    int healthy = -1;   // of which schedulable
+  };
+  std::map<ShapeKey, ShapeMemo> memo;
+  std::size_t exposed = 0;  // running jobs a funded request might preempt
+  std::uint64_t mask_version = 0;
+  int preemption_attempts = 0;
+  bool head_blocked = false;
+  Time now = 0;
+};
+
+// Picks the next pending job by walking the budget tree: at each level the active child (a
+// subtree with jobs left) whose standing is lowest; within a budget, its own queue order. Standings
+// change as jobs start, so the order adapts within one cycle.
+class Scheduler::Selector {
+ public:
+  struct Key {
+    double standing;
+    MilliGpuSeconds projected;
+    BudgetId id;
+    auto operator<=>(const Key&) const = default;
+  };
+
+  Selector(const Scheduler& sched, const ClusterScratch& s)
+      : tree_(sched.budgets_), sched_(sched), s_(s) {
+    const std::size_t n = tree_.size();
+    active_.resize(n);
+    key_.resize(n);
+    own_key_.resize(n);
+    in_parent_.assign(n, 0);
+    lists_.resize(n);
+    pos_.assign(n, 0);
+  }
+
+  std::vector<JobEntry*>& list(BudgetId b) { return lists_[b]; }
+
+  void activate() {
+    for (BudgetId b = 0; b < lists_.size(); ++b) {
+      if (lists_[b].empty()) continue;
+      own_key_[b] = key_for(b);
+      active_[b].insert(own_key_[b]);
+      link_up(b);
+    }
+  }
+
+  // The next job and its budget; nullptr when every queue is empty.
+  JobEntry* next(BudgetId* budget, std::uint32_t* ahead) {
+    BudgetId cur = tree_.root();
+    for (;;) {
+      if (active_[cur].empty()) return nullptr;
+      const BudgetId pick = active_[cur].begin()->id;
+      if (pick == cur) break;
+      cur = pick;
+    }
+    *budget = cur;
+    *ahead = static_cast<std::uint32_t>(pos_[cur]);
+    return lists_[cur][pos_[cur]];
+  }
+
+  void pop(BudgetId b) {
+    if (++pos_[b] < lists_[b].size()) return;
+    active_[b].erase(own_key_[b]);
+    for (BudgetId cur = b; cur != tree_.root() && active_[cur].empty();) {
+      const BudgetId parent = tree_.node(cur).parent;
+      active_[parent].erase(key_[cur]);
+      in_parent_[cur] = 0;
+      cur = parent;
+    }
+  }
+
+  // Standings along b's path changed: re-sort b and its ancestors among their siblings.
+  void rekey(BudgetId b) {
+    if (pos_[b] < lists_[b].size()) {
+      active_[b].erase(own_key_[b]);
+      own_key_[b] = key_for(b);
+      active_[b].insert(own_key_[b]);
+    }
+    for (BudgetId cur = b; cur != tree_.root(); cur = tree_.node(cur).parent) {
+      if (!in_parent_[cur]) continue;
+      auto& siblings = active_[tree_.node(cur).parent];
+      siblings.erase(key_[cur]);
+      key_[cur] = key_for(cur);
+      siblings.insert(key_[cur]);
+    }
+  }
+
+ private:
+  Key key_for(BudgetId b) const {
+    const MilliGpuSeconds extra = s_.rank_extra[b];
+    return Key{sched_.standing_of(s_, b, extra), s_.projected[b] + extra, b};
+  }
+
+  void link_up(BudgetId b) {
+    for (BudgetId cur = b; cur != tree_.root() && !in_parent_[cur];
+         cur = tree_.node(cur).parent) {
+      key_[cur] = key_for(cur);
+      active_[tree_.node(cur).parent].insert(key_[cur]);
+      in_parent_[cur] = 1;
+    }
+  }
+
+  const BudgetTree& tree_;
+  const Scheduler& sched_;
+  const ClusterScratch& s_;
+  std::vector<std::set<Key>> active_;
+  std::vector<Key> key_;      // key of a node in its parent's set
+  std::vector<Key> own_key_;  // key of a node's own queue in its own set
+  std::vector<char> in_parent_;
+  std::vector<std::vector<JobEntry*>> lists_;
+  std::vector<std::size_t> pos_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The model.
+
+Scheduler::Scheduler(PolicyConfig config, GpuCatalog catalog)
+    : config_(config), catalog_(std::move(catalog)) {}
+
+ClusterId Scheduler::add_cluster(std::string name) {
+  const ClusterId id = static_cast<ClusterId>(clusters_.size());
+  clusters_.push_back(Cluster{id, std::move(name)});
+  cluster_nodes_.emplace_back();
+  capacity_.push_back(0);
+  usage_.emplace_back(config_.lookback, config_.usage_bucket);
+  usage_.back().advance(now_);
+  rate_.emplace_back();
+  running_.emplace_back();
+  reservations_.emplace_back();
+  fractions_version_ = 0;
+  return id;
+}
+
+Result<NodeId> Scheduler::add_node(NodeSpec spec) {
+  if (spec.cluster >= clusters_.size()) return Error{"cluster", "no such cluster"};
+  if (spec.model >= catalog_.size()) return Error{"gpu_model", "not in the catalogue"};
+  if (spec.gpus < 0 || spec.gpus > config_.max_gpus_per_node) {
+    return Error{"gpus", "must be between 0 and " + std::to_string(config_.max_gpus_per_node)};
+  }
+  Node n;
+  n.id = static_cast<NodeId>(nodes_.size());
+  auto [it, inserted] = blocks_.emplace(spec.block, static_cast<BlockId>(blocks_.size()));
+  n.block = it->second;
+  n.spec = std::move(spec);
+  capacity_[n.spec.cluster] += static_cast<Milli>(n.spec.gpus) * kWholeGpu;
+  cluster_nodes_[n.spec.cluster].push_back(n.id);
+  pool_.add_node(n);
+  jobs_on_node_.emplace_back();
+  nodes_.push_back(std::move(n));
+  return nodes_.back().id;
+}
+
+Status Scheduler::set_node_health(NodeId node, NodeHealth health, std::string reason, Time now) {
+  if (node >= nodes_.size()) return Error{"node", "no such node"};
+  advance(now);
+  nodes_[node].health = health;
+  nodes_[node].health_reason = std::move(reason);
+  pool_.set_schedulable(node, nodes_[node].schedulable());
+  return ok_status();
+}
+
+Status Scheduler::set_cordoned(NodeId node, bool cordoned) {
+  if (node >= nodes_.size()) return Error{"node", "no such node"};
+  nodes_[node].cordoned = cordoned;
+  pool_.set_schedulable(node, nodes_[node].schedulable());
+  return ok_status();
+}
+
+void Scheduler::refresh_fractions() {
+  if (fractions_version_ == budgets_.version() && fraction_.size() == clusters_.size()) return;
+  fraction_.clear();
+  for (const Cluster& c : clusters_) fraction_.push_back(budgets_.allocated_fractions(c.id));
+  for (auto& r : rate_) r.resize(budgets_.size(), 0);
+  if (pending_.size() < budgets_.size()) pending_.resize(budgets_.size());
+  for (auto& u : usage_) u.ensure_nodes(budgets_.size());
+  fractions_version_ = budgets_.version();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs.
+
+void Scheduler::add_pending(JobEntry& j) {
+  if (pending_.size() <= j.spec.budget) pending_.resize(budgets_.size());
+  pending_[j.spec.budget].emplace(
+      PendingKey{inverted(j.spec.priority), j.spec.submit_time, j.spec.id}, &j);
+  ++pending_count_;
+}
+
+void Scheduler::remove_pending(JobEntry& j) {
+  pending_count_ -= pending_[j.spec.budget].erase(
+      PendingKey{inverted(j.spec.priority), j.spec.submit_time, j.spec.id});
+}
+
+Status Scheduler::submit(JobSpec spec, Time now) {
+  advance(now);
+  if (auto st = validate_job(spec, config_, budgets_); !st.ok()) return st;
+  if (jobs_.count(spec.id)) return Error{"id", "a job with this id exists"};
+  for (ClusterId c : spec.clusters) {
+    if (c >= clusters_.size()) return Error{"clusters", "no such cluster"};
+  }
+  for (GpuModelId m : spec.models) {
+    if (m >= catalog_.size()) return Error{"gpu_models", "not in the catalogue"};
+  }
+  refresh_fractions();
+  JobEntry& j = jobs_[spec.id];
+  j.spec = std::move(spec);
+  j.queued_since = now_;
+  add_pending(j);
+  return ok_status();
+}
+
+void Scheduler::charge_rate(const JobEntry& j, Milli sign) {
+  const Milli m = sign * total_milli(j.run.placement);
+  auto& rates = rate_[j.run.cluster];
+  if (rates.size() < budgets_.size()) rates.resize(budgets_.size(), 0);
+  for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+    rates[cur] += m;
+  }
+}
+
+void Scheduler::release(JobEntry& j) {
+  if (j.state != JobState::Running) return;
+  if (j.run.allocated) charge_rate(j, -1);
+  pool_.release(j.run.placement);
+  running_[j.run.cluster].erase(j.spec.id);
+  NodeId last = std::numeric_limits<NodeId>::max();
+  for (const GpuSlot& g : j.run.placement) {
+    if (g.node == last) continue;
+    last = g.node;
+    auto& v = jobs_on_node_[g.node];
+    v.erase(std::remove(v.begin(), v.end(), j.spec.id), v.end());
+  }
+}
+
+Status Scheduler::job_finished(JobId id, Time now) {
+  advance(now);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Error{"job", "no such job"};
+  JobEntry& j = it->second;
+  if (j.state == JobState::Pending) remove_pending(j);
+  release(j);
+  jobs_.erase(it);
+  return ok_status();
+}
+
+Status Scheduler::job_stopped(JobId id, Time now) {
+  advance(now);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Error{"job", "no such job"};
+  JobEntry& j = it->second;
+  if (j.state != JobState::Stopping) return Error{"job", "no stop was decided for this job"};
+  if (!j.run.requeue_on_stop) {
+    jobs_.erase(it);
+    return ok_status();
+  }
+  j.state = JobState::Pending;
+  j.queued_since = now_;
+  j.run = RunInfo{};
+  add_pending(j);
+  return ok_status();
+}
+
+void Scheduler::record_usage(ClusterId cluster, BudgetId leaf, Time from, Time to, Milli rate) {
+  if (cluster >= clusters_.size() || !budgets_.valid(leaf)) return;
+  refresh_fractions();
+  for (BudgetId cur = leaf; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+    usage_[cluster].add(cur, from, to, rate);
+  }
+}
+
+void Scheduler::advance(Time now) {
+  if (now <= now_) return;
+  refresh_fractions();
+  for (ClusterId c = 0; c < clusters_.size(); ++c) {
+    usage_[c].advance(now);
+    const auto& rates = rate_[c];
+    for (BudgetId b = 0; b < rates.size(); ++b) {
+      if (rates[b] != 0) usage_[c].add(b, now_, now, rates[b]);
+    }
+  }
+  now_ = now;
+}
+
+const JobEntry* Scheduler::job(JobId id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+MilliGpuSeconds Scheduler::usage(ClusterId cluster, BudgetId budget) const {
+  return usage_.at(cluster).total(budget);
+}
+
+double Scheduler::allocation(ClusterId cluster, BudgetId budget) const {
+  if (cluster >= fraction_.size() || budget >= fraction_[cluster].size()) return 0.0;
+  return fraction_[cluster][budget] * static_cast<double>(capacity_[cluster]) *
+         static_cast<double>(usage_[cluster].window_seconds());
+}
+
+double Scheduler::standing(ClusterId cluster, BudgetId budget) const {
+  const double a = allocation(cluster, budget);
+  const double u = static_cast<double>(usage(cluster, budget));
+  if (a <= 0.0) return u > 0.0 ? kInf : 0.0;
+  return u / a;
+}
+
+Milli Scheduler::allocated_rate(ClusterId cluster, BudgetId budget) const {
+  const auto& r = rate_.at(cluster);
+  return budget < r.size() ? r[budget] : 0;
+}
+
+Time Scheduler::next_wakeup() const {
+  Time t = kNever;
+  for (ClusterId c = 0; c < clusters_.size(); ++c) {
+    for (JobId id : running_[c]) {
+      const JobEntry& j = jobs_.at(id);
+      if (j.run.protected_until > now_) t = std::min(t, j.run.protected_until);
+      const Time drain_at = j.run.started + j.spec.min_runtime;
+      if (drain_at > now_) t = std::min(t, drain_at);
+    }
+    if (!running_[c].empty()) t = std::min(t, usage_[c].next_expiry());
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Standing and funding.
+
+double Scheduler::standing_of(const ClusterScratch& s, BudgetId b, MilliGpuSeconds extra) const {
+  const double a = s.allocation[b];
+  const double p = static_cast<double>(s.projected[b] + extra);
+  if (a <= 0.0) return kInf;  // no allocation: never within it, ranked last
+  return p / a;
+}
+
+void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
+  const std::size_t n = budgets_.size();
+  s.projected.assign(n, 0);
+  s.rank_extra.assign(n, 0);
+  s.allocation.assign(n, 0.0);
+  for (BudgetId b = 0; b < n; ++b) {
+    s.projected[b] = usage_[c].total(b);
+    s.allocation[b] = allocation(c, b);
+  }
+  // Remaining contracts of running allocated jobs count as already spent: a budget can fund a
+  // new contract only if it can still afford all the ones it has promised.
+  for (JobId id : running_[c]) {
+    const JobEntry& j = jobs_.at(id);
+    if (!j.run.allocated || j.run.protected_until <= now_) continue;
+    const MilliGpuSeconds rest = total_milli(j.run.placement) * (j.run.protected_until - now_);
+    for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+      s.projected[cur] += rest;
+    }
+  }
+}
+
+bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting) const {
+  *limiting = kNoBudget;
+  const MilliGpuSeconds cost = j.spec.shape.total_milli() * j.spec.min_runtime;
+  bool ok = j.spec.min_runtime > 0 && budgets_.valid(j.spec.budget);
+  // Walking up, the last budget found out of allocation is the highest one.
+  for (BudgetId b = j.spec.budget; b != kNoBudget; b = budgets_.node(b).parent) {
+    if (static_cast<double>(s.projected[b] + cost) > config_.allocation_limit * s.allocation[b]) {
+      *limiting = b;
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cycle.
+
+CycleResult Scheduler::cycle(Time now) {
+  advance(now);
+  refresh_fractions();
+  CycleResult out;
+  out.now = now_;
+  stop_failed_and_drained(out);
+  std::set<JobId> started;
+  for (ClusterId c = 0; c < clusters_.size(); ++c) schedule_cluster(c, out, started);
+  // A job that waited in one cluster and started in a later one is not waiting.
+  if (!started.empty()) {
+    std::erase_if(out.waiting, [&](const Explanation& e) { return started.count(e.job) > 0; });
+  }
+  // A job considered in several clusters keeps the explanation of the first.
+  std::set<JobId> seen;
+  std::erase_if(out.waiting, [&](const Explanation& e) { return !seen.insert(e.job).second; });
+  return out;
+}
+
+void Scheduler::stop(JobEntry& j, StopDecision d, CycleResult& out) {
+  d.job = j.spec.id;
+  d.requeue = j.spec.resumable;
+  release(j);
+  j.state = JobState::Stopping;
+  j.run.requeue_on_stop = d.requeue;
+  out.stops.push_back(d);
+}
+
+void Scheduler::stop_failed_and_drained(CycleResult& out) {
+  for (const Node& n : nodes_) {
+    if (n.health == NodeHealth::Healthy || jobs_on_node_[n.id].empty()) continue;
+    const std::vector<JobId> ids = jobs_on_node_[n.id];  // stop() edits the list
+    for (JobId id : ids) {
+      JobEntry& j = jobs_.at(id);
+      if (j.state != JobState::Running) continue;
+      StopDecision d;
+      d.node = n.id;
+      if (n.health == NodeHealth::Down) {
+        d.reason = StopReason::NodeDown;
+        stop(j, d, out);
+        continue;
+      }
+      // Drain: the contract (minimum runtime of this run, or the protected period if it was
+      // promoted later) is honoured, then the job stops.
+      const Time deadline = std::max(j.run.started + j.spec.min_runtime,
+                                     j.run.allocated ? j.run.protected_until : Time{0});
+      if (now_ >= deadline) {
+        d.reason = StopReason::Drain;
+        stop(j, d, out);
+      }
+    }
+  }
+}
+
+void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out) {
+  if (!config_.demote_over_allocation && !config_.promote_when_funded) return;
+  for (JobId id : running_[c]) {
+    JobEntry& j = jobs_.at(id);
+    const MilliGpuSeconds m = total_milli(j.run.placement);
+    if (j.run.allocated) {
+      if (!config_.demote_over_allocation || now_ < j.run.protected_until) continue;
+      BudgetId over = kNoBudget;
+      for (BudgetId b = j.spec.budget; b != kNoBudget; b = budgets_.node(b).parent) {
+        if (static_cast<double>(s.projected[b]) > config_.allocation_limit * s.allocation[b]) {
+          over = b;  // ends at the highest budget over allocation
+        }
+      }
+      if (over == kNoBudget) continue;
+      charge_rate(j, -1);
+      j.run.allocated = false;
+      j.run.protected_until = now_;
+      out.class_changes.push_back(ClassChange{id, false, now_, over});
+    } else {
+      if (!config_.promote_when_funded || j.spec.min_runtime <= 0 || j.run.on_reserved) continue;
+      bool on_bad_node = false;
+      for (const GpuSlot& g : j.run.placement) on_bad_node |= !nodes_[g.node].schedulable();
+      if (on_bad_node) continue;
+      BudgetId limiting = kNoBudget;
+      if (!funded(s, j, &limiting)) continue;
+      j.run.allocated = true;
+      j.run.allocated_since = now_;
+      j.run.protected_until = now_ + j.spec.min_runtime;
+      charge_rate(j, +1);
+      for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+        s.projected[cur] += m * j.spec.min_runtime;
+      }
+      out.class_changes.push_back(ClassChange{id, true, j.run.protected_until, kNoBudget});
+    }
+  }
+}
+
+void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>& started) {
+  ClusterScratch s;
+  s.cluster = c;
+  s.now = now_;
+  compute_projected(c, s);
+  change_classes(c, s, out);
+
+  s.mask.assign(nodes_.size(), 0);
+  s.reserved_by.assign(nodes_.size(), kNoJob);
+  for (const Reservation& r : reservations_[c]) {
+    const JobEntry* h = job(r.job);
+    if (!h || h->state != JobState::Pending) continue;
+    s.previous[r.job] = r;
+    for (NodeId n : r.nodes) {
+      s.mask[n] = 1;
+      s.reserved_by[n] = r.job;
+    }
+  }
+
+  // Debug jobs first (they must start within seconds), then everything else; each pass walks the
+  // budget tree in fair-share order.
+  Selector debug_first(*this, s), rest(*this, s);
+  for (BudgetId b = 0; b < pending_.size(); ++b) {
+    for (const auto& [key, j] : pending_[b]) {
+      if (!j->spec.clusters.empty() &&
+          std::find(j->spec.clusters.begin(), j->spec.clusters.end(), c) ==
+              j->spec.clusters.end()) {
+        continue;
+      }
+      if (started.count(j->spec.id)) continue;
+      const bool is_debug = j->spec.kind == JobKind::Debug && config_.debug_jobs_first;
+      (is_debug ? debug_first : rest).list(b).push_back(j);
+    }
+  }
+  s.exposed = 0;
+  for (JobId id : running_[c]) {
+    const JobEntry& j = jobs_.at(id);
+    s.exposed += !j.run.allocated || j.run.protected_until <= now_;
+  }
+  std::uint32_t rank = 0;
+  for (Selector* sel : {&debug_first, &rest}) {
+    sel->activate();
+    BudgetId b = 0;
+    std::uint32_t ahead = 0;
+    while (JobEntry* j = sel->next(&b, &ahead)) {
+      sel->pop(b);
+      consider(c, s, *j, rank++, ahead, out, started);
+      if (j->state == JobState::Running) sel->rekey(b);
+    }
+  }
+
+  // Reservations of holders that were not blocked again this cycle lapse.
+  reservations_[c] = s.made;
+  out.reservations.insert(out.reservations.end(), s.made.begin(), s.made.end());
+}
+
+void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated,
+                      StartMode mode, std::vector<JobId> victims, CycleResult& out) {
+  remove_pending(j);
+  pool_.take(p);
+  j.state = JobState::Running;
+  ++j.runs;
+  RunInfo& r = j.run;
+  r = RunInfo{};
+  r.cluster = s.cluster;
+  r.placement = std::move(p);
+  r.started = now_;
+  r.allocated = allocated;
+  r.allocated_since = now_;
+  r.protected_until = allocated ? now_ + j.spec.min_runtime : now_;
+  running_[s.cluster].insert(j.spec.id);
+  NodeId last = std::numeric_limits<NodeId>::max();
+  for (const GpuSlot& g : r.placement) {
+    if (g.node != last) jobs_on_node_[g.node].push_back(j.spec.id);
+    last = g.node;
+    if (s.mask[g.node] && s.reserved_by[g.node] != j.spec.id) r.on_reserved = true;
+  }
+  const MilliGpuSeconds m = total_milli(r.placement);
+  for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+    if (allocated) {
+      s.projected[cur] += m * j.spec.min_runtime;
+    } else {
+      s.rank_extra[cur] += m * config_.usage_bucket;
+    }
+  }
+  if (allocated) charge_rate(j, +1);
+  // A holder that starts gives its reservation up.
+  if (s.previous.count(j.spec.id)) for (std::size_t n = 0; n < s.reserved_by.size(); ++n) {
+    if (s.reserved_by[n] == j.spec.id) {
+      s.reserved_by[n] = kNoJob;
+      s.mask[n] = 0;
+      ++s.mask_version;
+    }
+  }
+  StartDecision d;
+  d.job = j.spec.id;
+  d.cluster = s.cluster;
+  d.placement = r.placement;
+  d.allocated = allocated;
+  d.protected_until = r.protected_until;
+  d.mode = mode;
+  d.victims = std::move(victims);
+  out.starts.push_back(std::move(d));
+}
+
+void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
+                         std::uint32_t ahead, CycleResult& out, std::set<JobId>& started) {
+  ++out.stats.considered;
+  const Shape& shape = j.spec.shape;
+  const auto& models = j.spec.models;
+
+  Explanation e;
+  e.job = j.spec.id;
+  e.cluster = c;
+  e.rank = rank;
+  e.ahead_in_budget = ahead;
+  e.budget = j.spec.budget;
+  e.needs_nodes = shape.nodes;
+  e.needs_gpus_per_node = shape.gpus_per_node;
+  e.funded = funded(s, j, &e.limiting_budget);
+  e.standing = j.spec.budget < s.projected.size() ? standing_of(s, j.spec.budget) : kInf;
+  if (e.limiting_budget != kNoBudget) e.limiting_standing = standing_of(s, e.limiting_budget);
+
+  // A holder may use its own reserved nodes; everyone else is kept off all reserved nodes.
+  const bool holder = s.previous.count(j.spec.id) > 0;
+  NodeMask own_mask;
+  if (holder) {
+    own_mask = s.mask;
+    for (NodeId n = 0; n < own_mask.size(); ++n) {
+      if (s.reserved_by[n] == j.spec.id) own_mask[n] = 0;
+    }
+  }
+  const NodeMask& mask = holder ? own_mask : s.mask;
+
+  // 1. Free GPUs outside the reservations.
+  const ShapeKey key{shape.nodes, shape.gpus_per_node, shape.gpu_milli, pack_models(models)};
+  const std::uint64_t stamp = pool_.generation() * 1000003u + s.mask_version;
+  const bool cacheable = !holder && key.models != ~std::uint64_t{0};
+  ClusterScratch::ShapeMemo scratch_memo;
+  ClusterScratch::ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
+  if (!cacheable || memo.failed_at != stamp) {
+    ++out.stats.placement_searches;
+    if (auto p = pool_.find(c, shape, models, &mask, config_.gang_spans_blocks)) {
+      started.insert(j.spec.id);
+      start(s, j, std::move(*p), e.funded,
+            s.head_blocked ? StartMode::Backfilled : StartMode::Placed, {}, out);
+      return;
+    }
+    if (cacheable) memo.failed_at = stamp;
+  }
+
+  // 2. Backfill onto reserved GPUs where it cannot delay their holder.
+  if (config_.backfill && !s.made.empty()) {
+    const Time end_by = j.spec.expected_duration ? now_ + *j.spec.expected_duration : kNever;
+    const Time protected_to = e.funded ? now_ + j.spec.min_runtime : now_;
+    for (int allocated_pass = 1; allocated_pass >= 0; --allocated_pass) {
+      if (allocated_pass == 0 && !config_.backfill_unallocated_on_reserved) break;
+      NodeMask relaxed = mask;
+      bool any = false;
+      for (const Reservation& r : s.made) {
+        if (r.job == j.spec.id) continue;
+        const JobEntry& h = jobs_.at(r.job);
+        BudgetId unused = kNoBudget;
+        const bool ends_in_time = end_by <= r.expected_start && protected_to <= r.expected_start;
+        // Unallocated work can be evicted when the holder is ready, if the holder may preempt.
+        const bool evictable = allocated_pass == 0 && funded(s, h, &unused);
+        if (!(allocated_pass == 1 ? ends_in_time : evictable)) continue;
+        for (NodeId n : r.nodes) relaxed[n] = 0;
+        any = true;
+      }
+      if (!any) continue;
+      ++out.stats.placement_searches;
+      if (auto p = pool_.find(c, shape, models, &relaxed, config_.gang_spans_blocks)) {
+        started.insert(j.spec.id);
+        start(s, j, std::move(*p), allocated_pass == 1 && e.funded, StartMode::Backfilled, {},
+              out);
+        return;
+      }
+    }
+  }
+
+  // 3. Preemption, for funded work only: unallocated victims first, then allocated ones past their
+  // contract whose branch stands worse by the margin.
+  if (e.funded && config_.preemption &&
+      s.preemption_attempts < config_.max_preemption_attempts && s.exposed > 0) {
+    ++out.stats.preemption_attempts;
+    ++s.preemption_attempts;
+    if (try_preempt(c, s, j, mask, out)) {
+      started.insert(j.spec.id);
+      return;
+    }
+  }
+
+  // 4. It waits. Say why, and plan for the first blocked jobs so they are not starved.
+  if (memo.matching < 0) {
+    memo.matching = memo.healthy = 0;
+    for (NodeId n : cluster_nodes_[c]) {
+      if (!pool_.could_ever_fit(n, shape, models)) continue;
+      ++memo.matching;
+      memo.healthy += nodes_[n].schedulable();
+    }
+  }
+  const int matching = memo.matching, healthy = memo.healthy;
+  e.largest_free = pool_.largest_whole_free(c, models);
+  if (matching < shape.nodes) {
+    e.code = WaitCode::NoMatchingNodes;
+  } else if (healthy < shape.nodes) {
+    e.code = WaitCode::NoHealthyNodes;
+  } else {
+    const bool first_blocked = !s.head_blocked;
+    s.head_blocked = true;
+    if (config_.reserve_for_blocked &&
+        static_cast<int>(s.made.size()) < config_.max_reservations &&
+        (first_blocked || e.funded)) {
+      // Re-plan from scratch: free the holder's old nodes, then choose the best ones now.
+      for (NodeId n = 0; n < s.reserved_by.size(); ++n) {
+        if (s.reserved_by[n] == j.spec.id) {
+          s.reserved_by[n] = kNoJob;
+          s.mask[n] = 0;
+        }
+      }
+      Reservation r = plan_reservation(c, s, j, s.mask);
+      if (!r.nodes.empty()) {
+        for (NodeId n : r.nodes) {
+          s.mask[n] = 1;
+          s.reserved_by[n] = j.spec.id;
+        }
+        ++s.mask_version;
+        e.code = WaitCode::HoldsReservation;
+        e.expected_start = r.expected_start;
+        s.made.push_back(std::move(r));
+        out.waiting.push_back(e);
+        return;
+      }
+    }
+    e.code = e.funded || j.spec.min_runtime == 0 ? WaitCode::WaitingForGpus : WaitCode::NotFunded;
+    const std::uint64_t now_stamp = pool_.generation() * 1000003u + s.mask_version;
+    if (!s.made.empty() && memo.probed_at != now_stamp) {
+      memo.fits_unmasked =
+          pool_.find(c, shape, models, nullptr, config_.gang_spans_blocks).has_value();
+      memo.probed_at = now_stamp;
+    }
+    if (!s.made.empty() && memo.fits_unmasked) {
+      e.code = WaitCode::BlockedByReservation;
+      e.reserved_for = s.made.front().job;
+      e.expected_start = s.made.front().expected_start;
+    }
+  }
+  out.waiting.push_back(e);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preemption.
+
+bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const JobEntry& r,
+                               VictimReason* why) const {
+  why->ran_for = now_ - v.run.started;
+  if (!v.run.allocated) {
+    why->cls = VictimClass::Unallocated;
+    return true;
+  }
+  if (now_ < v.run.protected_until) return false;  // the contract: never inside minimum runtime
+  const BudgetId a = budgets_.common_ancestor(v.spec.budget, r.spec.budget);
+  if (a == v.spec.budget || a == r.spec.budget) return false;  // same budget: priority only orders
+  const BudgetId bv = budgets_.child_on_path(a, v.spec.budget);
+  const BudgetId br = budgets_.child_on_path(a, r.spec.budget);
+  const MilliGpuSeconds cost = r.spec.shape.total_milli() * r.spec.min_runtime;
+  why->cls = VictimClass::OverAllocation;
+  why->victim_branch = bv;
+  why->requester_branch = br;
+  why->victim_standing = standing_of(s, bv);
+  why->requester_standing = standing_of(s, br, cost);
+  return why->victim_standing > why->requester_standing + config_.preemption_margin;
+}
+
+bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
+                            CycleResult& out) {
+  const Shape& shape = j.spec.shape;
+  struct Cost {
+    double allocated_lost = 0;  // GPU-seconds lost by allocated victims (minimised first)
+    double lost = 0;            // all GPU-seconds lost
+    std::size_t count = 0;
+    auto operator<=>(const Cost&) const = default;
+  };
+  struct NodeOption {
+    NodeId node;
+    Cost cost;
+    std::vector<JobId> victims;
+  };
+  std::map<JobId, VictimReason> reasons;
+  std::map<JobId, bool> eligible;  // memo per victim
+  std::vector<NodeOption> options;
+  std::vector<Milli> extra;
+
+  for (NodeId n : cluster_nodes_[c]) {
+    if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
+      continue;
+    }
+    extra.assign(static_cast<std::size_t>(pool_.gpu_count(n)), 0);
+    if (pool_.fits_node_with(n, shape, extra)) {
+      options.push_back(NodeOption{n, {}, {}});
+      continue;
+    }
+    // Candidates on this node, cheapest loss first, unallocated before allocated.
+    struct Cand {
+      bool allocated;
+      double lost;
+      JobId id;
+    };
+    std::vector<Cand> cands;
+    for (JobId vid : jobs_on_node_[n]) {
+      const JobEntry& v = jobs_.at(vid);
+      if (v.run.started == now_) continue;  // never undo this cycle's own decisions
+      auto [it, fresh] = eligible.try_emplace(vid, false);
+      if (fresh) {
+        VictimReason why;
+        it->second = preemptible_by(s, v, j, &why);
+        if (it->second) reasons[vid] = why;
+      }
+      if (!it->second) continue;
+      const double lost = static_cast<double>(total_milli(v.run.placement)) / kWholeGpu *
+                          static_cast<double>(now_ - v.run.started);
+      cands.push_back(Cand{v.run.allocated, lost, vid});
+    }
+    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+      return std::tie(a.allocated, a.lost, a.id) < std::tie(b.allocated, b.lost, b.id);
+    });
+    auto give_back = [&](JobId vid, Milli sign) {
+      for (const GpuSlot& g : jobs_.at(vid).run.placement) {
+        if (g.node == n) extra[g.gpu] += sign * g.milli;
+      }
+    };
+    std::vector<std::size_t> taken;
+    bool fits = false;
+    for (std::size_t i = 0; i < cands.size() && !fits; ++i) {
+      give_back(cands[i].id, +1);
+      taken.push_back(i);
+      fits = pool_.fits_node_with(n, shape, extra);
+    }
+    if (!fits) continue;
+    // Drop victims that turned out not to be needed, most expensive first.
+    for (std::size_t k = taken.size(); k-- > 0;) {
+      give_back(cands[taken[k]].id, -1);
+      if (pool_.fits_node_with(n, shape, extra)) {
+        taken.erase(taken.begin() + static_cast<std::ptrdiff_t>(k));
+      } else {
+        give_back(cands[taken[k]].id, +1);
+      }
+    }
+    NodeOption o{n, {}, {}};
+    for (std::size_t i : taken) {
+      o.cost.allocated_lost += cands[i].allocated ? cands[i].lost : 0.0;
+      o.cost.lost += cands[i].lost;
+      ++o.cost.count;
+      o.victims.push_back(cands[i].id);
+    }
+    options.push_back(std::move(o));
+  }
+  if (static_cast<int>(options.size()) < shape.nodes) return false;
+
+  // Choose nodes: the cheapest one, or for a gang the cheapest set within one block if possible.
+  auto by_cost = [](const NodeOption* a, const NodeOption* b) {
+    return std::tie(a->cost, a->node) < std::tie(b->cost, b->node);
+  };
+  std::vector<const NodeOption*> chosen;
+  {
+    std::map<BlockId, std::vector<const NodeOption*>> by_block;
+    std::vector<const NodeOption*> all;
+    for (const NodeOption& o : options) {
+      by_block[nodes_[o.node].block].push_back(&o);
+      all.push_back(&o);
+    }
+    auto sum = [&](const std::vector<const NodeOption*>& v) {
+      Cost t;
+      for (int i = 0; i < shape.nodes; ++i) {
+        t.allocated_lost += v[i]->cost.allocated_lost;
+        t.lost += v[i]->cost.lost;
+        t.count += v[i]->cost.count;
+      }
+      return t;
+    };
+    std::optional<Cost> best;
+    for (auto& [block, v] : by_block) {
+      if (static_cast<int>(v.size()) < shape.nodes) continue;
+      std::sort(v.begin(), v.end(), by_cost);
+      const Cost t = sum(v);
+      if (!best || t < *best) {
+        best = t;
+        chosen.assign(v.begin(), v.begin() + shape.nodes);
+      }
+    }
+    if (chosen.empty()) {
+      if (!config_.gang_spans_blocks && shape.gang()) return false;
+      std::sort(all.begin(), all.end(), by_cost);
+      chosen.assign(all.begin(), all.begin() + shape.nodes);
+    }
+  }
+  std::vector<JobId> victims;
+  for (const NodeOption* o : chosen) victims.insert(victims.end(), o->victims.begin(), o->victims.end());
+  std::sort(victims.begin(), victims.end());
+  victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
+  if (victims.empty()) return false;  // it fits without victims only if a search above missed it
+
+  // What-if: hand the victims' GPUs back, place, and undo if it still does not fit.
+  for (JobId vid : victims) pool_.release(jobs_.at(vid).run.placement);
+  NodeMask only = mask;
+  auto p = pool_.find(c, shape, j.spec.models, &only, config_.gang_spans_blocks);
+  for (JobId vid : victims) pool_.take(jobs_.at(vid).run.placement);
+  if (!p) return false;
+
+  for (JobId vid : victims) {
+    StopDecision d;
+    d.reason = StopReason::Preempted;
+    d.for_job = j.spec.id;
+    d.victim = reasons.at(vid);
+    stop(jobs_.at(vid), d, out);
+  }
+  start(s, j, std::move(*p), /*allocated=*/true, StartMode::Preempting, victims, out);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reservations for blocked jobs.
+
+Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const JobEntry& j,
+                                        const NodeMask& mask) const {
+  const Shape& shape = j.spec.shape;
+  BudgetId unused = kNoBudget;
+  const bool can_preempt = config_.preemption && funded(s, j, &unused);
+  const int need = shape.fractional() ? 1 : shape.gpus_per_node;
+  struct Ready {
+    Time at;
+    int free_now;
+    NodeId node;
+  };
+  std::vector<Ready> ready;
+  for (NodeId n : cluster_nodes_[c]) {
+    if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
+      continue;
+    }
+    const int free_now = pool_.whole_free(n);
+    Time at = now_;
+    if (free_now < need) {
+      // When does each job on the node give its GPUs back: its declared end, or, if this job
+      // may preempt it, the end of its contract.
+      std::vector<std::pair<Time, int>> releases;
+      for (JobId vid : jobs_on_node_[n]) {
+        const JobEntry& v = jobs_.at(vid);
+        Time t = v.spec.expected_duration ? v.run.started + *v.spec.expected_duration : kNever;
+        VictimReason why;
+        if (can_preempt && preemptible_by(s, v, j, &why)) t = now_;
+        if (can_preempt && v.run.allocated && t == kNever) {
+          // Past its contract it may become preemptible as standings move: plan on that.
+          t = std::max(now_, v.run.protected_until);
+        }
+        int gpus = 0;
+        for (const GpuSlot& g : v.run.placement) gpus += g.node == n;
+        releases.emplace_back(std::max(t, now_), gpus);
+      }
+      std::sort(releases.begin(), releases.end());
+      int have = free_now;
+      at = kNever;
+      for (const auto& [t, g] : releases) {
+        have += g;
+        if (have >= need) {
+          at = t;
+          break;
+        }
+      }
+    }
+    ready.push_back(Ready{at, free_now, n});
+  }
+  Reservation r;
+  r.job = j.spec.id;
+  r.cluster = c;
+  if (static_cast<int>(ready.size()) < shape.nodes) return r;
+  auto earlier = [](const Ready& a, const Ready& b) {
+    return std::tie(a.at, b.free_now, a.node) < std::tie(b.at, a.free_now, b.node);
+  };
+  std::vector<Ready> chosen;
+  std::map<BlockId, std::vector<Ready>> by_block;
+  for (const Ready& x : ready) by_block[nodes_[x.node].block].push_back(x);
+  for (auto& [block, v] : by_block) {
+    if (static_cast<int>(v.size()) < shape.nodes) continue;
+    std::sort(v.begin(), v.end(), earlier);
+    v.resize(static_cast<std::size_t>(shape.nodes));
+    if (chosen.empty() || earlier(v.back(), chosen.back())) chosen = v;
+  }
+  if (chosen.empty()) {
+    std::sort(ready.begin(), ready.end(), earlier);
+    chosen.assign(ready.begin(), ready.begin() + shape.nodes);
+  }
+  r.expected_start = now_;
+  for (const Ready& x : chosen) {
+    r.nodes.push_back(x.node);
+    r.expected_start = std::max(r.expected_start, x.at);
+  }
+  std::sort(r.nodes.begin(), r.nodes.end());
+  return r;
+}
+
+CycleResult plan_cycle(Scheduler state, Time now) { return state.cycle(now); }
+
+}  // namespace allot::core

@@ -1,0 +1,177 @@
+// The scheduling core's one entry point. State comes in through events (nodes, budgets, jobs,
+// usage, time); decisions come out of cycle(). No I/O, no threads, no clock: the same events give
+// the same decisions bit for bit. The server and the simulator both drive this class.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/budget_tree.h"
+#include "core/decisions.h"
+#include "core/explanation.h"
+#include "core/gpu_catalog.h"
+#include "core/gpu_pool.h"
+#include "core/job.h"
+#include "core/node.h"
+#include "core/policy_config.h"
+#include "core/usage_window.h"
+
+namespace allot::core {
+
+enum class JobState : std::uint8_t {
+  Pending,
+  Running,
+  Stopping,  // a stop was decided; its GPUs are released; waiting for job_stopped()
+};
+const char* to_string(JobState s);
+
+struct RunInfo {
+  ClusterId cluster = 0;
+  Placement placement;
+  Time started = 0;           // this run's start (a requeued job starts a new run)
+  bool allocated = false;     // charged to its budget, protected until protected_until
+  Time allocated_since = 0;
+  Time protected_until = 0;
+  bool on_reserved = false;   // backfilled unallocated onto nodes reserved for another job
+  bool requeue_on_stop = false;
+};
+
+struct JobEntry {
+  JobSpec spec;
+  JobState state = JobState::Pending;
+  RunInfo run;          // meaningful while Running or Stopping
+  Time queued_since = 0;
+  int runs = 0;         // how many times it started
+};
+
+struct CycleStats {
+  std::size_t considered = 0;
+  std::size_t placement_searches = 0;
+  std::size_t preemption_attempts = 0;
+};
+
+struct CycleResult {
+  Time now = 0;
+  std::vector<StopDecision> stops;
+  std::vector<ClassChange> class_changes;
+  std::vector<StartDecision> starts;
+  std::vector<Reservation> reservations;
+  std::vector<Explanation> waiting;  // every pending job left waiting, in fair-share order
+  CycleStats stats;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(PolicyConfig config = {}, GpuCatalog catalog = GpuCatalog::standard());
+
+  // --- the model ---
+  ClusterId add_cluster(std::string name);
+  Result<NodeId> add_node(NodeSpec spec);
+  // Down stops every job on the node at the next cycle; Unhealthy / Draining stop each job as it
+  // reaches its minimum runtime; Healthy takes work again.
+  Status set_node_health(NodeId node, NodeHealth health, std::string reason, Time now);
+  Status set_cordoned(NodeId node, bool cordoned);
+  BudgetTree& budgets() { return budgets_; }
+  const BudgetTree& budgets() const { return budgets_; }
+  GpuCatalog& catalog() { return catalog_; }
+  const GpuCatalog& catalog() const { return catalog_; }
+  const PolicyConfig& config() const { return config_; }
+
+  // --- jobs ---
+  Status submit(JobSpec spec, Time now);
+  // Removes a job in any state (cancelled, or it ended on its own); its GPUs are free at once.
+  Status job_finished(JobId id, Time now);
+  // A decided stop was carried out: resumable preempted/drained jobs go back to the queue.
+  Status job_stopped(JobId id, Time now);
+  // Replays past charges (e.g. from the server's ledger after a restart) into the lookback window.
+  void record_usage(ClusterId cluster, BudgetId leaf, Time from, Time to, Milli rate);
+
+  // --- time and decisions ---
+  void advance(Time now);  // charges running allocated jobs up to `now`
+  CycleResult cycle(Time now);
+  // The earliest time after now() at which a cycle may decide something new without any event
+  // (a contract ends, a drain deadline, a usage bucket expires). kNever if none.
+  Time next_wakeup() const;
+  Time now() const { return now_; }
+
+  // --- reading ---
+  const JobEntry* job(JobId id) const;
+  const std::map<JobId, JobEntry>& jobs() const { return jobs_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<Cluster>& clusters() const { return clusters_; }
+  const GpuPool& pool() const { return pool_; }
+  const std::vector<Reservation>& reservations(ClusterId c) const { return reservations_.at(c); }
+  std::size_t pending_count() const { return pending_count_; }
+  MilliGpuSeconds usage(ClusterId cluster, BudgetId budget) const;
+  // Usage / allocation over the lookback for `budget` on `cluster` (1.0 = exactly its allocation).
+  double standing(ClusterId cluster, BudgetId budget) const;
+  // Milli-GPU-seconds the budget is owed over one lookback window on `cluster`.
+  double allocation(ClusterId cluster, BudgetId budget) const;
+  Milli capacity(ClusterId cluster) const { return capacity_.at(cluster); }
+  Milli allocated_rate(ClusterId cluster, BudgetId budget) const;
+
+  // A sentence a person can read.
+  std::string describe(const Explanation& e) const;
+  std::string describe(const StopDecision& s) const;
+
+ private:
+  struct ClusterScratch;  // per-cycle working state of one cluster pass
+  class Selector;
+
+  void refresh_fractions();
+  void charge_rate(const JobEntry& j, Milli sign);
+  void compute_projected(ClusterId c, ClusterScratch& s) const;
+  bool funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting) const;
+  double standing_of(const ClusterScratch& s, BudgetId b, MilliGpuSeconds extra = 0) const;
+  void stop_failed_and_drained(CycleResult& out);
+  void change_classes(ClusterId c, ClusterScratch& s, CycleResult& out);
+  void schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>& started);
+  void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
+                std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
+  void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
+             std::vector<JobId> victims, CycleResult& out);
+  void release(JobEntry& j);
+  void stop(JobEntry& j, StopDecision d, CycleResult& out);
+  bool try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
+                   CycleResult& out);
+  bool preemptible_by(const ClusterScratch& s, const JobEntry& victim, const JobEntry& requester,
+                      VictimReason* why) const;
+  Reservation plan_reservation(ClusterId c, ClusterScratch& s, const JobEntry& j,
+                               const NodeMask& mask) const;
+  void remove_pending(JobEntry& j);
+  void add_pending(JobEntry& j);
+
+  PolicyConfig config_;
+  GpuCatalog catalog_;
+  BudgetTree budgets_;
+  std::vector<Cluster> clusters_;
+  std::vector<Node> nodes_;
+  std::vector<std::vector<NodeId>> cluster_nodes_;
+  std::map<std::string, BlockId> blocks_;
+  GpuPool pool_;
+  std::vector<Milli> capacity_;                // per cluster, all nodes
+  std::vector<UsageWindow> usage_;             // per cluster
+  std::vector<std::vector<Milli>> rate_;       // [cluster][budget] allocated milli-GPUs running
+  std::vector<std::vector<double>> fraction_;  // [cluster][budget] allocated fraction
+  std::uint64_t fractions_version_ = 0;
+
+  std::map<JobId, JobEntry> jobs_;
+  // Pending jobs per budget, in the order they are served within it: priority, submit time, id.
+  using PendingKey = std::tuple<int, Time, JobId>;
+  std::vector<std::map<PendingKey, JobEntry*>> pending_;
+  std::size_t pending_count_ = 0;
+  std::vector<std::set<JobId>> running_;           // per cluster: Running jobs
+  std::vector<std::vector<JobId>> jobs_on_node_;   // Running jobs touching each node
+  std::vector<std::vector<Reservation>> reservations_;  // per cluster, from the last cycle
+  Time now_ = 0;
+};
+
+// "2h05m", "3d04h", "45s".
+std::string format_duration(Duration d);
+
+// The pure form: decisions for `state` at `now`, leaving the caller's state untouched.
+CycleResult plan_cycle(Scheduler state, Time now);
+
+}  // namespace allot::core
