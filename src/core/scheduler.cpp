@@ -219,7 +219,7 @@ ClusterId Scheduler::add_cluster(std::string name) {
   clusters_.push_back(Cluster{id, std::move(name)});
   cluster_nodes_.emplace_back();
   capacity_.push_back(0);
-  usage_.emplace_back(config_.lookback, config_.usage_bucket);
+  usage_.emplace_back(config_.lookback, config_.usage_bucket, config_.usage_half_life);
   usage_.back().advance(now_);
   rate_.emplace_back();
   running_.emplace_back();
@@ -442,8 +442,9 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   // new contract only if it can still afford all the ones it has promised.
   for (JobId id : running_[c]) {
     const JobEntry& j = jobs_.at(id);
-    if (!j.run.allocated || j.run.protected_until <= now_) continue;
-    const MilliGpuSeconds rest = total_milli(j.run.placement) * (j.run.protected_until - now_);
+    const Time contract_end = j.run.allocated_since + j.spec.min_runtime;
+    if (!j.run.allocated || contract_end <= now_) continue;
+    const MilliGpuSeconds rest = total_milli(j.run.placement) * (contract_end - now_);
     for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
       s.projected[cur] += rest;
     }
@@ -452,16 +453,44 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
 
 bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting) const {
   *limiting = kNoBudget;
-  const MilliGpuSeconds cost = j.spec.shape.total_milli() * j.spec.min_runtime;
-  bool ok = j.spec.min_runtime > 0 && budgets_.valid(j.spec.budget);
-  // Walking up, the last budget found out of allocation is the highest one.
-  for (BudgetId b = j.spec.budget; b != kNoBudget; b = budgets_.node(b).parent) {
+  if (!budgets_.valid(j.spec.budget)) return false;
+  const Milli milli = j.spec.shape.total_milli();
+  switch (config_.funding) {
+    case Funding::Always:
+      return true;
+    case Funding::ConcurrentCap: {
+      // A cap on GPUs held at once: fraction x capacity, counting allocated jobs running now.
+      const auto& rates = rate_[s.cluster];
+      bool ok = true;
+      for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.node(b).parent) {
+        const double cap = config_.allocation_limit * fraction_[s.cluster][b] *
+                           static_cast<double>(capacity_[s.cluster]);
+        const Milli held = b < rates.size() ? rates[b] : 0;
+        if (static_cast<double>(held + milli) > cap) {
+          *limiting = b;
+          ok = false;
+        }
+      }
+      return ok;
+    }
+    case Funding::Lookback:
+      break;
+  }
+  const MilliGpuSeconds cost = milli * j.spec.min_runtime;
+  bool ok = j.spec.min_runtime > 0;
+  // Walking up, the last budget found out of allocation is the highest one. The root is the whole
+  // cluster: its limit is physical and placement enforces it.
+  for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.node(b).parent) {
     if (static_cast<double>(s.projected[b] + cost) > config_.allocation_limit * s.allocation[b]) {
       *limiting = b;
       ok = false;
     }
   }
   return ok;
+}
+
+Time Scheduler::protection_end(const JobEntry& j) const {
+  return config_.minimum_runtime_contract ? now_ + j.spec.min_runtime : kNever;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -526,9 +555,12 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
     JobEntry& j = jobs_.at(id);
     const MilliGpuSeconds m = total_milli(j.run.placement);
     if (j.run.allocated) {
-      if (!config_.demote_over_allocation || now_ < j.run.protected_until) continue;
+      if (!config_.demote_over_allocation || now_ < j.run.protected_until ||
+          config_.funding != Funding::Lookback) {
+        continue;
+      }
       BudgetId over = kNoBudget;
-      for (BudgetId b = j.spec.budget; b != kNoBudget; b = budgets_.node(b).parent) {
+      for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.node(b).parent) {
         if (static_cast<double>(s.projected[b]) > config_.allocation_limit * s.allocation[b]) {
           over = b;  // ends at the highest budget over allocation
         }
@@ -539,7 +571,10 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
       j.run.protected_until = now_;
       out.class_changes.push_back(ClassChange{id, false, now_, over});
     } else {
-      if (!config_.promote_when_funded || j.spec.min_runtime <= 0 || j.run.on_reserved) continue;
+      if (!config_.promote_when_funded || j.run.on_reserved ||
+          (config_.funding == Funding::Lookback && j.spec.min_runtime <= 0)) {
+        continue;
+      }
       bool on_bad_node = false;
       for (const GpuSlot& g : j.run.placement) on_bad_node |= !nodes_[g.node].schedulable();
       if (on_bad_node) continue;
@@ -547,7 +582,7 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
       if (!funded(s, j, &limiting)) continue;
       j.run.allocated = true;
       j.run.allocated_since = now_;
-      j.run.protected_until = now_ + j.spec.min_runtime;
+      j.run.protected_until = protection_end(j);
       charge_rate(j, +1);
       for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
         s.projected[cur] += m * j.spec.min_runtime;
@@ -579,6 +614,8 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
   // Debug jobs first (they must start within seconds), then everything else; each pass walks the
   // budget tree in fair-share order.
   Selector debug_first(*this, s), rest(*this, s);
+  std::vector<JobEntry*> flat[2];  // for the FIFO and strict-priority orders
+  const bool fair = config_.order == QueueOrder::FairShare;
   for (BudgetId b = 0; b < pending_.size(); ++b) {
     for (const auto& [key, j] : pending_[b]) {
       if (!j->spec.clusters.empty() &&
@@ -588,7 +625,11 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
       }
       if (started.count(j->spec.id)) continue;
       const bool is_debug = j->spec.kind == JobKind::Debug && config_.debug_jobs_first;
-      (is_debug ? debug_first : rest).list(b).push_back(j);
+      if (fair) {
+        (is_debug ? debug_first : rest).list(b).push_back(j);
+      } else {
+        flat[is_debug ? 0 : 1].push_back(j);
+      }
     }
   }
   s.exposed = 0;
@@ -597,14 +638,30 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
     s.exposed += !j.run.allocated || j.run.protected_until <= now_;
   }
   std::uint32_t rank = 0;
-  for (Selector* sel : {&debug_first, &rest}) {
-    sel->activate();
-    BudgetId b = 0;
-    std::uint32_t ahead = 0;
-    while (JobEntry* j = sel->next(&b, &ahead)) {
-      sel->pop(b);
-      consider(c, s, *j, rank++, ahead, out, started);
-      if (j->state == JobState::Running) sel->rekey(b);
+  if (fair) {
+    for (Selector* sel : {&debug_first, &rest}) {
+      sel->activate();
+      BudgetId b = 0;
+      std::uint32_t ahead = 0;
+      while (JobEntry* j = sel->next(&b, &ahead)) {
+        sel->pop(b);
+        consider(c, s, *j, rank++, ahead, out, started);
+        if (j->state == JobState::Running) sel->rekey(b);
+      }
+    }
+  } else {
+    const bool by_priority = config_.order == QueueOrder::Priority;
+    std::vector<std::uint32_t> seen(budgets_.size(), 0);
+    for (auto& list : flat) {
+      std::sort(list.begin(), list.end(), [by_priority](const JobEntry* a, const JobEntry* b) {
+        const int pa = by_priority ? inverted(a->spec.priority) : 0;
+        const int pb = by_priority ? inverted(b->spec.priority) : 0;
+        return std::tie(pa, a->spec.submit_time, a->spec.id) <
+               std::tie(pb, b->spec.submit_time, b->spec.id);
+      });
+      for (JobEntry* j : list) {
+        consider(c, s, *j, rank++, seen[j->spec.budget]++, out, started);
+      }
     }
   }
 
@@ -626,7 +683,7 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   r.started = now_;
   r.allocated = allocated;
   r.allocated_since = now_;
-  r.protected_until = allocated ? now_ + j.spec.min_runtime : now_;
+  r.protected_until = allocated ? protection_end(j) : now_;
   running_[s.cluster].insert(j.spec.id);
   NodeId last = std::numeric_limits<NodeId>::max();
   for (const GpuSlot& g : r.placement) {
@@ -816,7 +873,8 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
   why->ran_for = now_ - v.run.started;
   if (!v.run.allocated) {
     why->cls = VictimClass::Unallocated;
-    return true;
+    // A strict-priority scheduler lets only higher priority take preemptible work.
+    return config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority;
   }
   if (now_ < v.run.protected_until) return false;  // the contract: never inside minimum runtime
   const BudgetId a = budgets_.common_ancestor(v.spec.budget, r.spec.budget);

@@ -124,6 +124,7 @@ class Scheduler {
   void charge_rate(const JobEntry& j, Milli sign);
   void compute_projected(ClusterId c, ClusterScratch& s) const;
   bool funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting) const;
+  Time protection_end(const JobEntry& j) const;  // for a job made allocated now
   double standing_of(const ClusterScratch& s, BudgetId b, MilliGpuSeconds extra = 0) const;
   void stop_failed_and_drained(CycleResult& out);
   void change_classes(ClusterId c, ClusterScratch& s, CycleResult& out);

@@ -6,7 +6,7 @@
 
 namespace allot::core {
 
-using Time = std::int64_t;      // seconds since an epoch chosen by the caller
+using Time = std::int64_t;      // seconds since an epoch chosen by the caller; never negative
 using Duration = std::int64_t;  // seconds
 using JobId = std::uint64_t;
 using NodeId = std::uint32_t;     // dense index into the scheduler's nodes

@@ -10,8 +10,10 @@ namespace allot::core {
 
 class UsageWindow {
  public:
-  // `lookback` is rounded up to a whole number of buckets.
-  UsageWindow(Duration lookback, Duration bucket);
+  // `lookback` is rounded up to a whole number of buckets. With `half_life` > 0 the window does
+  // not slide: usage decays by half every half_life instead (at bucket boundaries), and
+  // window_seconds() is the mean age of a decayed charge, half_life / ln 2.
+  UsageWindow(Duration lookback, Duration bucket, Duration half_life = 0);
 
   // Moves the window's end to `t` (monotone; earlier times are ignored), expiring old buckets.
   void advance(Time t);
@@ -23,7 +25,7 @@ class UsageWindow {
     return node < totals_.size() ? totals_[node] : 0;
   }
   void ensure_nodes(std::size_t n);
-  Duration window_seconds() const { return bucket_ * static_cast<Duration>(slots_.size()); }
+  Duration window_seconds() const;
   Duration bucket_seconds() const { return bucket_; }
   Time now() const { return now_; }
   // The next time at which a bucket expires (usage can drop then without any event).
@@ -31,6 +33,8 @@ class UsageWindow {
 
  private:
   Duration bucket_;
+  Duration half_life_ = 0;
+  double decay_per_bucket_ = 1.0;
   std::vector<std::vector<MilliGpuSeconds>> slots_;  // [bucket slot][node]
   std::vector<MilliGpuSeconds> totals_;
   Time now_ = 0;

@@ -1,1 +1,315 @@
+// Fair-share order, the allocated/unallocated contract, class changes, explanations, determinism.
 #include <gtest/gtest.h>
+
+#include "world.h"
+
+namespace allot::core {
+namespace {
+
+using testing::World;
+
+// Milli-GPU-seconds that make a budget with `fraction` of `gpus` GPUs use `x` of its allocation.
+Milli rate_for(double x, double fraction, int gpus) {
+  return static_cast<Milli>(x * fraction * gpus * kWholeGpu);
+}
+
+TEST(FairShare, UnderServedBudgetGoesFirst) {
+  World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  // /a used 60% of its allocation over the last week, /b nothing.
+  w.now = 7 * kDay;
+  w.s.advance(w.now);
+  w.s.record_usage(0, a, 0, 7 * kDay, rate_for(0.6, 0.5, 8));
+  const JobId ja = w.submit(a, 8);
+  w.now += 10;
+  const JobId jb = w.submit(b, 8);
+  auto r = w.run();
+  EXPECT_TRUE(World::started(r, jb));
+  EXPECT_FALSE(World::started(r, ja));
+  // The window is whole buckets: at 7 days the first hour has already left it.
+  EXPECT_NEAR(w.s.standing(0, a), 0.6 * 167 / 168, 1e-9);
+}
+
+TEST(FairShare, OneCycleSplitsAnEmptyClusterByShare) {
+  World w;
+  w.add_nodes(2);
+  const BudgetId a = w.budget("/a", 1), b = w.budget("/b", 3);
+  for (int i = 0; i < 16; ++i) w.submit(a, 1);
+  for (int i = 0; i < 16; ++i) w.submit(b, 1);
+  auto r = w.run();
+  int for_a = 0, for_b = 0;
+  for (const auto& d : r.starts) (w.s.job(d.job)->spec.budget == a ? for_a : for_b)++;
+  // Standings move as contracts are committed: b (3x the share) gets 3x the GPUs.
+  EXPECT_EQ(for_a, 4);
+  EXPECT_EQ(for_b, 12);
+}
+
+TEST(FairShare, TreeLevelsAreComparedBeforeLeaves) {
+  World w;
+  w.add_nodes(1, 1);
+  const BudgetId x1 = w.budget("/x/one"), x2 = w.budget("/x/two"), y = w.budget("/y");
+  w.now = 7 * kDay;
+  w.s.advance(w.now);
+  // /x/one used a lot, so /x as a whole stands worse than /y even though /x/two used nothing.
+  w.s.record_usage(0, x1, 0, 7 * kDay, rate_for(0.9, 0.25, 1));
+  const JobId j2 = w.submit(x2, 1);
+  const JobId jy = w.submit(y, 1);
+  auto r = w.run();
+  EXPECT_TRUE(World::started(r, jy));
+  ASSERT_NE(World::why(r, j2), nullptr);
+  EXPECT_EQ(World::why(r, j2)->rank, 1u);
+}
+
+TEST(FairShare, PriorityOrdersOnlyWithinABudget) {
+  World w;
+  w.add_nodes(1, 1);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  w.now = 7 * kDay;
+  w.s.advance(w.now);
+  w.s.record_usage(0, a, 0, 7 * kDay, rate_for(0.5, 0.5, 1));
+  JobSpec normal = w.job(a, 1);
+  const JobId a_normal = w.submit(normal);
+  JobSpec urgent = w.job(a, 1);
+  urgent.priority = Priority::Urgent;
+  urgent.submit_time = w.now + 5;
+  const JobId a_urgent = w.submit(urgent);
+  const JobId b_low = [&] {
+    JobSpec j = w.job(b, 1);
+    j.priority = Priority::Low;
+    return w.submit(j);
+  }();
+  auto r = w.run();
+  EXPECT_EQ(World::start_order(r), std::vector<JobId>{b_low}) << "urgent does not jump budgets";
+  EXPECT_EQ(World::why(r, a_urgent)->rank, 1u);
+  EXPECT_EQ(World::why(r, a_normal)->rank, 2u);
+  EXPECT_EQ(World::why(r, a_normal)->ahead_in_budget, 1u);
+}
+
+TEST(FairShare, DebugJobsGoFirst) {
+  World w;
+  w.add_nodes(1, 1);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  w.now = 7 * kDay;
+  w.s.advance(w.now);
+  w.s.record_usage(0, a, 0, 7 * kDay, rate_for(0.5, 0.5, 1));
+  const JobId batch = w.submit(b, 1);
+  JobSpec dbg = w.job(a, 1, 10 * kMinute);
+  dbg.kind = JobKind::Debug;
+  const JobId debug = w.submit(dbg);
+  auto r = w.run();
+  EXPECT_TRUE(World::started(r, debug));
+  EXPECT_TRUE(w.pending(batch));
+}
+
+TEST(FairShare, FifoAndPriorityOrdersIgnoreBudgets) {
+  PolicyConfig fifo;
+  fifo.order = QueueOrder::Fifo;
+  World w(fifo);
+  w.add_nodes(1, 1);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  w.now = 7 * kDay;
+  w.s.advance(w.now);
+  w.s.record_usage(0, a, 0, 7 * kDay, rate_for(0.9, 0.5, 1));
+  const JobId first = w.submit(a, 1);
+  w.now += 1;
+  w.submit(b, 1);
+  EXPECT_EQ(World::start_order(w.run()), std::vector<JobId>{first});
+
+  PolicyConfig prio;
+  prio.order = QueueOrder::Priority;
+  World v(prio);
+  v.add_nodes(1, 1);
+  const BudgetId c = v.budget("/c");
+  v.submit(c, 1);
+  JobSpec high = v.job(c, 1);
+  high.priority = Priority::High;
+  high.submit_time = 5;
+  const JobId h = v.submit(high);
+  EXPECT_EQ(World::start_order(v.run()), std::vector<JobId>{h});
+}
+
+TEST(Contract, FundedJobsRunAllocatedAndAreCharged) {
+  World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a");
+  const JobId funded = w.submit(a, 2, kHour);
+  const JobId free_job = w.submit(a, 2, 0);
+  auto r = w.run();
+  ASSERT_EQ(r.starts.size(), 2u);
+  EXPECT_TRUE(w.allocated(funded));
+  EXPECT_EQ(w.s.job(funded)->run.protected_until, kHour);
+  EXPECT_FALSE(w.allocated(free_job)) << "minimum runtime 0 is unallocated by definition";
+  w.s.advance(kHour);
+  EXPECT_EQ(w.s.usage(0, a), 2 * kWholeGpu * kHour) << "only allocated time is charged";
+  EXPECT_EQ(w.s.usage(0, w.s.budgets().root()), 2 * kWholeGpu * kHour);
+}
+
+TEST(Contract, BudgetThatCannotAffordTheContractRunsUnallocated) {
+  World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  w.now = 7 * kDay;
+  w.s.advance(w.now);
+  // /a has 2 GPU-hours left of its week: enough for 1 GPU x 1 h, not for 4 GPUs x 1 h.
+  const double alloc = w.s.allocation(0, a);
+  w.s.record_usage(0, a, w.now - kHour, w.now,
+                   static_cast<Milli>((alloc - 2.0 * kWholeGpu * kHour) / kHour));
+  const JobId small = w.submit(a, 1, kHour);
+  const JobId big = w.submit(a, 4, kHour);
+  w.run();
+  EXPECT_TRUE(w.allocated(small));
+  EXPECT_TRUE(w.running(big));
+  EXPECT_FALSE(w.allocated(big));
+  (void)b;
+}
+
+TEST(Contract, AllocatedJobIsDemotedAfterItsContractWhenItsBudgetIsOver) {
+  World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a");
+  w.budget("/b");
+  const JobId j = w.submit(a, 8, 2 * kHour);
+  w.run();
+  ASSERT_TRUE(w.allocated(j));
+  // Someone else's charges push /a over its allocation (e.g. a ledger replay).
+  w.s.advance(kHour);
+  w.s.record_usage(0, a, 0, kHour, static_cast<Milli>(w.s.allocation(0, a) / kHour));
+  auto r = w.run_at(kHour);
+  EXPECT_TRUE(r.class_changes.empty()) << "never inside the minimum runtime";
+  EXPECT_TRUE(w.allocated(j));
+  r = w.run_at(2 * kHour);
+  ASSERT_EQ(r.class_changes.size(), 1u);
+  EXPECT_FALSE(r.class_changes[0].allocated);
+  EXPECT_EQ(r.class_changes[0].limiting_budget, a);
+  EXPECT_FALSE(w.allocated(j));
+  const auto used = w.s.usage(0, a);
+  w.s.advance(3 * kHour);
+  EXPECT_EQ(w.s.usage(0, a), used) << "unallocated time is not charged";
+}
+
+TEST(Contract, UnallocatedJobIsPromotedWhenItsBudgetIsFundedAgain) {
+  PolicyConfig config;
+  config.lookback = 4 * kHour;
+  World w(config);
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a");
+  w.budget("/b");
+  w.now = 4 * kHour;
+  w.s.advance(w.now);
+  w.s.record_usage(0, a, kHour, 2 * kHour, static_cast<Milli>(w.s.allocation(0, a) / kHour));
+  const JobId j = w.submit(a, 1, kHour);
+  w.run();
+  ASSERT_TRUE(w.running(j));
+  EXPECT_FALSE(w.allocated(j));
+  // The heavy hour [1h, 2h) leaves the 4-hour window at 5h.
+  auto r = w.run_at(5 * kHour);
+  ASSERT_EQ(r.class_changes.size(), 1u);
+  EXPECT_TRUE(r.class_changes[0].allocated);
+  EXPECT_EQ(w.s.job(j)->run.protected_until, 6 * kHour) << "protected from promotion on";
+}
+
+TEST(Placement, RespectsModelAndClusterConstraintsAndExplainsImpossibleRequests) {
+  World w;
+  const ClusterId other = w.s.add_cluster("other");
+  w.add_nodes(1, 8, "H100");
+  w.add_nodes(1, 8, "B200", "", other);
+  const BudgetId a = w.budget("/a");
+  JobSpec want_b200 = w.job(a, 2);
+  want_b200.models = {w.model("B200")};
+  const JobId j1 = w.submit(want_b200);
+  JobSpec want_other = w.job(a, 1);
+  want_other.clusters = {other};
+  const JobId j2 = w.submit(want_other);
+  JobSpec too_big = w.job(a, 16);
+  const JobId j3 = w.submit(too_big);
+  auto r = w.run();
+  ASSERT_TRUE(w.running(j1));
+  EXPECT_EQ(w.s.job(j1)->run.cluster, other);
+  EXPECT_EQ(w.s.job(j2)->run.cluster, other);
+  ASSERT_NE(World::why(r, j3), nullptr);
+  EXPECT_EQ(World::why(r, j3)->code, WaitCode::NoMatchingNodes);
+  EXPECT_NE(w.s.describe(*World::why(r, j3)).find("change the request"), std::string::npos);
+}
+
+TEST(Explanation, SaysWhatAPersonNeedsToKnow) {
+  World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/ai/olmo");
+  w.budget("/other");
+  w.submit(a, 8, 2 * kHour);
+  w.run();
+  const JobId second = w.submit(a, 8);
+  const JobId third = w.submit(a, 8);
+  auto r = w.run_at(60);
+  const Explanation* e = World::why(r, third);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->ahead_in_budget, 1u);
+  const std::string text = w.s.describe(*e);
+  EXPECT_NE(text.find("/ai/olmo"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 job of /ai/olmo ahead"), std::string::npos) << text;
+  const Explanation* head = World::why(r, second);
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->code, WaitCode::HoldsReservation);
+  EXPECT_EQ(head->expected_start, 2 * kHour) << "when the running job's contract ends";
+  EXPECT_NE(w.s.describe(*head).find("earliest expected start in 1h59m"), std::string::npos)
+      << w.s.describe(*head);
+}
+
+TEST(Determinism, ThePureFormDecidesExactlyWhatTheCycleDoes) {
+  World w;
+  w.add_nodes(4, 8, "H100", "rack1");
+  w.add_nodes(4, 8, "H100", "rack2");
+  const BudgetId a = w.budget("/a/x"), b = w.budget("/a/y"), c = w.budget("/c");
+  for (int i = 0; i < 60; ++i) {
+    JobSpec j = w.job(i % 3 == 0 ? a : i % 3 == 1 ? b : c, 1 + (i * 7) % 8, (i % 4) * kHour);
+    if (i % 10 == 0) j.shape = Shape{2, 8, kWholeGpu};
+    w.submit(j);
+  }
+  const CycleResult planned = plan_cycle(w.s, 0);
+  const CycleResult done = w.run();
+  ASSERT_EQ(planned.starts.size(), done.starts.size());
+  for (std::size_t i = 0; i < done.starts.size(); ++i) {
+    EXPECT_EQ(planned.starts[i].job, done.starts[i].job);
+    EXPECT_EQ(planned.starts[i].placement, done.starts[i].placement);
+    EXPECT_EQ(planned.starts[i].allocated, done.starts[i].allocated);
+  }
+  ASSERT_EQ(planned.waiting.size(), done.waiting.size());
+  for (std::size_t i = 0; i < done.waiting.size(); ++i) {
+    EXPECT_EQ(planned.waiting[i].job, done.waiting[i].job);
+    EXPECT_EQ(planned.waiting[i].code, done.waiting[i].code);
+  }
+}
+
+TEST(Lifecycle, SubmitRejectsDuplicatesAndUnknownReferences) {
+  World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a");
+  JobSpec j = w.job(a, 1);
+  ASSERT_TRUE(w.s.submit(j, 0).ok());
+  EXPECT_EQ(w.s.submit(j, 0).error().field, "id");
+  JobSpec k = w.job(a, 1);
+  k.clusters = {7};
+  EXPECT_EQ(w.s.submit(k, 0).error().field, "clusters");
+  EXPECT_FALSE(w.s.job_stopped(j.id, 0).ok()) << "no stop was decided";
+  EXPECT_TRUE(w.s.job_finished(j.id, 0).ok());
+  EXPECT_EQ(w.s.pending_count(), 0u);
+  EXPECT_FALSE(w.s.job_finished(j.id, 0).ok());
+}
+
+TEST(Lifecycle, FinishingReleasesGpusAndStopsCharging) {
+  World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a");
+  const JobId j = w.submit(a, 8);
+  w.run();
+  EXPECT_EQ(w.s.pool().whole_free(0), 0);
+  ASSERT_TRUE(w.s.job_finished(j, 1800).ok());
+  EXPECT_EQ(w.s.pool().whole_free(0), 8);
+  w.s.advance(kHour);
+  EXPECT_EQ(w.s.usage(0, a), 8 * kWholeGpu * 1800);
+  EXPECT_EQ(w.s.allocated_rate(0, a), 0);
+}
+
+}  // namespace
+}  // namespace allot::core
