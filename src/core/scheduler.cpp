@@ -779,7 +779,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
         BudgetId unused = kNoBudget;
         const bool ends_in_time = end_by <= r.expected_start && protected_to <= r.expected_start;
         // Unallocated work can be evicted when the holder is ready, if the holder may preempt.
-        const bool evictable = allocated_pass == 0 && funded(s, h, &unused);
+        const bool evictable = allocated_pass == 0 && config_.preemption && funded(s, h, &unused);
         if (!(allocated_pass == 1 ? ends_in_time : evictable)) continue;
         for (NodeId n : r.nodes) relaxed[n] = 0;
         any = true;
@@ -835,7 +835,13 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
           s.mask[n] = 0;
         }
       }
-      Reservation r = plan_reservation(c, s, j, s.mask);
+      // Plan around the reservations of jobs ranked above this one (made this cycle); last
+      // cycle's reservations of jobs not reached yet rank below it and give way.
+      NodeMask above(nodes_.size(), 0);
+      for (const Reservation& made : s.made) {
+        for (NodeId n : made.nodes) above[n] = 1;
+      }
+      Reservation r = plan_reservation(c, s, j, above);
       if (!r.nodes.empty()) {
         for (NodeId n : r.nodes) {
           s.mask[n] = 1;
