@@ -1,6 +1,7 @@
 // The budget tree: organisation -> program -> project -> researcher. Each node holds a share of its
-// parent; a leaf's allocated fraction of a cluster is the product of normalised shares down its path.
-// Shares are managed data: the tree may change while jobs run (version() tells readers to refresh).
+// parent; a leaf's allocated fraction of a cluster is the product of normalised shares down its
+// path. Shares are managed data: the tree may change while jobs run (version() tells readers to
+// refresh).
 #pragma once
 
 #include <map>
@@ -16,10 +17,10 @@ namespace allot::core {
 
 struct BudgetNode {
   BudgetId id = 0;
-  BudgetId parent = kNoBudget;  // kNoBudget for the root
-  std::string name;             // last path component
-  std::string path;             // "/" for the root, "/org/program/project" otherwise
-  double share = 1.0;           // weight among siblings
+  BudgetId parent = kNoBudget;                 // kNoBudget for the root
+  std::string name;                            // last path component
+  std::string path;                            // "/" for the root, "/org/program/project" otherwise
+  double share = 1.0;                          // weight among siblings
   std::map<ClusterId, double> cluster_shares;  // optional per-cluster weight overriding share
   std::vector<BudgetId> children;              // in creation order
   int depth = 0;
@@ -34,7 +35,8 @@ class BudgetTree {
   BudgetTree();  // holds only the root "/"
 
   BudgetId root() const { return 0; }
-  // Adds a child of `parent` with the given share. Names are [A-Za-z0-9._-]+, unique among siblings.
+  // Adds a child of `parent` with the given share. Names are [A-Za-z0-9._-]+, unique among
+  // siblings.
   Result<BudgetId> add(BudgetId parent, std::string_view name, double share);
   // Adds every missing node along `path` (e.g. "/ai/nlp/olmo"), each with share 1 unless it exists.
   Result<BudgetId> ensure_path(std::string_view path, double leaf_share = 1.0);

@@ -20,7 +20,7 @@ struct StartDecision {
   JobId job = kNoJob;
   ClusterId cluster = 0;
   Placement placement;
-  bool allocated = false;   // charged and protected until protected_until
+  bool allocated = false;    // charged and protected until protected_until
   Time protected_until = 0;  // == start time when not allocated
   StartMode mode = StartMode::Placed;
   std::vector<JobId> victims;  // jobs that must be stopped before this one starts
@@ -41,11 +41,12 @@ enum class VictimClass : std::uint8_t {
 
 struct VictimReason {
   VictimClass cls = VictimClass::Unallocated;
-  BudgetId victim_branch = kNoBudget;     // siblings compared under their common ancestor
+  BudgetId victim_branch = kNoBudget;  // siblings compared under their common ancestor
   BudgetId requester_branch = kNoBudget;
-  double victim_standing = 0;     // usage / allocation of victim_branch
-  double requester_standing = 0;  // the same for requester_branch, counting the requester's contract
-  Duration ran_for = 0;           // how long the victim had run
+  double victim_standing = 0;  // usage / allocation of victim_branch
+  double requester_standing =
+      0;                 // the same for requester_branch, counting the requester's contract
+  Duration ran_for = 0;  // how long the victim had run
 };
 
 struct StopDecision {

@@ -39,10 +39,10 @@ std::string Scheduler::describe(const Explanation& e) const {
       budgets_.valid(e.budget) ? budgets_.node(e.budget).path : std::string("(removed budget)");
   const std::string cluster = e.cluster < clusters_.size() ? clusters_[e.cluster].name : "?";
   const std::string lookback = format_duration(config_.lookback);
-  std::string shape = e.needs_nodes > 1 ? std::to_string(e.needs_nodes) + "x" +
-                                              std::to_string(e.needs_gpus_per_node) + " GPUs"
-                                        : std::to_string(e.needs_gpus_per_node) + " GPU" +
-                                              (e.needs_gpus_per_node > 1 ? "s" : "");
+  std::string shape =
+      e.needs_nodes > 1
+          ? std::to_string(e.needs_nodes) + "x" + std::to_string(e.needs_gpus_per_node) + " GPUs"
+          : std::to_string(e.needs_gpus_per_node) + " GPU" + (e.needs_gpus_per_node > 1 ? "s" : "");
   std::string out;
   switch (e.code) {
     case WaitCode::NoMatchingNodes:
@@ -66,15 +66,15 @@ std::string Scheduler::describe(const Explanation& e) const {
       out = "needs " + shape + " on " + cluster + " and may not preempt: it is not funded";
       break;
   }
-  out += "; budget " + budget + " used " + percent(e.standing) + " of its allocation over " +
-         lookback;
+  out +=
+      "; budget " + budget + " used " + percent(e.standing) + " of its allocation over " + lookback;
   if (e.limiting_budget != kNoBudget && budgets_.valid(e.limiting_budget)) {
-    out += "; " + budgets_.node(e.limiting_budget).path + " is at " +
-           percent(e.limiting_standing) + " so the job would run unallocated (preemptible)";
+    out += "; " + budgets_.node(e.limiting_budget).path + " is at " + percent(e.limiting_standing) +
+           " so the job would run unallocated (preemptible)";
   }
   if (e.ahead_in_budget > 0) {
-    out += "; " + std::to_string(e.ahead_in_budget) + " job" +
-           (e.ahead_in_budget > 1 ? "s" : "") + " of " + budget + " ahead";
+    out += "; " + std::to_string(e.ahead_in_budget) + " job" + (e.ahead_in_budget > 1 ? "s" : "") +
+           " of " + budget + " ahead";
   }
   out += "; position " + std::to_string(e.rank + 1) + " in the fair-share order";
   if (e.expected_start != kNever) {
@@ -86,8 +86,7 @@ std::string Scheduler::describe(const Explanation& e) const {
 std::string Scheduler::describe(const StopDecision& s) const {
   switch (s.reason) {
     case StopReason::NodeDown:
-      return "node " + nodes_.at(s.node).spec.name + " went down" +
-             (s.requeue ? "; requeued" : "");
+      return "node " + nodes_.at(s.node).spec.name + " went down" + (s.requeue ? "; requeued" : "");
     case StopReason::Drain:
       return "node " + nodes_.at(s.node).spec.name + " is draining (" +
              to_string(nodes_.at(s.node).health) +
@@ -99,8 +98,9 @@ std::string Scheduler::describe(const StopDecision& s) const {
   std::string out = "preempted for job " + std::to_string(s.for_job) + " after running " +
                     format_duration(s.victim.ran_for) + ": ";
   if (s.victim.cls == VictimClass::Unallocated) {
-    out += "it ran unallocated (beyond its budget or with minimum runtime 0), so any funded job "
-           "may take its GPUs";
+    out +=
+        "it ran unallocated (beyond its budget or with minimum runtime 0), so any funded job "
+        "may take its GPUs";
   } else {
     const auto name = [&](BudgetId b) {
       return budgets_.valid(b) ? budgets_.node(b).path : std::string("?");

@@ -8,12 +8,12 @@
 namespace allot::core {
 
 enum class WaitCode : std::uint8_t {
-  NoMatchingNodes,     // no node of an accepted cluster and model is large enough: fix the request
-  NoHealthyNodes,      // matching nodes exist but none takes work now (unhealthy, drained, down)
-  WaitingForGpus,      // not enough free GPUs, and none it may preempt
-  HoldsReservation,    // this job heads the queue: nodes are reserved and freed for it
+  NoMatchingNodes,   // no node of an accepted cluster and model is large enough: fix the request
+  NoHealthyNodes,    // matching nodes exist but none takes work now (unhealthy, drained, down)
+  WaitingForGpus,    // not enough free GPUs, and none it may preempt
+  HoldsReservation,  // this job heads the queue: nodes are reserved and freed for it
   BlockedByReservation,  // free GPUs are held for a higher-ranked job
-  NotFunded,           // its budget is over its allocation: runs only as unallocated work
+  NotFunded,             // its budget is over its allocation: runs only as unallocated work
 };
 const char* to_string(WaitCode c);
 
@@ -21,11 +21,11 @@ struct Explanation {
   JobId job = kNoJob;
   WaitCode code = WaitCode::WaitingForGpus;
   ClusterId cluster = 0;
-  std::uint32_t rank = 0;        // position in its cluster's fair-share order (0 = first)
+  std::uint32_t rank = 0;             // position in its cluster's fair-share order (0 = first)
   std::uint32_t ahead_in_budget = 0;  // pending jobs of its own budget ranked before it
-  bool funded = false;           // would run allocated if it started now
-  BudgetId budget = kNoBudget;   // the job's leaf budget
-  double standing = 0;           // the leaf's usage / allocation over the lookback (1.0 = at it)
+  bool funded = false;                // would run allocated if it started now
+  BudgetId budget = kNoBudget;        // the job's leaf budget
+  double standing = 0;  // the leaf's usage / allocation over the lookback (1.0 = at it)
   BudgetId limiting_budget = kNoBudget;  // the highest budget on its path over allocation, if any
   double limiting_standing = 0;
   int needs_nodes = 1;

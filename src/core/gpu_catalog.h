@@ -11,7 +11,7 @@
 namespace allot::core {
 
 struct GpuModel {
-  std::string name;   // canonical upper-case name, e.g. "H100"
+  std::string name;  // canonical upper-case name, e.g. "H100"
   int memory_gib = 0;
   bool mig_capable = false;  // can be split into MIG instances (a later issue schedules them)
 };

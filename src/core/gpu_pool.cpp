@@ -4,7 +4,9 @@
 
 namespace allot::core {
 namespace {
-bool excluded_node(const NodeMask* ex, NodeId n) { return ex && n < ex->size() && (*ex)[n]; }
+bool excluded_node(const NodeMask* ex, NodeId n) {
+  return ex && n < ex->size() && (*ex)[n];
+}
 bool accepts(const std::vector<GpuModelId>& models, GpuModelId m) {
   return models.empty() || std::find(models.begin(), models.end(), m) != models.end();
 }
@@ -91,7 +93,8 @@ bool GpuPool::could_ever_fit(NodeId node, const Shape& shape,
   return accepts(models, s.model) && static_cast<int>(s.free.size()) >= shape.gpus_per_node;
 }
 
-bool GpuPool::fits_node_with(NodeId node, const Shape& shape, const std::vector<Milli>& extra) const {
+bool GpuPool::fits_node_with(NodeId node, const Shape& shape,
+                             const std::vector<Milli>& extra) const {
   const NodeState& s = nodes_[node];
   if (shape.fractional()) {
     for (std::size_t g = 0; g < s.free.size(); ++g) {

@@ -8,20 +8,28 @@ namespace allot::core {
 
 const char* to_string(JobKind k) {
   switch (k) {
-    case JobKind::Batch: return "batch";
-    case JobKind::Interactive: return "interactive";
-    case JobKind::Debug: return "debug";
-    case JobKind::Inference: return "inference";
+    case JobKind::Batch:
+      return "batch";
+    case JobKind::Interactive:
+      return "interactive";
+    case JobKind::Debug:
+      return "debug";
+    case JobKind::Inference:
+      return "inference";
   }
   return "?";
 }
 
 const char* to_string(Priority p) {
   switch (p) {
-    case Priority::Low: return "low";
-    case Priority::Normal: return "normal";
-    case Priority::High: return "high";
-    case Priority::Urgent: return "urgent";
+    case Priority::Low:
+      return "low";
+    case Priority::Normal:
+      return "normal";
+    case Priority::High:
+      return "high";
+    case Priority::Urgent:
+      return "urgent";
   }
   return "?";
 }
@@ -64,8 +72,9 @@ Status validate_job(const JobSpec& job, const PolicyConfig& config, const Budget
   if (job.min_runtime < 0) return Error{"min_runtime", "must not be negative"};
   if (job.min_runtime > config.max_min_runtime) {
     return Error{"min_runtime",
-                 "must be at most " + std::to_string(config.max_min_runtime) + " s (the maximum "
-                 "minimum runtime); a longer job runs on past it while its budget allows"};
+                 "must be at most " + std::to_string(config.max_min_runtime) +
+                     " s (the maximum "
+                     "minimum runtime); a longer job runs on past it while its budget allows"};
   }
   if (job.kind == JobKind::Debug) {
     if (job.min_runtime > config.max_debug_min_runtime) {
@@ -73,8 +82,8 @@ Status validate_job(const JobSpec& job, const PolicyConfig& config, const Budget
                                       std::to_string(config.max_debug_min_runtime) + " s"};
     }
     if (s.total_gpus() > config.max_debug_gpus) {
-      return Error{"gpus", "a debug job asks for at most " +
-                               std::to_string(config.max_debug_gpus) + " GPUs"};
+      return Error{"gpus", "a debug job asks for at most " + std::to_string(config.max_debug_gpus) +
+                               " GPUs"};
     }
   }
   if (job.expected_duration && *job.expected_duration < 0) {

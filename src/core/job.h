@@ -36,10 +36,10 @@ struct JobSpec {
   std::string owner;
   BudgetId budget = kNoBudget;  // a leaf of the budget tree
   Shape shape;
-  std::vector<GpuModelId> models;    // accepted GPU models; empty = any
-  std::vector<ClusterId> clusters;   // accepted clusters; empty = any
-  Duration min_runtime = 0;          // 0 = unallocated: free, always preemptible
-  bool resumable = false;            // requeued automatically when preempted
+  std::vector<GpuModelId> models;        // accepted GPU models; empty = any
+  std::vector<ClusterId> clusters;       // accepted clusters; empty = any
+  Duration min_runtime = 0;              // 0 = unallocated: free, always preemptible
+  bool resumable = false;                // requeued automatically when preempted
   Priority priority = Priority::Normal;  // orders work within its budget only
   JobKind kind = JobKind::Batch;
   Time submit_time = 0;

@@ -1,4 +1,5 @@
-// Clusters and their nodes, in the terms operators use: GPU model, GPU count, topology block, health.
+// Clusters and their nodes, in the terms operators use: GPU model, GPU count, topology block,
+// health.
 #pragma once
 
 #include <map>

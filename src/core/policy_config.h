@@ -29,16 +29,16 @@ struct PolicyConfig {
   // --- the scheduling contract ---
   Duration max_min_runtime = 8 * kHour;  // largest minimum runtime a job may declare
   Duration max_debug_min_runtime = 15 * kMinute;
-  int max_debug_gpus = 4;           // a debug job asks for at most this many GPUs
-  bool debug_jobs_first = true;     // funded debug jobs are considered before all other work
+  int max_debug_gpus = 4;        // a debug job asks for at most this many GPUs
+  bool debug_jobs_first = true;  // funded debug jobs are considered before all other work
 
   // --- lookback fair share ---
-  Duration lookback = 7 * kDay;      // sliding window of usage
-  Duration usage_bucket = kHour;     // granularity of the window (lookback is a multiple of it)
+  Duration lookback = 7 * kDay;   // sliding window of usage
+  Duration usage_bucket = kHour;  // granularity of the window (lookback is a multiple of it)
   // 0: a plain sliding window. > 0: usage decays with this half-life instead (Slurm's
   // PriorityDecayHalfLife); allocation is then measured over half_life / ln 2.
   Duration usage_half_life = 0;
-  double allocation_limit = 1.0;     // a budget is within allocation while usage <= limit * allocation
+  double allocation_limit = 1.0;  // a budget is within allocation while usage <= limit * allocation
 
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated
@@ -47,14 +47,15 @@ struct PolicyConfig {
   // --- preemption ---
   bool preemption = true;
   // An allocated job past its minimum runtime may be preempted only when its branch's standing
-  // exceeds the requester's branch standing by more than this (standing 1.0 = exactly at allocation).
+  // exceeds the requester's branch standing by more than this (standing 1.0 = exactly at
+  // allocation).
   double preemption_margin = 0.10;
   int max_preemption_attempts = 32;  // per cluster and cycle
 
   // --- backfill and reservations ---
-  bool backfill = true;              // jobs behind a blocked head may start where they do not delay it
-  bool reserve_for_blocked = true;   // plan and hold nodes for blocked heads (large-job policy)
-  int max_reservations = 2;          // blocked heads per cluster that get reserved nodes
+  bool backfill = true;  // jobs behind a blocked head may start where they do not delay it
+  bool reserve_for_blocked = true;  // plan and hold nodes for blocked heads (large-job policy)
+  int max_reservations = 2;         // blocked heads per cluster that get reserved nodes
   bool backfill_unallocated_on_reserved = true;  // reserved GPUs may run evictable work meanwhile
 
   // --- placement ---

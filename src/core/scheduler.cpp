@@ -9,40 +9,56 @@ namespace allot::core {
 
 const char* to_string(JobState s) {
   switch (s) {
-    case JobState::Pending: return "pending";
-    case JobState::Running: return "running";
-    case JobState::Stopping: return "stopping";
+    case JobState::Pending:
+      return "pending";
+    case JobState::Running:
+      return "running";
+    case JobState::Stopping:
+      return "stopping";
   }
   return "?";
 }
 
 const char* to_string(NodeHealth h) {
   switch (h) {
-    case NodeHealth::Healthy: return "healthy";
-    case NodeHealth::Unhealthy: return "unhealthy";
-    case NodeHealth::Draining: return "draining";
-    case NodeHealth::Down: return "down";
+    case NodeHealth::Healthy:
+      return "healthy";
+    case NodeHealth::Unhealthy:
+      return "unhealthy";
+    case NodeHealth::Draining:
+      return "draining";
+    case NodeHealth::Down:
+      return "down";
   }
   return "?";
 }
 
 const char* to_string(StopReason r) {
   switch (r) {
-    case StopReason::Preempted: return "preempted";
-    case StopReason::Drain: return "drain";
-    case StopReason::NodeDown: return "node-down";
+    case StopReason::Preempted:
+      return "preempted";
+    case StopReason::Drain:
+      return "drain";
+    case StopReason::NodeDown:
+      return "node-down";
   }
   return "?";
 }
 
 const char* to_string(WaitCode c) {
   switch (c) {
-    case WaitCode::NoMatchingNodes: return "no-matching-nodes";
-    case WaitCode::NoHealthyNodes: return "no-healthy-nodes";
-    case WaitCode::WaitingForGpus: return "waiting-for-gpus";
-    case WaitCode::HoldsReservation: return "holds-reservation";
-    case WaitCode::BlockedByReservation: return "blocked-by-reservation";
-    case WaitCode::NotFunded: return "not-funded";
+    case WaitCode::NoMatchingNodes:
+      return "no-matching-nodes";
+    case WaitCode::NoHealthyNodes:
+      return "no-healthy-nodes";
+    case WaitCode::WaitingForGpus:
+      return "waiting-for-gpus";
+    case WaitCode::HoldsReservation:
+      return "holds-reservation";
+    case WaitCode::BlockedByReservation:
+      return "blocked-by-reservation";
+    case WaitCode::NotFunded:
+      return "not-funded";
   }
   return "?";
 }
@@ -76,7 +92,9 @@ std::uint64_t pack_models(const std::vector<GpuModelId>& models) {
   return v;
 }
 
-int inverted(Priority p) { return 3 - static_cast<int>(p); }
+int inverted(Priority p) {
+  return 3 - static_cast<int>(p);
+}
 
 }  // namespace
 
@@ -85,13 +103,13 @@ int inverted(Priority p) { return 3 - static_cast<int>(p); }
 
 struct Scheduler::ClusterScratch {
   ClusterId cluster = 0;
-  std::vector<MilliGpuSeconds> projected;  // usage + remaining contracts, per budget node
+  std::vector<MilliGpuSeconds> projected;   // usage + remaining contracts, per budget node
   std::vector<MilliGpuSeconds> rank_extra;  // unallocated starts this cycle (ranking only)
-  std::vector<double> allocation;          // milli-GPU-seconds owed over the window
-  NodeMask mask;                           // nodes reserved for some holder
-  std::vector<JobId> reserved_by;          // per node: the holder
-  std::map<JobId, Reservation> previous;   // last cycle's reservations, by holder
-  std::vector<Reservation> made;           // this cycle's
+  std::vector<double> allocation;           // milli-GPU-seconds owed over the window
+  NodeMask mask;                            // nodes reserved for some holder
+  std::vector<JobId> reserved_by;           // per node: the holder
+  std::map<JobId, Reservation> previous;    // last cycle's reservations, by holder
+  std::vector<Reservation> made;            // this cycle's
   struct ShapeMemo {
     std::uint64_t failed_at = ~std::uint64_t{0};  // stamp at which the masked search failed
     std::uint64_t probed_at = ~std::uint64_t{0};  // stamp of fits_unmasked
@@ -189,8 +207,7 @@ class Scheduler::Selector {
   }
 
   void link_up(BudgetId b) {
-    for (BudgetId cur = b; cur != tree_.root() && !in_parent_[cur];
-         cur = tree_.node(cur).parent) {
+    for (BudgetId cur = b; cur != tree_.root() && !in_parent_[cur]; cur = tree_.node(cur).parent) {
       key_[cur] = key_for(cur);
       active_[tree_.node(cur).parent].insert(key_[cur]);
       in_parent_[cur] = 1;
@@ -618,9 +635,8 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
   const bool fair = config_.order == QueueOrder::FairShare;
   for (BudgetId b = 0; b < pending_.size(); ++b) {
     for (const auto& [key, j] : pending_[b]) {
-      if (!j->spec.clusters.empty() &&
-          std::find(j->spec.clusters.begin(), j->spec.clusters.end(), c) ==
-              j->spec.clusters.end()) {
+      if (!j->spec.clusters.empty() && std::find(j->spec.clusters.begin(), j->spec.clusters.end(),
+                                                 c) == j->spec.clusters.end()) {
         continue;
       }
       if (started.count(j->spec.id)) continue;
@@ -670,8 +686,8 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
   out.reservations.insert(out.reservations.end(), s.made.begin(), s.made.end());
 }
 
-void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated,
-                      StartMode mode, std::vector<JobId> victims, CycleResult& out) {
+void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
+                      std::vector<JobId> victims, CycleResult& out) {
   remove_pending(j);
   pool_.take(p);
   j.state = JobState::Running;
@@ -701,13 +717,14 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   }
   if (allocated) charge_rate(j, +1);
   // A holder that starts gives its reservation up.
-  if (s.previous.count(j.spec.id)) for (std::size_t n = 0; n < s.reserved_by.size(); ++n) {
-    if (s.reserved_by[n] == j.spec.id) {
-      s.reserved_by[n] = kNoJob;
-      s.mask[n] = 0;
-      ++s.mask_version;
+  if (s.previous.count(j.spec.id))
+    for (std::size_t n = 0; n < s.reserved_by.size(); ++n) {
+      if (s.reserved_by[n] == j.spec.id) {
+        s.reserved_by[n] = kNoJob;
+        s.mask[n] = 0;
+        ++s.mask_version;
+      }
     }
-  }
   StartDecision d;
   d.job = j.spec.id;
   d.cluster = s.cluster;
@@ -788,8 +805,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       ++out.stats.placement_searches;
       if (auto p = pool_.find(c, shape, models, &relaxed, config_.gang_spans_blocks)) {
         started.insert(j.spec.id);
-        start(s, j, std::move(*p), allocated_pass == 1 && e.funded, StartMode::Backfilled, {},
-              out);
+        start(s, j, std::move(*p), allocated_pass == 1 && e.funded, StartMode::Backfilled, {}, out);
         return;
       }
     }
@@ -797,8 +813,8 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
 
   // 3. Preemption, for funded work only: unallocated victims first, then allocated ones past their
   // contract whose branch stands worse by the margin.
-  if (e.funded && config_.preemption &&
-      s.preemption_attempts < config_.max_preemption_attempts && s.exposed > 0) {
+  if (e.funded && config_.preemption && s.preemption_attempts < config_.max_preemption_attempts &&
+      s.exposed > 0) {
     ++out.stats.preemption_attempts;
     ++s.preemption_attempts;
     if (try_preempt(c, s, j, mask, out)) {
@@ -825,8 +841,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   } else {
     const bool first_blocked = !s.head_blocked;
     s.head_blocked = true;
-    if (config_.reserve_for_blocked &&
-        static_cast<int>(s.made.size()) < config_.max_reservations &&
+    if (config_.reserve_for_blocked && static_cast<int>(s.made.size()) < config_.max_reservations &&
         (first_blocked || e.funded)) {
       // Re-plan from scratch: free the holder's old nodes, then choose the best ones now.
       for (NodeId n = 0; n < s.reserved_by.size(); ++n) {
@@ -1019,7 +1034,8 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
     }
   }
   std::vector<JobId> victims;
-  for (const NodeOption* o : chosen) victims.insert(victims.end(), o->victims.begin(), o->victims.end());
+  for (const NodeOption* o : chosen)
+    victims.insert(victims.end(), o->victims.begin(), o->victims.end());
   std::sort(victims.begin(), victims.end());
   victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
   if (victims.empty()) return false;  // it fits without victims only if a search above missed it
@@ -1122,6 +1138,8 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
   return r;
 }
 
-CycleResult plan_cycle(Scheduler state, Time now) { return state.cycle(now); }
+CycleResult plan_cycle(Scheduler state, Time now) {
+  return state.cycle(now);
+}
 
 }  // namespace allot::core

@@ -30,20 +30,20 @@ const char* to_string(JobState s);
 struct RunInfo {
   ClusterId cluster = 0;
   Placement placement;
-  Time started = 0;           // this run's start (a requeued job starts a new run)
-  bool allocated = false;     // charged to its budget, protected until protected_until
+  Time started = 0;        // this run's start (a requeued job starts a new run)
+  bool allocated = false;  // charged to its budget, protected until protected_until
   Time allocated_since = 0;
   Time protected_until = 0;
-  bool on_reserved = false;   // backfilled unallocated onto nodes reserved for another job
+  bool on_reserved = false;  // backfilled unallocated onto nodes reserved for another job
   bool requeue_on_stop = false;
 };
 
 struct JobEntry {
   JobSpec spec;
   JobState state = JobState::Pending;
-  RunInfo run;          // meaningful while Running or Stopping
+  RunInfo run;  // meaningful while Running or Stopping
   Time queued_since = 0;
-  int runs = 0;         // how many times it started
+  int runs = 0;  // how many times it started
 };
 
 struct CycleStats {
@@ -163,8 +163,8 @@ class Scheduler {
   using PendingKey = std::tuple<int, Time, JobId>;
   std::vector<std::map<PendingKey, JobEntry*>> pending_;
   std::size_t pending_count_ = 0;
-  std::vector<std::set<JobId>> running_;           // per cluster: Running jobs
-  std::vector<std::vector<JobId>> jobs_on_node_;   // Running jobs touching each node
+  std::vector<std::set<JobId>> running_;                // per cluster: Running jobs
+  std::vector<std::vector<JobId>> jobs_on_node_;        // Running jobs touching each node
   std::vector<std::vector<Reservation>> reservations_;  // per cluster, from the last cycle
   Time now_ = 0;
 };

@@ -16,7 +16,7 @@ struct Error {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   bool ok() const { return std::holds_alternative<T>(v_); }
   const T& value() const { return std::get<T>(v_); }
@@ -29,6 +29,8 @@ class Result {
 
 struct Ok {};
 using Status = Result<Ok>;
-inline Status ok_status() { return Ok{}; }
+inline Status ok_status() {
+  return Ok{};
+}
 
 }  // namespace allot::core

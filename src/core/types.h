@@ -1,4 +1,5 @@
-// Basic quantities of the scheduling core. Time is always an argument: the core never reads a clock.
+// Basic quantities of the scheduling core. Time is always an argument: the core never reads a
+// clock.
 #pragma once
 
 #include <cstdint>

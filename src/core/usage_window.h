@@ -21,9 +21,7 @@ class UsageWindow {
   // parts after the window's end are clamped to it (call advance first).
   void add(BudgetId node, Time from, Time to, Milli rate);
   // Usage of `node` inside the window, in milli-GPU-seconds.
-  MilliGpuSeconds total(BudgetId node) const {
-    return node < totals_.size() ? totals_[node] : 0;
-  }
+  MilliGpuSeconds total(BudgetId node) const { return node < totals_.size() ? totals_[node] : 0; }
   void ensure_nodes(std::size_t n);
   Duration window_seconds() const;
   Duration bucket_seconds() const { return bucket_; }

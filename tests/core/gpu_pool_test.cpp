@@ -27,7 +27,9 @@ struct PoolWorld {
   }
 };
 
-Shape whole(int gpus, int nodes = 1) { return Shape{nodes, gpus, kWholeGpu}; }
+Shape whole(int gpus, int nodes = 1) {
+  return Shape{nodes, gpus, kWholeGpu};
+}
 
 std::set<NodeId> nodes_of(const Placement& p) {
   std::set<NodeId> out;
@@ -38,7 +40,7 @@ std::set<NodeId> nodes_of(const Placement& p) {
 TEST(GpuPool, BestFitPicksTheNodeWithFewestFreeGpusThatFit) {
   PoolWorld w;
   const NodeId a = w.add(8), b = w.add(8), c = w.add(8);
-  w.pool.take({{a, 0}, {a, 1}, {a, 2}, {a, 3}, {a, 4}});  // a: 3 free
+  w.pool.take({{a, 0}, {a, 1}, {a, 2}, {a, 3}, {a, 4}});          // a: 3 free
   w.pool.take({{b, 0}, {b, 1}, {b, 2}, {b, 3}, {b, 4}, {b, 5}});  // b: 2 free
   auto p = w.find(whole(2));
   ASSERT_TRUE(p);

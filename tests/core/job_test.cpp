@@ -24,7 +24,9 @@ struct JobValidation : ::testing::Test {
   }
 };
 
-TEST_F(JobValidation, AcceptsAWellFormedJob) { EXPECT_EQ(field_of(good()), ""); }
+TEST_F(JobValidation, AcceptsAWellFormedJob) {
+  EXPECT_EQ(field_of(good()), "");
+}
 
 TEST_F(JobValidation, MinimumRuntimeIsBetweenZeroAndTheConfiguredMaximum) {
   JobSpec j = good();
