@@ -613,6 +613,7 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
   ClusterScratch s;
   s.cluster = c;
   s.now = now_;
+  const std::size_t first_waiting = out.waiting.size();
   compute_projected(c, s);
   change_classes(c, s, out);
 
@@ -680,6 +681,28 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
       }
     }
   }
+
+  // What is left idle, and how much of it the largest waiting request cannot use.
+  ClusterState state;
+  state.cluster = c;
+  for (std::size_t i = first_waiting; i < out.waiting.size(); ++i) {
+    const Explanation& e = out.waiting[i];
+    if (e.code != WaitCode::NoMatchingNodes) {
+      state.largest_waiting_per_node = std::max(state.largest_waiting_per_node,
+                                                e.needs_gpus_per_node);
+    }
+  }
+  for (NodeId n : cluster_nodes_[c]) {
+    if (!nodes_[n].schedulable()) continue;
+    const int free = pool_.whole_free(n);
+    state.free_gpus += free;
+    if (state.largest_waiting_per_node > 0) {
+      state.fragmented_gpus += free < state.largest_waiting_per_node
+                                   ? free
+                                   : free % state.largest_waiting_per_node;
+    }
+  }
+  out.clusters.push_back(state);
 
   // Reservations of holders that were not blocked again this cycle lapse.
   reservations_[c] = s.made;

@@ -52,6 +52,16 @@ struct CycleStats {
   std::size_t preemption_attempts = 0;
 };
 
+// Capacity left idle by the end of a cycle, per cluster. Fragmentation: whole GPUs free on
+// schedulable nodes that the largest waiting per-node request cannot use (a node with 3 free GPUs
+// while the largest waiting job needs 4 per node holds 3 fragmented GPUs).
+struct ClusterState {
+  ClusterId cluster = 0;
+  int free_gpus = 0;
+  int largest_waiting_per_node = 0;  // 0 when nothing waits
+  int fragmented_gpus = 0;
+};
+
 struct CycleResult {
   Time now = 0;
   std::vector<StopDecision> stops;
@@ -59,6 +69,7 @@ struct CycleResult {
   std::vector<StartDecision> starts;
   std::vector<Reservation> reservations;
   std::vector<Explanation> waiting;  // every pending job left waiting, in fair-share order
+  std::vector<ClusterState> clusters;
   CycleStats stats;
 };
 

@@ -313,3 +313,23 @@ TEST(Lifecycle, FinishingReleasesGpusAndStopsCharging) {
 
 }  // namespace
 }  // namespace allot::core
+
+namespace allot::core {
+namespace {
+TEST(Fragmentation, CountsFreeGpusTheLargestWaitingShapeCannotUse) {
+  testing::World w;
+  w.add_nodes(3);
+  const BudgetId a = w.budget("/a");
+  w.submit(a, 5);  // node 0: 3 free
+  w.submit(a, 6);  // node 1: 2 free
+  w.submit(a, 8);  // node 2: full
+  w.run();
+  w.submit(a, 4);
+  auto r = w.run_at(60);
+  ASSERT_EQ(r.clusters.size(), 1u);
+  EXPECT_EQ(r.clusters[0].free_gpus, 5);
+  EXPECT_EQ(r.clusters[0].largest_waiting_per_node, 4);
+  EXPECT_EQ(r.clusters[0].fragmented_gpus, 5);
+}
+}  // namespace
+}  // namespace allot::core
