@@ -333,3 +333,37 @@ TEST(Fragmentation, CountsFreeGpusTheLargestWaitingShapeCannotUse) {
 }
 }  // namespace
 }  // namespace allot::core
+
+namespace allot::core {
+namespace {
+TEST(TreeChanges, SharesAndShapeOfTheTreeChangeWhileJobsWaitAndRun) {
+  testing::World w;
+  w.add_nodes(1, 1);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  const JobId running = w.submit(a, 1, kHour);
+  w.run();
+  ASSERT_TRUE(w.allocated(running));
+  // /a gets a sub-budget while one of its own jobs waits: the job is still considered.
+  const JobId waiting = w.submit(a, 1, kHour);
+  ASSERT_TRUE(w.s.budgets().add(a, "x", 1).ok());
+  auto r = w.run_at(60);
+  ASSERT_NE(testing::World::why(r, waiting), nullptr);
+  // A new share moves allocations at once.
+  const double before = w.s.allocation(0, a);
+  ASSERT_TRUE(w.s.budgets().set_share(b, 3).ok());
+  r = w.run_at(120);
+  EXPECT_NEAR(w.s.allocation(0, a), before / 2, 1.0);
+  // A removed budget's waiting job is never funded and says so; its running job is unaffected.
+  const BudgetId gone = w.budget("/c");
+  const JobId orphan = w.submit(gone, 1, kHour);
+  ASSERT_TRUE(w.s.budgets().remove(gone).ok());
+  ASSERT_TRUE(w.s.job_finished(running, 180).ok());
+  r = w.run_at(180);
+  EXPECT_TRUE(w.running(waiting));
+  const Explanation* e = testing::World::why(r, orphan);
+  ASSERT_NE(e, nullptr);
+  EXPECT_FALSE(e->funded);
+  EXPECT_NE(w.s.describe(*e).find("(removed budget)"), std::string::npos) << w.s.describe(*e);
+}
+}  // namespace
+}  // namespace allot::core
