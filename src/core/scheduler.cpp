@@ -323,6 +323,53 @@ Status Scheduler::submit(JobSpec spec, Time now) {
   return ok_status();
 }
 
+Status Scheduler::restore_running(JobSpec spec, ClusterId cluster, const Placement& placement,
+                                  Time started, bool allocated, Time allocated_since, Time now) {
+  advance(now);
+  if (auto st = validate_job(spec, config_, budgets_); !st.ok()) return st;
+  if (jobs_.count(spec.id)) return Error{"id", "a job with this id exists"};
+  if (cluster >= clusters_.size()) return Error{"cluster", "no such cluster"};
+  if (placement.empty()) return Error{"placement", "no GPUs"};
+  std::map<std::pair<NodeId, std::uint16_t>, Milli> want;
+  for (const GpuSlot& g : placement) {
+    if (g.node >= nodes_.size() || nodes_[g.node].spec.cluster != cluster ||
+        g.gpu >= pool_.gpu_count(g.node) || g.milli <= 0 || g.milli > kWholeGpu) {
+      return Error{"placement", "names a GPU that does not exist in this cluster"};
+    }
+    want[{g.node, g.gpu}] += g.milli;
+  }
+  for (const auto& [gpu, milli] : want) {
+    if (pool_.free_milli(gpu.first, gpu.second) < milli) {
+      return Error{"placement", "GPU " + std::to_string(gpu.second) + " of node " +
+                                    nodes_[gpu.first].spec.name + " is already in use"};
+    }
+  }
+  refresh_fractions();
+  JobEntry& j = jobs_[spec.id];
+  j.spec = std::move(spec);
+  j.state = JobState::Running;
+  j.runs = 1;
+  j.queued_since = started;
+  RunInfo& r = j.run;
+  r.cluster = cluster;
+  r.placement = placement;
+  r.started = started;
+  r.allocated = allocated;
+  r.allocated_since = allocated_since;
+  r.protected_until = !allocated                         ? started
+                      : config_.minimum_runtime_contract ? allocated_since + j.spec.min_runtime
+                                                         : kNever;
+  pool_.take(placement);
+  running_[cluster].insert(j.spec.id);
+  NodeId last = std::numeric_limits<NodeId>::max();
+  for (const GpuSlot& g : placement) {
+    if (g.node != last) jobs_on_node_[g.node].push_back(j.spec.id);
+    last = g.node;
+  }
+  if (allocated) charge_rate(j, +1);
+  return ok_status();
+}
+
 void Scheduler::charge_rate(const JobEntry& j, Milli sign) {
   const Milli m = sign * total_milli(j.run.placement);
   auto& rates = rate_[j.run.cluster];
@@ -521,13 +568,14 @@ CycleResult Scheduler::cycle(Time now) {
   stop_failed_and_drained(out);
   std::set<JobId> started;
   for (ClusterId c = 0; c < clusters_.size(); ++c) schedule_cluster(c, out, started);
-  // A job that waited in one cluster and started in a later one is not waiting.
-  if (!started.empty()) {
-    std::erase_if(out.waiting, [&](const Explanation& e) { return started.count(e.job) > 0; });
+  if (clusters_.size() > 1) {
+    // A job that waited in one cluster and started in a later one is not waiting; a job that
+    // waits in several keeps the explanation of the first.
+    std::set<JobId> seen;
+    std::erase_if(out.waiting, [&](const Explanation& e) {
+      return started.count(e.job) > 0 || !seen.insert(e.job).second;
+    });
   }
-  // A job considered in several clusters keeps the explanation of the first.
-  std::set<JobId> seen;
-  std::erase_if(out.waiting, [&](const Explanation& e) { return !seen.insert(e.job).second; });
   return out;
 }
 
@@ -688,8 +736,8 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
   for (std::size_t i = first_waiting; i < out.waiting.size(); ++i) {
     const Explanation& e = out.waiting[i];
     if (e.code != WaitCode::NoMatchingNodes) {
-      state.largest_waiting_per_node = std::max(state.largest_waiting_per_node,
-                                                e.needs_gpus_per_node);
+      state.largest_waiting_per_node =
+          std::max(state.largest_waiting_per_node, e.needs_gpus_per_node);
     }
   }
   for (NodeId n : cluster_nodes_[c]) {
@@ -697,9 +745,8 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
     const int free = pool_.whole_free(n);
     state.free_gpus += free;
     if (state.largest_waiting_per_node > 0) {
-      state.fragmented_gpus += free < state.largest_waiting_per_node
-                                   ? free
-                                   : free % state.largest_waiting_per_node;
+      state.fragmented_gpus +=
+          free < state.largest_waiting_per_node ? free : free % state.largest_waiting_per_node;
     }
   }
   out.clusters.push_back(state);

@@ -92,6 +92,10 @@ class Scheduler {
 
   // --- jobs ---
   Status submit(JobSpec spec, Time now);
+  // Puts back a job that was running before a restart, on the GPUs it holds, with its class and
+  // contract as they were (from the caller's durable record). Refused if the GPUs are not free.
+  Status restore_running(JobSpec spec, ClusterId cluster, const Placement& placement, Time started,
+                         bool allocated, Time allocated_since, Time now);
   // Removes a job in any state (cancelled, or it ended on its own); its GPUs are free at once.
   Status job_finished(JobId id, Time now);
   // A decided stop was carried out: resumable preempted/drained jobs go back to the queue.

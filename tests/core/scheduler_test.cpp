@@ -367,3 +367,35 @@ TEST(TreeChanges, SharesAndShapeOfTheTreeChangeWhileJobsWaitAndRun) {
 }
 }  // namespace
 }  // namespace allot::core
+
+namespace allot::core {
+namespace {
+TEST(Restore, ARestartedServerPutsRunningJobsBackExactly) {
+  testing::World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a");
+  const JobId j = w.submit(a, 4, 2 * kHour);
+  w.run();
+  const JobEntry before = *w.s.job(j);
+
+  testing::World again;
+  again.add_nodes(1);
+  again.budget("/a");
+  ASSERT_TRUE(again.s
+                  .restore_running(before.spec, 0, before.run.placement, before.run.started,
+                                   before.run.allocated, before.run.allocated_since, kHour)
+                  .ok());
+  EXPECT_TRUE(again.allocated(j));
+  EXPECT_EQ(again.s.job(j)->run.protected_until, 2 * kHour);
+  EXPECT_EQ(again.s.pool().whole_free(0), 4);
+  // The same GPUs cannot be given twice.
+  JobSpec other = before.spec;
+  other.id = 99;
+  EXPECT_EQ(
+      again.s.restore_running(other, 0, before.run.placement, 0, false, 0, kHour).error().field,
+      "placement");
+  again.s.advance(2 * kHour);
+  EXPECT_EQ(again.s.usage(0, a), 4 * kWholeGpu * kHour) << "charged from the restore on";
+}
+}  // namespace
+}  // namespace allot::core
