@@ -14,6 +14,10 @@ void usage(FILE* out) {
                "commands:\n"
                "  demo     run the scheduling core on a built-in 88-GPU cluster and narrate it\n"
                "  sim      simulate a cluster on a workload trace and report the four metrics\n"
+               "  server   run the control plane (REST API, scheduling loop, embedded store)\n"
+               "  up       run the control plane with a simulated local cluster (11 x 8 H100)\n"
+               "  submit, ls, show, why, cancel, budget, nodes, drain, undrain, cordon,\n"
+               "  uncordon, report, token   talk to a server ('allot ls --help')\n"
                "  version  print the version\n"
                "\n"
                "'allot <command> --help' tells more.\n");
@@ -30,6 +34,9 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "demo") return allot::cli::demo_main(argc - 1, argv + 1);
   if (cmd == "sim") return allot::cli::sim_main(argc - 1, argv + 1);
+  if (cmd == "server") return allot::cli::server_main(argc - 1, argv + 1);
+  if (cmd == "up") return allot::cli::up_main(argc - 1, argv + 1);
+  if (allot::cli::is_client_command(cmd)) return allot::cli::client_main(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
     std::printf("allot 0.1.0\n");
     return 0;

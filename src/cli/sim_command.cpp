@@ -1,11 +1,312 @@
-// Placeholder until the simulator lands (issue 3): says so instead of pretending.
+// `allot sim` and `allot sim sweep`: the trace-driven simulator (src/sim) from the command line.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "cli/commands.h"
+#include "sim/duration_text.h"
+#include "sim/experiment.h"
+#include "sim/reports.h"
+#include "sim/sweep.h"
 
 namespace allot::cli {
-int sim_main(int, char**) {
-  std::fprintf(stderr, "allot sim: the simulator is not built yet\n");
-  return 2;
+namespace {
+
+namespace sim = allot::sim;
+
+void usage(FILE* out) {
+  std::fprintf(
+      out,
+      "usage: allot sim [sweep] --workload FILE [--cluster FILE] [options]\n"
+      "\n"
+      "Simulates a cluster on a workload with the real scheduling core, for several policies,\n"
+      "and reports availability, occupancy, impact and utilization (docs/simulator.md).\n"
+      "\n"
+      "inputs:\n"
+      "  --workload FILE        native JSON Lines, philly.csv, or openb_pod_list_*.csv\n"
+      "  --format F             native | philly | openb (default: from the file name)\n"
+      "  --cluster FILE         cluster YAML (openb: default the trace's node list)\n"
+      "  --nodes FILE           openb node list (default: next to the pod list)\n"
+      "  --budgets FILE         budget tree YAML (default: leaves in proportion to demand)\n"
+      "  --limit N              only the first N jobs\n"
+      "  --strict               fail on the first bad record (default: skip and count)\n"
+      "models:\n"
+      "  --seed N               seed of every random choice (default 1)\n"
+      "  --load R               compress arrivals to a demand/supply ratio of R (e.g. 2.5)\n"
+      "  --faults               node failures: --mtbf DUR (60d) --repair DUR (6h)\n"
+      "                         --unhealthy-fraction F (0.5, drained instead of lost)\n"
+      "  --checkpoint DUR       resumable jobs checkpoint this often (default 30m; 0 = never "
+      "lose)\n"
+      "  --restart-delay DUR    a resumed job's restore time (default 5m)\n"
+      "  --until DUR            stop this long after the first submission (default: when all end)\n"
+      "policies:\n"
+      "  --policies LIST        default fairshare,fifo,priority,fairtree (sweep: fairshare)\n"
+      "  --lookback DUR, --max-min-runtime DUR, --margin F   override the presets\n"
+      "sweep (allot sim sweep): comma-separated values make a grid, e.g.\n"
+      "  --lookback 1d,7d,14d --max-min-runtime 2h,8h --margin 0.05,0.1\n"
+      "output:\n"
+      "  --out DIR              write report.json, events.csv and report.html\n"
+      "  --threads N            parallel runs (default: all cores)\n"
+      "  --quiet                no progress bar\n");
 }
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    const auto comma = s.find(',', start);
+    const std::string part = s.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (!part.empty()) out.push_back(part);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool parse_durations(const std::string& text, std::vector<core::Duration>* out) {
+  for (const std::string& p : split(text)) {
+    auto d = sim::parse_duration(p);
+    if (!d) return false;
+    out->push_back(*d);
+  }
+  return !out->empty();
+}
+
+bool parse_numbers(const std::string& text, std::vector<double>* out) {
+  for (const std::string& p : split(text)) {
+    char* end = nullptr;
+    const double v = std::strtod(p.c_str(), &end);
+    if (!end || *end) return false;
+    out->push_back(v);
+  }
+  return !out->empty();
+}
+
+// A progress bar on stderr while runs go on, only on a terminal.
+class Progress {
+ public:
+  Progress(std::size_t runs, bool enabled) : done_(runs), enabled_(enabled) {
+    for (auto& d : done_) d = 0;
+    if (enabled_) thread_ = std::thread([this] { loop(); });
+  }
+  ~Progress() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (enabled_) std::fprintf(stderr, "\r%60s\r", "");
+  }
+  std::function<void(double)> callback(std::size_t i) {
+    return [this, i](double f) { done_[i] = static_cast<int>(f * 1000); };
+  }
+
+ private:
+  void loop() {
+    while (!stop_) {
+      long sum = 0;
+      for (const auto& d : done_) sum += d;
+      const double f = done_.empty() ? 1 : static_cast<double>(sum) / (1000.0 * done_.size());
+      const int width = 40, filled = static_cast<int>(f * width);
+      std::fprintf(stderr, "\r[%s%s] %3.0f%% of arrivals, %zu runs",
+                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                   100 * f, done_.size());
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  std::vector<std::atomic<int>> done_;
+  bool enabled_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+bool write_file(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int sim_main(int argc, char** argv) {
+  int i = 1;
+  const bool sweep = argc > 1 && !std::strcmp(argv[1], "sweep");
+  if (sweep) ++i;
+  sim::ExperimentSpec spec;
+  sim::SweepGrid grid;
+  std::string out_dir;
+  bool quiet = false, policies_given = false;
+  std::vector<core::Duration> lookback, max_min_runtime;
+  std::vector<double> margin;
+  auto bad = [&](const std::string& what) {
+    std::fprintf(stderr, "allot sim: %s\n", what.c_str());
+    return 2;
+  };
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    }
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    auto need = [&](const char* name) {
+      v = value();
+      if (!v) std::fprintf(stderr, "allot sim: %s needs a value\n", name);
+      return v != nullptr;
+    };
+    auto duration = [&](core::Duration* out) {
+      auto d = sim::parse_duration(v);
+      if (!d) return false;
+      *out = *d;
+      return true;
+    };
+    if (a == "--strict") {
+      spec.strict = true;
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (a == "--faults") {
+      spec.sim.faults.enabled = true;
+    } else if (a == "--workload" || a == "--trace") {
+      if (!need("--workload")) return 2;
+      spec.workload_path = v;
+    } else if (a == "--format") {
+      if (!need("--format")) return 2;
+      spec.workload_format = v;
+    } else if (a == "--cluster") {
+      if (!need("--cluster")) return 2;
+      spec.cluster_path = v;
+    } else if (a == "--nodes") {
+      if (!need("--nodes")) return 2;
+      spec.openb_nodes_path = v;
+    } else if (a == "--budgets") {
+      if (!need("--budgets")) return 2;
+      spec.budgets_path = v;
+    } else if (a == "--policies") {
+      if (!need("--policies")) return 2;
+      spec.policies = split(v);
+      policies_given = true;
+    } else if (a == "--seed") {
+      if (!need("--seed")) return 2;
+      spec.seed = std::strtoull(v, nullptr, 10);
+    } else if (a == "--load") {
+      if (!need("--load")) return 2;
+      spec.load = std::strtod(v, nullptr);
+      if (!(spec.load > 0)) return bad("--load must be a positive ratio, e.g. 2.5");
+    } else if (a == "--limit") {
+      if (!need("--limit")) return 2;
+      spec.limit = std::strtoull(v, nullptr, 10);
+    } else if (a == "--threads") {
+      if (!need("--threads")) return 2;
+      spec.threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+    } else if (a == "--mtbf") {
+      if (!need("--mtbf") || !duration(&spec.sim.faults.mtbf)) return bad("bad --mtbf");
+      spec.sim.faults.enabled = true;
+    } else if (a == "--repair") {
+      if (!need("--repair") || !duration(&spec.sim.faults.repair)) return bad("bad --repair");
+      spec.sim.faults.enabled = true;
+    } else if (a == "--unhealthy-fraction") {
+      if (!need("--unhealthy-fraction")) return 2;
+      spec.sim.faults.unhealthy_fraction = std::strtod(v, nullptr);
+    } else if (a == "--checkpoint") {
+      if (!need("--checkpoint") || !duration(&spec.sim.cost.checkpoint_interval)) {
+        return bad("bad --checkpoint");
+      }
+    } else if (a == "--restart-delay") {
+      if (!need("--restart-delay") || !duration(&spec.sim.cost.restart_delay)) {
+        return bad("bad --restart-delay");
+      }
+    } else if (a == "--until") {
+      core::Duration d = 0;
+      if (!need("--until") || !duration(&d)) return bad("bad --until");
+      spec.sim.until = d;  // made absolute once the first submission is known
+    } else if (a == "--lookback") {
+      if (!need("--lookback") || !parse_durations(v, &lookback)) return bad("bad --lookback");
+    } else if (a == "--max-min-runtime") {
+      if (!need("--max-min-runtime") || !parse_durations(v, &max_min_runtime)) {
+        return bad("bad --max-min-runtime");
+      }
+    } else if (a == "--margin") {
+      if (!need("--margin") || !parse_numbers(v, &margin)) return bad("bad --margin");
+    } else if (a == "--out") {
+      if (!need("--out")) return 2;
+      out_dir = v;
+    } else {
+      std::fprintf(stderr, "allot sim: unknown option '%s'\n\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (spec.workload_path.empty()) {
+    usage(stderr);
+    return 2;
+  }
+  if (sweep && !policies_given) spec.policies = {"fairshare"};
+  if (!sweep && (lookback.size() > 1 || max_min_runtime.size() > 1 || margin.size() > 1)) {
+    return bad("several values make a grid: use 'allot sim sweep'");
+  }
+  grid.lookback = lookback;
+  grid.max_min_runtime = max_min_runtime;
+  grid.preemption_margin = margin;
+  spec.sim.record_events = !out_dir.empty() && !sweep;
+
+  auto inputs = sim::prepare_inputs(spec);
+  if (!inputs.ok()) return bad(inputs.error().message());
+  const sim::Inputs& in = inputs.value();
+  if (spec.sim.until != core::kNever && !in.scenario.jobs.empty()) {
+    spec.sim.until += in.scenario.jobs.front().job.submit;
+  }
+  auto bases = sim::policy_runs(spec);
+  if (!bases.ok()) return bad(bases.error().message());
+  std::vector<sim::SimOptions> runs = sim::sweep_points(bases.value(), grid);
+  if (!sweep) {
+    for (sim::SimOptions& o : runs) o.label.clear();  // single values are overrides, not a grid
+  }
+
+  std::fprintf(stderr,
+               "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, load %.2fx%s; "
+               "%zu run%s\n",
+               in.scenario.jobs.size(), in.jobs_read, in.diag.skipped().size(),
+               in.scenario.cluster.total_gpus(), in.load_after.ratio,
+               spec.load > 0 ? " (scaled)" : "", runs.size(), runs.size() == 1 ? "" : "s");
+  for (std::size_t k = 0; k < in.diag.skipped().size() && k < 5; ++k) {
+    std::fprintf(stderr, "  skipped %s\n", in.diag.skipped()[k].message().c_str());
+  }
+
+  sim::Report report;
+  report.spec = &spec;
+  report.inputs = &in;
+  {
+    Progress progress(runs.size(), !quiet && isatty(STDERR_FILENO));
+    for (std::size_t k = 0; k < runs.size(); ++k) runs[k].progress = progress.callback(k);
+    report.runs = sim::run_all(in.scenario, runs, spec.threads);
+  }
+  std::fputs(sim::summary_table(report, true).c_str(), stdout);
+
+  bool checks_ok = true;
+  for (const sim::RunResult& r : report.runs) {
+    for (const sim::Check& c : r.checks) checks_ok &= c.passed;
+  }
+  if (!out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    const std::filesystem::path dir(out_dir);
+    if (!write_file(dir / "report.json", sim::report_json(report)) ||
+        !write_file(dir / "report.html", sim::report_html(report)) ||
+        (!sweep && !write_file(dir / "events.csv", sim::events_csv(report)))) {
+      return bad("cannot write the reports to " + out_dir);
+    }
+    std::fprintf(stderr, "allot sim: wrote %s/report.json, report.html%s\n", out_dir.c_str(),
+                 sweep ? "" : ", events.csv");
+  }
+  return checks_ok ? 0 : 1;
+}
+
 }  // namespace allot::cli

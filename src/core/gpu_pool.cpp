@@ -46,10 +46,12 @@ void GpuPool::set_schedulable(NodeId node, bool schedulable) {
   unindex(node);
   nodes_[node].schedulable = schedulable;
   reindex(node);
+  ++version_;
   if (schedulable) ++generation_;
 }
 
 void GpuPool::take(const Placement& p) {
+  ++version_;
   for (const GpuSlot& g : p) {
     NodeState& s = nodes_[g.node];
     unindex(g.node);
@@ -65,6 +67,7 @@ void GpuPool::take(const Placement& p) {
 }
 
 void GpuPool::release(const Placement& p) {
+  ++version_;
   for (const GpuSlot& g : p) {
     NodeState& s = nodes_[g.node];
     unindex(g.node);

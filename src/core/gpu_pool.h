@@ -53,6 +53,11 @@ class GpuPool {
 
   // Rises whenever capacity is handed back; a failed search stays failed while it does not change.
   std::uint64_t generation() const { return generation_; }
+  // For a what-if search that handed capacity back and took it again: nothing changed, so a
+  // failed search stays failed. `generation` is what generation() returned before.
+  void restore_generation(std::uint64_t generation) { generation_ = generation; }
+  // Rises on every change of free capacity.
+  std::uint64_t version() const { return version_; }
   std::size_t node_count() const { return nodes_.size(); }
 
  private:
@@ -83,6 +88,7 @@ class GpuPool {
   std::vector<NodeState> nodes_;
   std::map<Key, Index> index_;
   std::uint64_t generation_ = 0;
+  std::uint64_t version_ = 0;
 };
 
 }  // namespace allot::core

@@ -50,7 +50,9 @@ struct PolicyConfig {
   // exceeds the requester's branch standing by more than this (standing 1.0 = exactly at
   // allocation).
   double preemption_margin = 0.10;
-  int max_preemption_attempts = 32;  // per cluster and cycle
+  // Preemption searches per cluster and cycle: each one weighs every node with takeable work, so
+  // they are rationed; a blocked job that did not get one waits for the next cycle.
+  int max_preemption_attempts = 8;
 
   // --- backfill and reservations ---
   bool backfill = true;  // jobs behind a blocked head may start where they do not delay it

@@ -108,7 +108,10 @@ struct Scheduler::ClusterScratch {
   std::vector<double> allocation;           // milli-GPU-seconds owed over the window
   NodeMask mask;                            // nodes reserved for some holder
   std::vector<JobId> reserved_by;           // per node: the holder
-  std::map<JobId, Reservation> previous;    // last cycle's reservations, by holder
+  std::vector<JobId> previous;  // holders of last cycle's reservations (a handful)
+  bool held_before(JobId id) const {
+    return std::find(previous.begin(), previous.end(), id) != previous.end();
+  }
   std::vector<Reservation> made;            // this cycle's
   struct ShapeMemo {
     std::uint64_t failed_at = ~std::uint64_t{0};  // stamp at which the masked search failed
@@ -116,9 +119,40 @@ struct Scheduler::ClusterScratch {
     bool fits_unmasked = false;
     int matching = -1;  // nodes large enough with an accepted model
     int healthy = -1;   // of which schedulable
+    std::uint64_t largest_at = ~std::uint64_t{0};
+    int largest_free = 0;
   };
   std::map<ShapeKey, ShapeMemo> memo;
-  std::size_t exposed = 0;  // running jobs a funded request might preempt
+  std::map<std::pair<ShapeKey, BudgetId>, std::uint64_t> preemption_failed;
+  // Running jobs a funded request might take (unallocated, or past their contract), by node:
+  // exposed_nodes holds (node, [first, last) into exposed), sorted by node.
+  struct Exposed {
+    JobEntry* job;
+    bool allocated;
+    double lost;  // GPU-seconds lost if stopped now
+  };
+  std::vector<Exposed> exposed;
+  std::vector<std::pair<NodeId, std::pair<std::size_t, std::size_t>>> exposed_nodes;
+  // Buffers of try_preempt, reused across attempts.
+  struct PreemptCost {
+    double allocated_lost = 0;  // GPU-seconds lost by allocated victims (minimised first)
+    double lost = 0;            // all GPU-seconds lost
+    std::size_t count = 0;
+    auto operator<=>(const PreemptCost&) const = default;
+  };
+  struct NodeOption {
+    NodeId node;
+    PreemptCost cost;
+    std::size_t first, last;  // its victims: victim_buffer[first, last)
+  };
+  std::vector<NodeOption> option_buffer;
+  std::vector<const Exposed*> candidate_buffer;
+  std::vector<JobId> victim_buffer;
+  std::vector<Milli> extra_buffer;
+  std::vector<char> made_funded;      // per made reservation: its holder may preempt
+  std::vector<int> made_free;         // per made reservation: most whole GPUs free on a node
+  std::uint64_t made_free_at = ~std::uint64_t{0};
+  std::vector<NodeId> opened_buffer;
   std::uint64_t mask_version = 0;
   int preemption_attempts = 0;
   bool head_blocked = false;
@@ -229,7 +263,26 @@ class Scheduler::Selector {
 // The model.
 
 Scheduler::Scheduler(PolicyConfig config, GpuCatalog catalog)
-    : config_(config), catalog_(std::move(catalog)) {}
+    : detail::SchedulerState(config, std::move(catalog)) {}
+
+Scheduler::Scheduler(const Scheduler& other) : detail::SchedulerState(other) {
+  repoint_pending();
+}
+
+Scheduler& Scheduler::operator=(const Scheduler& other) {
+  if (this != &other) {
+    detail::SchedulerState::operator=(other);
+    repoint_pending();
+  }
+  return *this;
+}
+
+// The pending queues point at entries of jobs_; a member-wise copy points at the original's.
+void Scheduler::repoint_pending() {
+  for (auto& queue : pending_) {
+    for (auto& [key, entry] : queue) entry = &jobs_.at(std::get<2>(key));
+  }
+}
 
 ClusterId Scheduler::add_cluster(std::string name) {
   const ClusterId id = static_cast<ClusterId>(clusters_.size());
@@ -565,16 +618,20 @@ CycleResult Scheduler::cycle(Time now) {
   refresh_fractions();
   CycleResult out;
   out.now = now_;
+  out.waiting.reserve(pending_count_);
   stop_failed_and_drained(out);
   std::set<JobId> started;
   for (ClusterId c = 0; c < clusters_.size(); ++c) schedule_cluster(c, out, started);
   if (clusters_.size() > 1) {
-    // A job that waited in one cluster and started in a later one is not waiting; a job that
-    // waits in several keeps the explanation of the first.
+    // A job that waited in one cluster and started in a later one is not waiting and holds no
+    // reservation; a job that waits in several keeps the explanation of the first.
     std::set<JobId> seen;
     std::erase_if(out.waiting, [&](const Explanation& e) {
       return started.count(e.job) > 0 || !seen.insert(e.job).second;
     });
+    auto gone = [&](const Reservation& r) { return started.count(r.job) > 0; };
+    std::erase_if(out.reservations, gone);
+    for (auto& list : reservations_) std::erase_if(list, gone);
   }
   return out;
 }
@@ -670,7 +727,7 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
   for (const Reservation& r : reservations_[c]) {
     const JobEntry* h = job(r.job);
     if (!h || h->state != JobState::Pending) continue;
-    s.previous[r.job] = r;
+    s.previous.push_back(r.job);
     for (NodeId n : r.nodes) {
       s.mask[n] = 1;
       s.reserved_by[n] = r.job;
@@ -697,10 +754,24 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
       }
     }
   }
-  s.exposed = 0;
-  for (JobId id : running_[c]) {
-    const JobEntry& j = jobs_.at(id);
-    s.exposed += !j.run.allocated || j.run.protected_until <= now_;
+  for (NodeId n : cluster_nodes_[c]) {
+    const std::size_t first = s.exposed.size();
+    for (JobId id : jobs_on_node_[n]) {
+      JobEntry& j = jobs_.at(id);
+      if (j.run.allocated && j.run.protected_until > now_) continue;
+      if (j.run.started == now_) continue;  // never undo this cycle's own decisions
+      const double lost = static_cast<double>(total_milli(j.run.placement)) / kWholeGpu *
+                          static_cast<double>(now_ - j.run.started);
+      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, lost});
+    }
+    if (s.exposed.size() == first) continue;
+    // Cheapest first within the node: unallocated before allocated, then least lost.
+    std::sort(s.exposed.begin() + static_cast<std::ptrdiff_t>(first), s.exposed.end(),
+              [](const auto& x, const auto& y) {
+                return std::tie(x.allocated, x.lost, x.job->spec.id) <
+                       std::tie(y.allocated, y.lost, y.job->spec.id);
+              });
+    s.exposed_nodes.emplace_back(n, std::make_pair(first, s.exposed.size()));
   }
   std::uint32_t rank = 0;
   if (fair) {
@@ -787,7 +858,7 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   }
   if (allocated) charge_rate(j, +1);
   // A holder that starts gives its reservation up.
-  if (s.previous.count(j.spec.id))
+  if (s.held_before(j.spec.id))
     for (std::size_t n = 0; n < s.reserved_by.size(); ++n) {
       if (s.reserved_by[n] == j.spec.id) {
         s.reserved_by[n] = kNoJob;
@@ -825,7 +896,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   if (e.limiting_budget != kNoBudget) e.limiting_standing = standing_of(s, e.limiting_budget);
 
   // A holder may use its own reserved nodes; everyone else is kept off all reserved nodes.
-  const bool holder = s.previous.count(j.spec.id) > 0;
+  const bool holder = s.held_before(j.spec.id);
   NodeMask own_mask;
   if (holder) {
     own_mask = s.mask;
@@ -833,7 +904,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       if (s.reserved_by[n] == j.spec.id) own_mask[n] = 0;
     }
   }
-  const NodeMask& mask = holder ? own_mask : s.mask;
+  NodeMask& mask = holder ? own_mask : s.mask;
 
   // 1. Free GPUs outside the reservations.
   const ShapeKey key{shape.nodes, shape.gpus_per_node, shape.gpu_milli, pack_models(models)};
@@ -856,26 +927,63 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   if (config_.backfill && !s.made.empty()) {
     const Time end_by = j.spec.expected_duration ? now_ + *j.spec.expected_duration : kNever;
     const Time protected_to = e.funded ? now_ + j.spec.min_runtime : now_;
+    const int per_node = shape.fractional() ? 1 : shape.gpus_per_node;
+    if (s.made_free_at != pool_.version() || s.made_free.size() != s.made.size()) {
+      // Most whole GPUs free on one node of each reservation, refreshed as the pool changes.
+      s.made_free.assign(s.made.size(), 0);
+      for (std::size_t i = 0; i < s.made.size(); ++i) {
+        for (NodeId n : s.made[i].nodes) {
+          s.made_free[i] = std::max(s.made_free[i], pool_.whole_free(n));
+        }
+      }
+      s.made_free_at = pool_.version();
+    }
     for (int allocated_pass = 1; allocated_pass >= 0; --allocated_pass) {
-      if (allocated_pass == 0 && !config_.backfill_unallocated_on_reserved) break;
-      NodeMask relaxed = mask;
-      bool any = false;
-      for (const Reservation& r : s.made) {
-        if (r.job == j.spec.id) continue;
-        const JobEntry& h = jobs_.at(r.job);
-        BudgetId unused = kNoBudget;
+      if (allocated_pass == 0 &&
+          (!config_.backfill_unallocated_on_reserved || !config_.preemption)) {
+        break;
+      }
+      // Open the reservations this job cannot delay, search, and close them again: the mask is
+      // touched only on reserved nodes, never copied.
+      std::vector<NodeId>& opened = s.opened_buffer;
+      opened.clear();
+      for (std::size_t i = 0; i < s.made.size(); ++i) {
+        const Reservation& r = s.made[i];
+        if (r.job == j.spec.id || s.made_free[i] < per_node) continue;
         const bool ends_in_time = end_by <= r.expected_start && protected_to <= r.expected_start;
         // Unallocated work can be evicted when the holder is ready, if the holder may preempt.
-        const bool evictable = allocated_pass == 0 && config_.preemption && funded(s, h, &unused);
-        if (!(allocated_pass == 1 ? ends_in_time : evictable)) continue;
-        for (NodeId n : r.nodes) relaxed[n] = 0;
-        any = true;
+        const bool allowed = allocated_pass == 1 ? ends_in_time : s.made_funded[i];
+        if (!allowed) continue;
+        for (NodeId n : r.nodes) {
+          if (!mask[n]) continue;
+          mask[n] = 0;
+          opened.push_back(n);
+        }
       }
-      if (!any) continue;
+      if (opened.empty()) continue;
       ++out.stats.placement_searches;
-      if (auto p = pool_.find(c, shape, models, &relaxed, config_.gang_spans_blocks)) {
+      auto p = pool_.find(c, shape, models, &mask, config_.gang_spans_blocks);
+      for (NodeId n : opened) mask[n] = 1;
+      if (p) {
         started.insert(j.spec.id);
         start(s, j, std::move(*p), allocated_pass == 1 && e.funded, StartMode::Backfilled, {}, out);
+        return;
+      }
+    }
+  }
+
+  // A job that several clusters accept waits here only if no later one has room for it now:
+  // it neither preempts nor reserves in this cluster when it is about to start in another.
+  if (clusters_.size() > 1) {
+    for (ClusterId other = c + 1; other < clusters_.size(); ++other) {
+      const auto& accepted = j.spec.clusters;
+      if (!accepted.empty() && std::find(accepted.begin(), accepted.end(), other) == accepted.end()) {
+        continue;
+      }
+      if (pool_.find(other, shape, models, nullptr, config_.gang_spans_blocks)) {
+        e.code = WaitCode::WaitingForGpus;
+        e.largest_free = pool_.largest_whole_free(c, models);
+        out.waiting.push_back(e);
         return;
       }
     }
@@ -884,12 +992,18 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   // 3. Preemption, for funded work only: unallocated victims first, then allocated ones past their
   // contract whose branch stands worse by the margin.
   if (e.funded && config_.preemption && s.preemption_attempts < config_.max_preemption_attempts &&
-      s.exposed > 0) {
-    ++out.stats.preemption_attempts;
-    ++s.preemption_attempts;
-    if (try_preempt(c, s, j, mask, out)) {
-      started.insert(j.spec.id);
-      return;
+      !s.exposed_nodes.empty()) {
+    // The same request from the same budget against the same pool fails the same way.
+    const auto attempt_key = std::make_pair(key, j.spec.budget);
+    auto& failed_at = s.preemption_failed[attempt_key];
+    if (holder || failed_at != stamp + 1) {
+      ++out.stats.preemption_attempts;
+      ++s.preemption_attempts;
+      if (try_preempt(c, s, j, mask, out)) {
+        started.insert(j.spec.id);
+        return;
+      }
+      if (!holder) failed_at = stamp + 1;  // +1: 0 means never tried
     }
   }
 
@@ -903,7 +1017,11 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
     }
   }
   const int matching = memo.matching, healthy = memo.healthy;
-  e.largest_free = pool_.largest_whole_free(c, models);
+  if (memo.largest_at != pool_.version()) {
+    memo.largest_free = pool_.largest_whole_free(c, models);
+    memo.largest_at = pool_.version();
+  }
+  e.largest_free = memo.largest_free;
   if (matching < shape.nodes) {
     e.code = WaitCode::NoMatchingNodes;
   } else if (healthy < shape.nodes) {
@@ -936,6 +1054,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
         e.code = WaitCode::HoldsReservation;
         e.expected_start = r.expected_start;
         s.made.push_back(std::move(r));
+        s.made_funded.push_back(e.funded);
         out.waiting.push_back(e);
         return;
       }
@@ -984,94 +1103,99 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
 bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
                             CycleResult& out) {
   const Shape& shape = j.spec.shape;
-  struct Cost {
-    double allocated_lost = 0;  // GPU-seconds lost by allocated victims (minimised first)
-    double lost = 0;            // all GPU-seconds lost
-    std::size_t count = 0;
-    auto operator<=>(const Cost&) const = default;
-  };
-  struct NodeOption {
-    NodeId node;
-    Cost cost;
-    std::vector<JobId> victims;
-  };
-  std::map<JobId, VictimReason> reasons;
-  std::map<JobId, bool> eligible;  // memo per victim
-  std::vector<NodeOption> options;
-  std::vector<Milli> extra;
+  using Cost = ClusterScratch::PreemptCost;
+  using NodeOption = ClusterScratch::NodeOption;
+  // Buffers reused across attempts: a failed attempt allocates nothing.
+  std::vector<NodeOption>& options = s.option_buffer;
+  std::vector<const ClusterScratch::Exposed*>& cands = s.candidate_buffer;
+  std::vector<JobId>& victims_of = s.victim_buffer;
+  std::vector<Milli>& extra = s.extra_buffer;
+  options.clear();
+  victims_of.clear();
 
-  for (NodeId n : cluster_nodes_[c]) {
+  // Nodes with a job that could be taken, plus, for a gang, nodes already free enough.
+  auto consider_node = [&](NodeId n, std::size_t first, std::size_t last) {
     if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
-      continue;
+      return;
+    }
+    // Even taking every exposed job on the node would not make room: skip it.
+    if (!shape.fractional()) {
+      int could_free = pool_.whole_free(n);
+      for (std::size_t i = first; i < last; ++i) {
+        for (const GpuSlot& g : s.exposed[i].job->run.placement) could_free += g.node == n;
+      }
+      if (could_free < shape.gpus_per_node) return;
     }
     extra.assign(static_cast<std::size_t>(pool_.gpu_count(n)), 0);
     if (pool_.fits_node_with(n, shape, extra)) {
-      options.push_back(NodeOption{n, {}, {}});
-      continue;
+      options.push_back(NodeOption{n, {}, victims_of.size(), victims_of.size()});
+      return;
     }
-    // Candidates on this node, cheapest loss first, unallocated before allocated.
-    struct Cand {
-      bool allocated;
-      double lost;
-      JobId id;
-    };
-    std::vector<Cand> cands;
-    for (JobId vid : jobs_on_node_[n]) {
-      const JobEntry& v = jobs_.at(vid);
-      if (v.run.started == now_) continue;  // never undo this cycle's own decisions
-      auto [it, fresh] = eligible.try_emplace(vid, false);
-      if (fresh) {
-        VictimReason why;
-        it->second = preemptible_by(s, v, j, &why);
-        if (it->second) reasons[vid] = why;
-      }
-      if (!it->second) continue;
-      const double lost = static_cast<double>(total_milli(v.run.placement)) / kWholeGpu *
-                          static_cast<double>(now_ - v.run.started);
-      cands.push_back(Cand{v.run.allocated, lost, vid});
+    // Candidates on this node, unallocated before allocated, cheapest loss first.
+    cands.clear();
+    VictimReason why;
+    for (std::size_t i = first; i < last; ++i) {
+      const ClusterScratch::Exposed& x = s.exposed[i];
+      if (x.job->state != JobState::Running) continue;  // stopped earlier in this cycle
+      if (!preemptible_by(s, *x.job, j, &why)) continue;
+      cands.push_back(&x);
     }
-    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
-      return std::tie(a.allocated, a.lost, a.id) < std::tie(b.allocated, b.lost, b.id);
-    });
-    auto give_back = [&](JobId vid, Milli sign) {
-      for (const GpuSlot& g : jobs_.at(vid).run.placement) {
+    auto give_back = [&](const ClusterScratch::Exposed* x, Milli sign) {
+      for (const GpuSlot& g : x->job->run.placement) {
         if (g.node == n) extra[g.gpu] += sign * g.milli;
       }
     };
-    std::vector<std::size_t> taken;
     bool fits = false;
-    for (std::size_t i = 0; i < cands.size() && !fits; ++i) {
-      give_back(cands[i].id, +1);
-      taken.push_back(i);
+    std::size_t taken = 0;
+    for (; taken < cands.size() && !fits; ++taken) {
+      give_back(cands[taken], +1);
       fits = pool_.fits_node_with(n, shape, extra);
     }
-    if (!fits) continue;
+    if (!fits) return;
     // Drop victims that turned out not to be needed, most expensive first.
-    for (std::size_t k = taken.size(); k-- > 0;) {
-      give_back(cands[taken[k]].id, -1);
+    std::vector<char> keep(taken, 1);
+    for (std::size_t k = taken; k-- > 0;) {
+      give_back(cands[k], -1);
       if (pool_.fits_node_with(n, shape, extra)) {
-        taken.erase(taken.begin() + static_cast<std::ptrdiff_t>(k));
+        keep[k] = 0;
       } else {
-        give_back(cands[taken[k]].id, +1);
+        give_back(cands[k], +1);
       }
     }
-    NodeOption o{n, {}, {}};
-    for (std::size_t i : taken) {
-      o.cost.allocated_lost += cands[i].allocated ? cands[i].lost : 0.0;
-      o.cost.lost += cands[i].lost;
+    NodeOption o{n, {}, victims_of.size(), victims_of.size()};
+    for (std::size_t k = 0; k < taken; ++k) {
+      if (!keep[k]) continue;
+      o.cost.allocated_lost += cands[k]->allocated ? cands[k]->lost : 0.0;
+      o.cost.lost += cands[k]->lost;
       ++o.cost.count;
-      o.victims.push_back(cands[i].id);
+      victims_of.push_back(cands[k]->job->spec.id);
     }
-    options.push_back(std::move(o));
+    o.last = victims_of.size();
+    options.push_back(o);
+  };
+  for (const auto& [n, range] : s.exposed_nodes) consider_node(n, range.first, range.second);
+  if (shape.gang()) {
+    for (NodeId n : cluster_nodes_[c]) {
+      const bool exposed = std::binary_search(
+          s.exposed_nodes.begin(), s.exposed_nodes.end(), std::make_pair(n, std::make_pair(0, 0)),
+          [](const auto& x, const auto& y) { return x.first < y.first; });
+      if (!exposed && pool_.whole_free(n) >= shape.gpus_per_node) consider_node(n, 0, 0);
+    }
   }
   if (static_cast<int>(options.size()) < shape.nodes) return false;
 
   // Choose nodes: the cheapest one, or for a gang the cheapest set within one block if possible.
-  auto by_cost = [](const NodeOption* a, const NodeOption* b) {
-    return std::tie(a->cost, a->node) < std::tie(b->cost, b->node);
+  auto by_cost = [](const NodeOption* x, const NodeOption* y) {
+    return std::tie(x->cost, x->node) < std::tie(y->cost, y->node);
   };
   std::vector<const NodeOption*> chosen;
-  {
+  if (!shape.gang()) {
+    const NodeOption* best = nullptr;
+    for (const NodeOption& o : options) {
+      if (!best || by_cost(&o, best)) best = &o;
+    }
+    chosen.push_back(best);
+  } else {
     std::map<BlockId, std::vector<const NodeOption*>> by_block;
     std::vector<const NodeOption*> all;
     for (const NodeOption& o : options) {
@@ -1098,31 +1222,37 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
       }
     }
     if (chosen.empty()) {
-      if (!config_.gang_spans_blocks && shape.gang()) return false;
+      if (!config_.gang_spans_blocks) return false;
       std::sort(all.begin(), all.end(), by_cost);
       chosen.assign(all.begin(), all.begin() + shape.nodes);
     }
   }
   std::vector<JobId> victims;
-  for (const NodeOption* o : chosen)
-    victims.insert(victims.end(), o->victims.begin(), o->victims.end());
+  for (const NodeOption* o : chosen) {
+    victims.insert(victims.end(), victims_of.begin() + static_cast<std::ptrdiff_t>(o->first),
+                   victims_of.begin() + static_cast<std::ptrdiff_t>(o->last));
+  }
   std::sort(victims.begin(), victims.end());
   victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
   if (victims.empty()) return false;  // it fits without victims only if a search above missed it
 
   // What-if: hand the victims' GPUs back, place, and undo if it still does not fit.
+  const std::uint64_t generation = pool_.generation();
   for (JobId vid : victims) pool_.release(jobs_.at(vid).run.placement);
-  NodeMask only = mask;
-  auto p = pool_.find(c, shape, j.spec.models, &only, config_.gang_spans_blocks);
+  auto p = pool_.find(c, shape, j.spec.models, &mask, config_.gang_spans_blocks);
   for (JobId vid : victims) pool_.take(jobs_.at(vid).run.placement);
-  if (!p) return false;
+  if (!p) {
+    pool_.restore_generation(generation);
+    return false;
+  }
 
   for (JobId vid : victims) {
+    JobEntry& v = jobs_.at(vid);
     StopDecision d;
     d.reason = StopReason::Preempted;
     d.for_job = j.spec.id;
-    d.victim = reasons.at(vid);
-    stop(jobs_.at(vid), d, out);
+    preemptible_by(s, v, j, &d.victim);
+    stop(v, d, out);
   }
   start(s, j, std::move(*p), /*allocated=*/true, StartMode::Preempting, victims, out);
   return true;

@@ -73,9 +73,47 @@ struct CycleResult {
   CycleStats stats;
 };
 
-class Scheduler {
+namespace detail {
+// Everything a Scheduler knows, kept apart so that copying can be member-wise and then the
+// pointers into jobs_ re-pointed (see Scheduler's copy constructor).
+struct SchedulerState {
+  SchedulerState(PolicyConfig config, GpuCatalog catalog)
+      : config_(config), catalog_(std::move(catalog)) {}
+
+  PolicyConfig config_;
+  GpuCatalog catalog_;
+  BudgetTree budgets_;
+  std::vector<Cluster> clusters_;
+  std::vector<Node> nodes_;
+  std::vector<std::vector<NodeId>> cluster_nodes_;
+  std::map<std::string, BlockId> blocks_;
+  GpuPool pool_;
+  std::vector<Milli> capacity_;                // per cluster, all nodes
+  std::vector<UsageWindow> usage_;             // per cluster
+  std::vector<std::vector<Milli>> rate_;       // [cluster][budget] allocated milli-GPUs running
+  std::vector<std::vector<double>> fraction_;  // [cluster][budget] allocated fraction
+  std::uint64_t fractions_version_ = 0;
+
+  std::map<JobId, JobEntry> jobs_;
+  // Pending jobs per budget, in the order they are served within it: priority, submit time, id.
+  using PendingKey = std::tuple<int, Time, JobId>;
+  std::vector<std::map<PendingKey, JobEntry*>> pending_;
+  std::size_t pending_count_ = 0;
+  std::vector<std::set<JobId>> running_;                // per cluster: Running jobs
+  std::vector<std::vector<JobId>> jobs_on_node_;        // Running jobs touching each node
+  std::vector<std::vector<Reservation>> reservations_;  // per cluster, from the last cycle
+  Time now_ = 0;
+};
+}  // namespace detail
+
+class Scheduler : private detail::SchedulerState {
  public:
   explicit Scheduler(PolicyConfig config = {}, GpuCatalog catalog = GpuCatalog::standard());
+  // A copy is a fully independent scheduler: deciding on it never touches the original.
+  Scheduler(const Scheduler& other);
+  Scheduler& operator=(const Scheduler& other);
+  Scheduler(Scheduler&&) = default;  // std::map keeps its elements where they are when moved
+  Scheduler& operator=(Scheduler&&) = default;
 
   // --- the model ---
   ClusterId add_cluster(std::string name);
@@ -158,30 +196,8 @@ class Scheduler {
                                const NodeMask& mask) const;
   void remove_pending(JobEntry& j);
   void add_pending(JobEntry& j);
+  void repoint_pending();
 
-  PolicyConfig config_;
-  GpuCatalog catalog_;
-  BudgetTree budgets_;
-  std::vector<Cluster> clusters_;
-  std::vector<Node> nodes_;
-  std::vector<std::vector<NodeId>> cluster_nodes_;
-  std::map<std::string, BlockId> blocks_;
-  GpuPool pool_;
-  std::vector<Milli> capacity_;                // per cluster, all nodes
-  std::vector<UsageWindow> usage_;             // per cluster
-  std::vector<std::vector<Milli>> rate_;       // [cluster][budget] allocated milli-GPUs running
-  std::vector<std::vector<double>> fraction_;  // [cluster][budget] allocated fraction
-  std::uint64_t fractions_version_ = 0;
-
-  std::map<JobId, JobEntry> jobs_;
-  // Pending jobs per budget, in the order they are served within it: priority, submit time, id.
-  using PendingKey = std::tuple<int, Time, JobId>;
-  std::vector<std::map<PendingKey, JobEntry*>> pending_;
-  std::size_t pending_count_ = 0;
-  std::vector<std::set<JobId>> running_;                // per cluster: Running jobs
-  std::vector<std::vector<JobId>> jobs_on_node_;        // Running jobs touching each node
-  std::vector<std::vector<Reservation>> reservations_;  // per cluster, from the last cycle
-  Time now_ = 0;
 };
 
 // "2h05m", "3d04h", "45s".

@@ -1,0 +1,644 @@
+// The client commands of `allot`: they talk to a server over HTTP only. The address and token come
+// from --addr/--token, else ALLOT_ADDR/ALLOT_TOKEN, else ~/.config/allot/config ("addr = ...",
+// "token = ..."). Exit codes: 0 done; 1 refused (bad request, conflict); 2 bad usage; 3 server
+// unreachable; 4 not authorised; 5 not found; 6 server error.
+#include <httplib.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace allot::cli {
+namespace {
+
+using json = nlohmann::json;
+
+enum Exit {
+  kOk = 0,
+  kRefused = 1,
+  kUsage = 2,
+  kUnreachable = 3,
+  kAuth = 4,
+  kNotFound = 5,
+  kServer = 6
+};
+
+struct Args {
+  std::vector<std::string> pos;
+  std::map<std::string, std::string> opt;  // --key value (flags: "1")
+  std::vector<std::string> rest;           // after --
+  bool has(const std::string& k) const { return opt.count(k) > 0; }
+  std::string get(const std::string& k, const std::string& def = "") const {
+    auto it = opt.find(k);
+    return it == opt.end() ? def : it->second;
+  }
+};
+
+const std::vector<std::string> kFlags = {"json", "resumable", "insecure", "all", "help"};
+
+Args parse_args(int argc, char** argv, int first) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--") {
+      for (++i; i < argc; ++i) a.rest.push_back(argv[i]);
+      break;
+    }
+    if (s.rfind("--", 0) == 0) {
+      auto key = s.substr(2);
+      if (auto eq = key.find('='); eq != std::string::npos) {
+        a.opt[key.substr(0, eq)] = key.substr(eq + 1);
+      } else if (std::find(kFlags.begin(), kFlags.end(), key) != kFlags.end()) {
+        a.opt[key] = "1";
+      } else if (i + 1 < argc) {
+        a.opt[key] = argv[++i];
+      } else {
+        std::fprintf(stderr, "allot: --%s needs a value\n", key.c_str());
+        std::exit(kUsage);
+      }
+    } else {
+      a.pos.push_back(s);
+    }
+  }
+  return a;
+}
+
+[[noreturn]] void die(int code, const std::string& msg) {
+  std::fprintf(stderr, "allot: %s\n", msg.c_str());
+  std::exit(code);
+}
+
+struct Conn {
+  std::string addr, token, cacert;
+  bool insecure = false;
+};
+
+Conn connection(const Args& a) {
+  Conn c;
+  std::map<std::string, std::string> cfg;
+  if (const char* home = std::getenv("HOME")) {
+    std::ifstream in(std::string(home) + "/.config/allot/config");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto eq = line.find('=');
+      if (eq == std::string::npos || line[0] == '#') continue;
+      auto trim = [](std::string s) {
+        s.erase(0, s.find_first_not_of(" \t"));
+        s.erase(s.find_last_not_of(" \t\r") + 1);
+        return s;
+      };
+      cfg[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+    }
+  }
+  auto pick = [&](const char* opt, const char* env, const char* key) {
+    if (a.has(opt)) return a.get(opt);
+    if (const char* e = std::getenv(env); e && *e) return std::string(e);
+    return cfg.count(key) ? cfg[key] : std::string();
+  };
+  c.addr = pick("addr", "ALLOT_ADDR", "addr");
+  c.token = pick("token", "ALLOT_TOKEN", "token");
+  c.cacert = pick("cacert", "ALLOT_CACERT", "cacert");
+  c.insecure = a.has("insecure");
+  if (c.addr.empty()) c.addr = "http://127.0.0.1:7400";
+  if (c.addr.find("://") == std::string::npos) c.addr = "http://" + c.addr;
+  if (c.token.empty()) {
+    die(kAuth,
+        "no token: pass --token, set ALLOT_TOKEN, or put 'token = ...' in "
+        "~/.config/allot/config (allot server/up prints an admin token at start)");
+  }
+  return c;
+}
+
+json request(const Conn& c, const std::string& method, const std::string& path,
+             const json* body = nullptr) {
+  httplib::Client cli(c.addr);
+  cli.set_connection_timeout(5);
+  cli.set_read_timeout(60);
+  if (!c.cacert.empty()) cli.set_ca_cert_path(c.cacert.c_str());
+  if (c.insecure) cli.enable_server_certificate_verification(false);
+  httplib::Headers h = {{"Authorization", "Bearer " + c.token}};
+  const std::string payload = body ? body->dump() : std::string();
+  httplib::Result r = method == "GET"      ? cli.Get(path.c_str(), h)
+                      : method == "DELETE" ? cli.Delete(path.c_str(), h)
+                                           : cli.Post(path.c_str(), h, payload, "application/json");
+  if (!r && body && method == "POST") {
+    // One retry: submits carry an idempotency key, so a retried request never makes two jobs.
+    r = cli.Post(path.c_str(), h, payload, "application/json");
+  }
+  if (!r) {
+    die(kUnreachable, "cannot reach the server at " + c.addr + " (" +
+                          httplib::to_string(r.error()) +
+                          "): is it running? set --addr or ALLOT_ADDR");
+  }
+  auto j = json::parse(r->body, nullptr, false);
+  if (r->status >= 400) {
+    std::string msg = "server refused (" + std::to_string(r->status) + ")";
+    if (!j.is_discarded() && j.contains("error")) {
+      auto f = j["error"].value("field", "");
+      msg += ": " + (f.empty() ? "" : f + ": ") + j["error"].value("reason", "");
+    }
+    int code = r->status == 401 || r->status == 403 ? kAuth
+               : r->status == 404                   ? kNotFound
+               : r->status >= 500                   ? kServer
+                                                    : kRefused;
+    die(code, msg);
+  }
+  return j;
+}
+
+std::string qs_escape(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '/' || ch == ',') {
+      out += static_cast<char>(ch);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", ch);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+long long parse_duration(const std::string& field, const std::string& s) {
+  if (s.empty()) die(kUsage, field + ": empty duration");
+  long long total = 0, cur = 0;
+  bool digits = false;
+  for (char ch : s) {
+    if (std::isdigit(static_cast<unsigned char>(ch))) {
+      cur = cur * 10 + (ch - '0');
+      digits = true;
+      if (cur > 1'000'000'000LL) die(kUsage, field + ": too long");
+    } else {
+      long long unit = ch == 's' ? 1 : ch == 'm' ? 60 : ch == 'h' ? 3600 : ch == 'd' ? 86400 : 0;
+      if (!unit || !digits) die(kUsage, field + ": '" + s + "' is not a duration like 90, 30m, 2h");
+      total += cur * unit;
+      cur = 0;
+      digits = false;
+    }
+  }
+  return total + cur;
+}
+
+long long parse_count(const std::string& field, const std::string& s) {
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 0) die(kUsage, field + ": '" + s + "' is not a number");
+  return v;
+}
+
+json yaml_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (const auto& v : n) a.push_back(yaml_to_json(v));
+      return a;
+    }
+    case YAML::NodeType::Scalar: {
+      const auto s = n.Scalar();
+      if (n.Tag() == "!") return s;  // quoted
+      if (s == "true") return true;
+      if (s == "false") return false;
+      char* end = nullptr;
+      long long v = std::strtoll(s.c_str(), &end, 10);
+      if (!s.empty() && *end == '\0') return v;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+std::string random_key() {
+  std::random_device rd;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "cli-%08x%08x%08x", rd(), rd(), rd());
+  return buf;
+}
+
+int terminal_width() {
+  winsize w{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20) {
+    return w.ws_col;
+  }
+  if (const char* c = std::getenv("COLUMNS")) {
+    int v = std::atoi(c);
+    if (v > 20) return v;
+  }
+  return 120;
+}
+
+// Prints rows as columns; the last column is cut to fit the terminal.
+void table(const std::vector<std::string>& head,
+           const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> w(head.size());
+  for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+  for (const auto& r : rows) {
+    for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  }
+  const int width = terminal_width();
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string out;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      std::string cell = r[i];
+      if (i + 1 < r.size()) {
+        cell.resize(w[i], ' ');
+        cell += "  ";
+      }
+      out += cell;
+    }
+    if (static_cast<int>(out.size()) > width)
+      out = out.substr(0, static_cast<std::size_t>(width - 1)) + "…";
+    std::printf("%s\n", out.c_str());
+  };
+  line(head);
+  for (const auto& r : rows) line(r);
+}
+
+std::string gpus_of(const json& j) {
+  const auto& s = j["spec"];
+  int n = s.value("nodes", 1), g = s.value("gpus_per_node", 1), m = s.value("gpu_milli", 1000);
+  if (m < 1000) return "0." + std::to_string(m / 100);
+  return n > 1 ? std::to_string(n) + "x" + std::to_string(g) : std::to_string(g);
+}
+
+std::string ago(long long t) {
+  long long d = static_cast<long long>(std::time(nullptr)) - t;
+  if (d < 0) d = 0;
+  if (d < 120) return std::to_string(d) + "s";
+  if (d < 7200) return std::to_string(d / 60) + "m";
+  if (d < 172800) return std::to_string(d / 3600) + "h";
+  return std::to_string(d / 86400) + "d";
+}
+
+int cmd_submit(const Args& a, const Conn& c) {
+  json body = json::object();
+  if (!a.pos.empty()) {
+    try {
+      body = yaml_to_json(YAML::LoadFile(a.pos[0]));
+    } catch (const std::exception& e) {
+      die(kUsage, a.pos[0] + ": " + e.what());
+    }
+    if (!body.is_object()) die(kUsage, a.pos[0] + ": a job spec is a mapping of fields");
+  }
+  if (a.has("budget")) body["budget"] = a.get("budget");
+  if (a.has("name")) body["name"] = a.get("name");
+  if (a.has("gpus")) body["gpus_per_node"] = parse_count("--gpus", a.get("gpus"));
+  if (a.has("nodes")) body["nodes"] = parse_count("--nodes", a.get("nodes"));
+  if (a.has("gpu-milli")) body["gpu_milli"] = parse_count("--gpu-milli", a.get("gpu-milli"));
+  if (a.has("min-runtime"))
+    body["min_runtime"] = parse_duration("--min-runtime", a.get("min-runtime"));
+  if (a.has("expected"))
+    body["expected_duration"] = parse_duration("--expected", a.get("expected"));
+  if (a.has("priority")) body["priority"] = a.get("priority");
+  if (a.has("kind")) body["kind"] = a.get("kind");
+  if (a.has("model")) body["models"] = {a.get("model")};
+  if (a.has("cluster")) body["clusters"] = {a.get("cluster")};
+  if (a.has("resumable")) body["resumable"] = true;
+  if (a.has("key")) body["idempotency_key"] = a.get("key");
+  if (!a.rest.empty()) body["command"] = a.rest;
+  if (!body.contains("idempotency_key")) body["idempotency_key"] = random_key();
+  if (!body.contains("budget"))
+    die(kUsage, "submit: give --budget /org/team (or budget: in the YAML)");
+  auto r = request(c, "POST", "/api/v1/jobs", &body);
+  if (a.has("json")) {
+    std::printf("%s\n", r.dump(2).c_str());
+  } else {
+    std::printf("submitted job %llu (%s)\n", r["id"].get<unsigned long long>(),
+                r["state"].get<std::string>().c_str());
+  }
+  return kOk;
+}
+
+int cmd_ls(const Args& a, const Conn& c) {
+  std::string q = "/api/v1/jobs?order=desc&limit=" + a.get("limit", "50");
+  if (a.has("state"))
+    q += "&state=" + qs_escape(a.get("state"));
+  else if (!a.has("all"))
+    q += "&state=pending,starting,running,preempting,requeued";
+  if (a.has("owner")) q += "&owner=" + qs_escape(a.get("owner"));
+  if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
+  auto r = request(c, "GET", q);
+  if (a.has("json")) {
+    std::printf("%s\n", r["jobs"].dump(2).c_str());
+    return kOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& j : r["jobs"]) {
+    rows.push_back({std::to_string(j["id"].get<unsigned long long>()), j["name"], j["owner"],
+                    j["budget"], j["state"], gpus_of(j), ago(j["updated_at"].get<long long>()),
+                    j["reason"]});
+  }
+  table({"ID", "NAME", "OWNER", "BUDGET", "STATE", "GPUS", "AGE", "REASON"}, rows);
+  return kOk;
+}
+
+int need_id(const Args& a, const char* cmd) {
+  if (a.pos.empty()) die(kUsage, std::string(cmd) + ": give a job id");
+  parse_count("job id", a.pos[0]);
+  return 0;
+}
+
+int cmd_show(const Args& a, const Conn& c) {
+  need_id(a, "show");
+  auto r = request(c, "GET", "/api/v1/jobs/" + a.pos[0]);
+  if (a.has("json")) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return kOk;
+  }
+  std::printf("job %s  %s\n", a.pos[0].c_str(), r["name"].get<std::string>().c_str());
+  for (const char* k :
+       {"owner", "budget", "state", "reason", "allocated", "runs", "cluster", "exit_code"}) {
+    if (r.contains(k))
+      std::printf("  %-10s %s\n", k,
+                  r[k].is_string() ? r[k].get<std::string>().c_str() : r[k].dump().c_str());
+  }
+  std::printf("  %-10s %s\n", "spec", r["spec"].dump().c_str());
+  auto ev = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/events");
+  std::printf("events:\n");
+  for (const auto& e : ev["events"]) {
+    std::printf("  %lld  %-10s -> %-10s %s\n", e["time"].get<long long>(),
+                e["from"].get<std::string>().c_str(), e["to"].get<std::string>().c_str(),
+                e["reason"].get<std::string>().c_str());
+  }
+  return kOk;
+}
+
+int cmd_why(const Args& a, const Conn& c) {
+  need_id(a, "why");
+  auto r = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/why");
+  if (a.has("json")) {
+    std::printf("%s\n", r.dump(2).c_str());
+  } else {
+    std::printf("job %s is %s: %s\n", a.pos[0].c_str(), r["state"].get<std::string>().c_str(),
+                r["explanation"].get<std::string>().c_str());
+  }
+  return kOk;
+}
+
+int cmd_cancel(const Args& a, const Conn& c) {
+  need_id(a, "cancel");
+  json body = json::object();
+  if (a.has("reason")) body["reason"] = a.get("reason");
+  auto r = request(c, "POST", "/api/v1/jobs/" + a.pos[0] + "/cancel", &body);
+  std::printf("job %s %s\n", a.pos[0].c_str(), r["state"].get<std::string>().c_str());
+  return kOk;
+}
+
+std::string period_query(const Args& a) {
+  std::string q;
+  long long now = static_cast<long long>(std::time(nullptr));
+  long long to = a.has("to") ? parse_count("--to", a.get("to")) : now;
+  long long from = a.has("since")  ? to - parse_duration("--since", a.get("since"))
+                   : a.has("from") ? parse_count("--from", a.get("from"))
+                                   : to - 7 * 86400;
+  return "from=" + std::to_string(from) + "&to=" + std::to_string(to);
+}
+
+int cmd_budget(const Args& a, const Conn& c) {
+  const std::string sub = a.pos.empty() ? "tree" : a.pos[0];
+  if (sub == "tree") {
+    auto r = request(c, "GET", "/api/v1/budgets");
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+      return kOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& b : r["budgets"]) {
+      std::string fr;
+      for (const auto& [k, v] : b["fraction"].items()) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s%s %.1f%%", fr.empty() ? "" : ", ", k.c_str(),
+                      v.get<double>() * 100);
+        fr += buf;
+      }
+      std::string members;
+      for (const auto& m : b["members"])
+        members += (members.empty() ? "" : ",") + m.get<std::string>();
+      char share[32];
+      std::snprintf(share, sizeof share, "%g", b["share"].get<double>());
+      rows.push_back({std::string(2 * static_cast<std::size_t>(b["depth"].get<int>()), ' ') +
+                          b["path"].get<std::string>(),
+                      share, fr, members});
+    }
+    table({"BUDGET", "SHARE", "OF CLUSTER", "MEMBERS"}, rows);
+    return kOk;
+  }
+  if (sub == "set") {
+    if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b]");
+    json body = {{"path", a.pos[1]}};
+    if (a.has("share")) {
+      char* end = nullptr;
+      double v = std::strtod(a.get("share").c_str(), &end);
+      if (*end != '\0') die(kUsage, "--share: not a number");
+      body["share"] = v;
+    }
+    if (a.has("members")) {
+      json m = json::array();
+      std::string s = a.get("members");
+      std::size_t st = 0;
+      while (st < s.size()) {
+        auto comma = s.find(',', st);
+        if (comma == std::string::npos) comma = s.size();
+        if (comma > st) m.push_back(s.substr(st, comma - st));
+        st = comma + 1;
+      }
+      body["members"] = m;
+    }
+    auto r = request(c, "POST", "/api/v1/budgets", &body);
+    std::printf("budget %s: share %g\n", r["path"].get<std::string>().c_str(),
+                r["share"].get<double>());
+    return kOk;
+  }
+  if (sub == "usage") {
+    std::string q = "/api/v1/usage?" + period_query(a) + "&by=" + qs_escape(a.get("by", "budget"));
+    if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
+    auto r = request(c, "GET", q);
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+      return kOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& x : r["rows"]) {
+      char al[32], un[32];
+      std::snprintf(al, sizeof al, "%.1f", x["allocated_gpu_seconds"].get<double>() / 3600);
+      std::snprintf(un, sizeof un, "%.1f", x["unallocated_gpu_seconds"].get<double>() / 3600);
+      rows.push_back(
+          {x.contains("user") ? x["user"].get<std::string>() : x["budget"].get<std::string>(), al,
+           un});
+    }
+    table({a.get("by", "budget") == "user" ? "USER" : "BUDGET", "ALLOCATED GPU-H",
+           "UNALLOCATED GPU-H"},
+          rows);
+    return kOk;
+  }
+  die(kUsage, "budget: tree, set or usage");
+}
+
+int cmd_report(const Args& a, const Conn& c) {
+  std::string q = "/api/v1/report?" + period_query(a);
+  if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
+  auto r = request(c, "GET", q);
+  const auto fmt = a.has("json") ? "json" : a.get("format", "text");
+  if (fmt == "json") {
+    std::printf("%s\n", r.dump(2).c_str());
+    return kOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& b : r["budgets"]) {
+    char o[32], al[32], un[32], pct[32];
+    std::snprintf(o, sizeof o, "%.1f", b["owed_gpu_seconds"].get<double>() / 3600);
+    std::snprintf(al, sizeof al, "%.1f", b["allocated_gpu_seconds"].get<double>() / 3600);
+    std::snprintf(un, sizeof un, "%.1f", b["unallocated_gpu_seconds"].get<double>() / 3600);
+    std::snprintf(pct, sizeof pct, "%.0f%%", b["delivered_fraction"].get<double>() * 100);
+    rows.push_back({b["budget"], o, al, un, pct});
+  }
+  if (fmt == "csv") {
+    std::printf("budget,owed_gpu_hours,allocated_gpu_hours,unallocated_gpu_hours,delivered\n");
+    for (const auto& r2 : rows) {
+      std::printf("%s,%s,%s,%s,%s\n", r2[0].c_str(), r2[1].c_str(), r2[2].c_str(), r2[3].c_str(),
+                  r2[4].c_str());
+    }
+    return kOk;
+  }
+  if (fmt != "text") die(kUsage, "--format: text, csv or json");
+  table({"BUDGET", "OWED GPU-H", "ALLOCATED GPU-H", "UNALLOCATED GPU-H", "DELIVERED"}, rows);
+  return kOk;
+}
+
+int cmd_nodes(const Args& a, const Conn& c) {
+  auto r = request(c, "GET", "/api/v1/nodes");
+  if (a.has("json")) {
+    std::printf("%s\n", r["nodes"].dump(2).c_str());
+    return kOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& n : r["nodes"]) {
+    rows.push_back({n["name"], n["cluster"], n["model"], std::to_string(n["gpus"].get<int>()),
+                    n["block"],
+                    n["health"].get<std::string>() + (n["cordoned"].get<bool>() ? ",cordoned" : ""),
+                    n["simulated"].get<bool>() ? "simulated" : "agent", n["health_reason"]});
+  }
+  table({"NAME", "CLUSTER", "MODEL", "GPUS", "BLOCK", "HEALTH", "KIND", "REASON"}, rows);
+  return kOk;
+}
+
+int cmd_node_op(const Args& a, const Conn& c, const std::string& op) {
+  if (a.pos.empty()) die(kUsage, op + ": give a node name");
+  json body = json::object();
+  if (a.has("reason")) body["reason"] = a.get("reason");
+  auto r = request(c, "POST", "/api/v1/nodes/" + a.pos[0] + "/" + op, &body);
+  std::printf("node %s: %s%s\n", a.pos[0].c_str(), r["health"].get<std::string>().c_str(),
+              r["cordoned"].get<bool>() ? ", cordoned" : "");
+  return kOk;
+}
+
+int cmd_token(const Args& a, const Conn& c) {
+  const std::string sub = a.pos.empty() ? "ls" : a.pos[0];
+  if (sub == "ls") {
+    auto r = request(c, "GET", "/api/v1/tokens");
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+      return kOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& t : r["tokens"]) {
+      rows.push_back({std::to_string(t["id"].get<long long>()), t["name"], t["role"], t["subject"],
+                      t["scope"], t["revoked"].get<bool>() ? "revoked" : "valid"});
+    }
+    table({"ID", "NAME", "ROLE", "SUBJECT", "SCOPE", "STATUS"}, rows);
+    return kOk;
+  }
+  if (sub == "create") {
+    if (a.pos.size() < 2 || !a.has("role")) {
+      die(kUsage,
+          "token create NAME --role admin|manager|user|agent [--scope PATH|NODE] [--subject USER]");
+    }
+    json body = {{"name", a.pos[1]}, {"role", a.get("role")}};
+    if (a.has("scope")) body["scope"] = a.get("scope");
+    if (a.has("subject")) body["subject"] = a.get("subject");
+    auto r = request(c, "POST", "/api/v1/tokens", &body);
+    std::printf("%s\n", r["token"].get<std::string>().c_str());
+    std::fprintf(stderr, "token %lld for %s (%s): shown once, keep it safe\n",
+                 r["id"].get<long long>(), r["subject"].get<std::string>().c_str(),
+                 r["role"].get<std::string>().c_str());
+    return kOk;
+  }
+  if (sub == "revoke") {
+    if (a.pos.size() < 2) die(kUsage, "token revoke ID");
+    parse_count("token id", a.pos[1]);
+    request(c, "DELETE", "/api/v1/tokens/" + a.pos[1]);
+    std::printf("token %s revoked\n", a.pos[1].c_str());
+    return kOk;
+  }
+  die(kUsage, "token: ls, create or revoke");
+}
+
+void client_usage(const std::string& cmd) {
+  std::fprintf(
+      stderr,
+      "usage: allot %s ...   (common options: --addr URL --token T --json; env ALLOT_ADDR, "
+      "ALLOT_TOKEN; ~/.config/allot/config)\n"
+      "  submit [job.yaml] [--budget B --gpus N --nodes N --gpu-milli M --min-runtime 2h\n"
+      "         --expected 4h --priority high --kind debug --model H100 --cluster C\n"
+      "         --resumable --name N --key K] [-- command args...]\n"
+      "  ls [--state S[,S]] [--owner U] [--budget B] [--limit N] [--all] [--json]\n"
+      "  show ID | why ID | cancel ID [--reason R]\n"
+      "  budget tree | budget set PATH [--share X] [--members a,b] |\n"
+      "  budget usage [--since 7d | --from T --to T] [--by budget|user] [--budget B]\n"
+      "  nodes | drain NODE [--reason R] | undrain NODE | cordon NODE | uncordon NODE\n"
+      "  report [--since 7d] [--budget B] [--format text|csv|json]\n"
+      "  token ls | token create NAME --role R [--scope S] | token revoke ID\n",
+      cmd.c_str());
+}
+
+}  // namespace
+
+bool is_client_command(const std::string& cmd) {
+  static const std::vector<std::string> cmds = {"submit",   "ls",     "show",  "why",     "cancel",
+                                                "budget",   "nodes",  "drain", "undrain", "cordon",
+                                                "uncordon", "report", "token"};
+  return std::find(cmds.begin(), cmds.end(), cmd) != cmds.end();
+}
+
+int client_main(int argc, char** argv) {
+  const std::string cmd = argv[0];
+  Args a = parse_args(argc, argv, 1);
+  if (a.has("help")) {
+    client_usage(cmd);
+    return kOk;
+  }
+  Conn c = connection(a);
+  if (cmd == "submit") return cmd_submit(a, c);
+  if (cmd == "ls") return cmd_ls(a, c);
+  if (cmd == "show") return cmd_show(a, c);
+  if (cmd == "why") return cmd_why(a, c);
+  if (cmd == "cancel") return cmd_cancel(a, c);
+  if (cmd == "budget") return cmd_budget(a, c);
+  if (cmd == "nodes") return cmd_nodes(a, c);
+  if (cmd == "drain" || cmd == "undrain" || cmd == "cordon" || cmd == "uncordon") {
+    return cmd_node_op(a, c, cmd);
+  }
+  if (cmd == "report") return cmd_report(a, c);
+  if (cmd == "token") return cmd_token(a, c);
+  client_usage(cmd);
+  return kUsage;
+}
+
+}  // namespace allot::cli

@@ -1,0 +1,222 @@
+// `allot server`: the control plane on the embedded store. `allot up`: the same plus an in-process
+// simulated local cluster (11 nodes x 8 H100 by default), ready to take jobs in one command.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli/commands.h"
+#include "server/api.h"
+#include "server/controller.h"
+#include "store/sqlite_store.h"
+
+namespace allot::cli {
+namespace {
+
+struct ServerArgs {
+  std::string data;
+  std::string host = "127.0.0.1";
+  int port = 7400;
+  std::string tls_cert, tls_key;
+  std::string addr_file, token_file;
+  int tick_ms = 1000;
+  int sim_nodes = 0;
+  core::Duration sim_default = 300;
+  int threads = 32;
+};
+
+void usage(bool up) {
+  std::fprintf(stderr,
+               "usage: allot %s [options]\n"
+               "  --data PATH          database file (default: %s)\n"
+               "  --host HOST          address to listen on (default 127.0.0.1)\n"
+               "  --port N             port (default 7400; 0 = any free port)\n"
+               "  --tls-cert FILE --tls-key FILE   serve HTTPS\n"
+               "  --addr-file FILE     write the address served here once listening\n"
+               "  --token-file FILE    write the admin token printed at start here (mode 0600)\n"
+               "  --tick-ms N          scheduling cycle at least every N ms (default 1000)\n"
+               "  --threads N          HTTP worker threads (default 32)\n"
+               "  --sim-nodes N        simulated nodes of 8 H100 (default %s)\n"
+               "  --sim-duration S     simulated run time of jobs without expected_duration "
+               "(default 300)\n",
+               up ? "up" : "server", up ? "a fresh temporary directory" : "./allot.db",
+               up ? "11" : "0");
+}
+
+bool parse(int argc, char** argv, ServerArgs& a, bool up) {
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto next = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "allot: %s needs %s\n", k.c_str(), what);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto number = [&](const char* what) {
+      const char* v = next(what);
+      char* end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || n < 0 || n > 1'000'000) {
+        std::fprintf(stderr, "allot: %s: '%s' is not a non-negative number\n", k.c_str(), v);
+        std::exit(2);
+      }
+      return static_cast<int>(n);
+    };
+    if (k == "--help" || k == "-h") {
+      usage(up);
+      std::exit(0);
+    } else if (k == "--data") {
+      a.data = next("a path");
+    } else if (k == "--host") {
+      a.host = next("a host");
+    } else if (k == "--port") {
+      a.port = number("a port");
+    } else if (k == "--tls-cert") {
+      a.tls_cert = next("a file");
+    } else if (k == "--tls-key") {
+      a.tls_key = next("a file");
+    } else if (k == "--addr-file") {
+      a.addr_file = next("a file");
+    } else if (k == "--token-file") {
+      a.token_file = next("a file");
+    } else if (k == "--tick-ms") {
+      a.tick_ms = std::max(1, number("milliseconds"));
+    } else if (k == "--threads") {
+      a.threads = std::max(1, number("a count"));
+    } else if (k == "--sim-nodes") {
+      a.sim_nodes = number("a count");
+    } else if (k == "--sim-duration") {
+      a.sim_default = number("seconds");
+    } else {
+      std::fprintf(stderr, "allot: unknown option '%s'\n", k.c_str());
+      usage(up);
+      return false;
+    }
+  }
+  return true;
+}
+
+void write_private(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text << "\n";
+  std::filesystem::permissions(
+      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+int serve(ServerArgs a, bool up) {
+  if (a.data.empty()) {
+    if (up) {
+      auto dir =
+          std::filesystem::temp_directory_path() / ("allot-up-" + std::to_string(::getpid()));
+      std::filesystem::create_directories(dir);
+      a.data = (dir / "allot.db").string();
+    } else {
+      a.data = "allot.db";
+    }
+  }
+  auto opened = store::open_sqlite(a.data);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "allot: %s\n", opened.error().message().c_str());
+    return 1;
+  }
+  auto& st = *opened.value();
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  server::ControllerOptions co;
+  co.tick = std::chrono::milliseconds(a.tick_ms);
+  co.sim_default_duration = a.sim_default;
+  server::Controller ctl(st, co);
+  ctl.start();
+  const auto now = ctl.now();
+  std::string admin;
+  if (st.tokens().empty() || up) {
+    auto t =
+        server::create_token(st, up ? "up-admin" : "bootstrap-admin", "admin", "admin", "", now);
+    if (!t.ok()) {
+      std::fprintf(stderr, "allot: %s\n", t.error().message().c_str());
+      return 1;
+    }
+    admin = t.value();
+  }
+  for (int i = 0; i < a.sim_nodes; ++i) {
+    store::NodeRecord n;
+    char name[32];
+    std::snprintf(name, sizeof name, "local-%02d", i + 1);
+    n.name = name;
+    n.cluster = "local";
+    n.model = "H100";
+    n.gpus = 8;
+    n.block = "block-" + std::to_string(i / 4);
+    n.simulated = true;
+    auto r = ctl.register_node(n);
+    if (!r.ok()) std::fprintf(stderr, "allot: node %s: %s\n", name, r.error().message().c_str());
+  }
+  if (up && st.budgets().empty()) ctl.set_budget("/lab/default", 1.0, std::nullopt, "allot-up");
+
+  server::ApiOptions ao;
+  ao.host = a.host;
+  ao.port = a.port;
+  ao.tls_cert = a.tls_cert;
+  ao.tls_key = a.tls_key;
+  ao.threads = a.threads;
+  server::ApiServer api(st, ctl, ao);
+  auto port = api.start();
+  if (!port.ok()) {
+    std::fprintf(stderr, "allot: %s\n", port.error().message().c_str());
+    return 1;
+  }
+  const std::string addr = std::string(a.tls_cert.empty() ? "http" : "https") + "://" + a.host +
+                           ":" + std::to_string(port.value());
+  if (!a.token_file.empty() && !admin.empty()) write_private(a.token_file, admin);
+  if (!a.addr_file.empty()) {
+    std::ofstream(a.addr_file + ".tmp") << addr << "\n";
+    std::filesystem::rename(a.addr_file + ".tmp", a.addr_file);
+  }
+  std::printf("allot %s listening on %s (data: %s)\n", up ? "up:" : "server", addr.c_str(),
+              a.data.c_str());
+  if (a.sim_nodes > 0) {
+    std::printf("simulated cluster 'local': %d nodes x 8 H100 (%d GPUs)\n", a.sim_nodes,
+                a.sim_nodes * 8);
+  }
+  if (!admin.empty()) {
+    std::printf("admin token (shown once): %s\n", admin.c_str());
+    std::printf("\n  export ALLOT_ADDR=%s ALLOT_TOKEN=%s\n", addr.c_str(), admin.c_str());
+    if (up) {
+      std::printf(
+          "  allot submit --budget /lab/default --gpus 8 --expected 10m -- python train.py\n"
+          "  allot ls\n");
+    }
+  }
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::printf("allot: stopping\n");
+  api.stop();
+  ctl.stop();
+  return 0;
+}
+
+}  // namespace
+
+int server_main(int argc, char** argv) {
+  ServerArgs a;
+  if (!parse(argc, argv, a, false)) return 2;
+  return serve(a, false);
+}
+
+int up_main(int argc, char** argv) {
+  ServerArgs a;
+  a.sim_nodes = 11;
+  a.port = 7400;
+  if (!parse(argc, argv, a, true)) return 2;
+  return serve(a, true);
+}
+
+}  // namespace allot::cli

@@ -1,0 +1,51 @@
+// The REST/JSON API under /api/v1 (see docs/api.md and docs/openapi.yaml). Reads are served from
+// the store and the scheduling loop's latest snapshot, never waiting for a cycle; writes are
+// validated in full before anything changes, then persisted (durably) before they are
+// acknowledged. cpp-httplib stays inside api.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "server/controller.h"
+#include "store/store.h"
+
+namespace allot::server {
+
+struct ApiOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;          // 0: any free port
+  std::string tls_cert;  // PEM files; both set: HTTPS
+  std::string tls_key;
+  int threads = 32;
+  std::size_t max_body = 1 << 20;
+};
+
+struct Route {
+  std::string method;  // GET, POST, DELETE
+  std::string path;    // OpenAPI form, e.g. /api/v1/jobs/{id}
+};
+
+class ApiServer {
+ public:
+  ApiServer(store::Store& store, Controller& controller, ApiOptions options);
+  ~ApiServer();
+  // Binds and starts serving on a background thread; returns the bound port.
+  core::Result<int> start();
+  void stop();
+  // Every route the server answers (for the OpenAPI check).
+  static std::vector<Route> routes();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Creates a token and stores its hash; returns the secret (shown once).
+core::Result<std::string> create_token(store::Store& store, const std::string& name,
+                                       const std::string& role, const std::string& subject,
+                                       const std::string& scope, core::Time now);
+
+}  // namespace allot::server

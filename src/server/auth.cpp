@@ -1,0 +1,94 @@
+#include "server/auth.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <stdexcept>
+
+namespace allot::server {
+
+namespace {
+std::string hex(const unsigned char* p, std::size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(n * 2);
+  for (std::size_t i = 0; i < n; ++i) {
+    out += digits[p[i] >> 4];
+    out += digits[p[i] & 15];
+  }
+  return out;
+}
+}  // namespace
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("SHA-256 failed");
+  }
+  return hex(md, len);
+}
+
+std::string new_token_secret() {
+  unsigned char buf[20];
+  if (RAND_bytes(buf, sizeof buf) != 1) throw std::runtime_error("RAND_bytes failed");
+  return "allot_" + hex(buf, sizeof buf);
+}
+
+bool valid_role(const std::string& role) {
+  return role == "admin" || role == "manager" || role == "user" || role == "agent";
+}
+
+bool path_within(const std::string& path, const std::string& scope) {
+  if (scope == "/") return !path.empty() && path[0] == '/';
+  return path == scope || (path.size() > scope.size() &&
+                           path.compare(0, scope.size(), scope) == 0 && path[scope.size()] == '/');
+}
+
+bool is_member(const std::map<std::string, std::vector<std::string>>& members,
+               const std::string& budget, const std::string& user) {
+  std::string path = budget;
+  for (;;) {
+    auto it = members.find(path);
+    if (it != members.end()) {
+      for (const auto& m : it->second) {
+        if (m == user) return true;
+      }
+    }
+    if (path == "/" || path.empty()) return false;
+    auto slash = path.rfind('/');
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
+}
+
+bool can_submit(const Principal& p, const std::string& budget,
+                const std::map<std::string, std::vector<std::string>>& members) {
+  if (p.role == "admin") return true;
+  if (p.role == "manager" && path_within(budget, p.scope)) return true;
+  if (p.role == "manager" || p.role == "user") return is_member(members, budget, p.subject);
+  return false;
+}
+
+bool can_see_job(const Principal& p, const store::JobRecord& job) {
+  if (p.role == "admin") return true;
+  if (p.role == "agent") return false;
+  if (job.owner == p.subject) return true;
+  return p.role == "manager" && path_within(job.budget, p.scope);
+}
+
+bool can_manage_budget(const Principal& p, const std::string& path) {
+  if (p.role == "admin") return true;
+  // A manager shapes the inside of its subtree, not its own share among its siblings.
+  return p.role == "manager" && path != p.scope && path_within(path, p.scope);
+}
+
+bool can_see_budget_usage(const Principal& p, const std::string& path) {
+  if (p.role == "admin") return true;
+  return p.role == "manager" && path_within(path, p.scope);
+}
+
+bool can_act_for_node(const Principal& p, const std::string& node) {
+  return p.role == "admin" || (p.role == "agent" && p.scope == node);
+}
+
+}  // namespace allot::server

@@ -1,0 +1,715 @@
+#include "server/controller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "server/job_spec.h"
+
+namespace allot::server {
+
+using core::Error;
+using json = nlohmann::json;
+using store::WriteBatch;
+namespace op = store::op;
+
+std::string placement_json(const core::Placement& p, const std::vector<store::NodeRecord>& nodes) {
+  json a = json::array();
+  for (const auto& s : p) {
+    a.push_back({{"node", nodes.at(s.node).name}, {"gpu", s.gpu}, {"milli", s.milli}});
+  }
+  return a.dump();
+}
+
+std::vector<std::string> placement_nodes(const std::string& text) {
+  std::vector<std::string> out;
+  auto j = json::parse(text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& s : j) {
+    auto n = s.value("node", "");
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  return out;
+}
+
+namespace {
+
+core::NodeHealth parse_health(const std::string& h) {
+  if (h == "unhealthy") return core::NodeHealth::Unhealthy;
+  if (h == "draining") return core::NodeHealth::Draining;
+  if (h == "down") return core::NodeHealth::Down;
+  return core::NodeHealth::Healthy;
+}
+
+Time system_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Controller::Controller(store::Store& store, ControllerOptions options)
+    : store_(store), options_(std::move(options)), sched_(options_.policy) {
+  if (!options_.clock) options_.clock = system_seconds;
+}
+
+Controller::~Controller() {
+  stop();
+}
+
+void Controller::stop() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<const Snapshot> Controller::snapshot() const {
+  std::lock_guard lk(snap_mu_);
+  return snap_;
+}
+
+void Controller::post(std::function<void()> fn) {
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+template <typename T>
+T Controller::call(std::function<T()> fn) {
+  std::promise<T> p;
+  auto fut = p.get_future();
+  post([&] { p.set_value(fn()); });
+  return fut.get();
+}
+
+void Controller::write(WriteBatch batch) {
+  if (batch.empty()) return;
+  auto st = store_.write(std::move(batch));
+  if (!st.ok()) {
+    // The in-memory state is ahead of the store: the only safe course is to stop and let a
+    // restart rebuild from what is durable.
+    std::fprintf(stderr, "allot: store write failed: %s\n", st.error().message().c_str());
+    std::abort();
+  }
+}
+
+core::ClusterId Controller::cluster_id(const std::string& name) {
+  auto it = cluster_ids_.find(name);
+  if (it != cluster_ids_.end()) return it->second;
+  auto id = sched_.add_cluster(name);
+  cluster_ids_[name] = id;
+  return id;
+}
+
+bool Controller::simulated(const Active& a) const {
+  auto names = placement_nodes(a.rec.placement_json);
+  if (names.empty()) return false;
+  for (const auto& n : names) {
+    auto it = node_ids_.find(n);
+    if (it == node_ids_.end() || !nodes_[it->second].simulated) return false;
+  }
+  return true;
+}
+
+Status Controller::transition(Active& a, JobStatus to, const std::string& reason, Time now,
+                              WriteBatch& batch) {
+  auto from = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+  if (!can_transition(from, to)) {
+    return Error{"state",
+                 std::string("cannot go from ") + to_string(from) + " to " + to_string(to)};
+  }
+  a.rec.state = to_string(to);
+  a.rec.reason = reason;
+  a.rec.updated_at = now;
+  batch.push_back(op::AddEvent{{a.rec.id, now, to_string(from), to_string(to), reason}});
+  return core::ok_status();
+}
+
+void Controller::close_segment(Active& a, Time now, WriteBatch& batch) {
+  if (a.rec.seg_start > 0 && now > a.rec.seg_start && a.rec.milli > 0) {
+    batch.push_back(op::AddLedger{{0, a.rec.id, a.rec.owner, a.rec.budget, a.rec.cluster,
+                                   a.rec.seg_start, now, a.rec.milli, a.rec.allocated}});
+  }
+  a.rec.seg_start = now;
+}
+
+void Controller::finish(Active& a, JobStatus to, const std::string& reason, Time now,
+                        std::optional<int> code, WriteBatch& batch) {
+  auto from = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+  if (holds_gpus(from)) close_segment(a, now, batch);
+  if (!transition(a, to, reason, now, batch).ok()) return;
+  a.rec.exit_code = code;
+  a.rec.seg_start = 0;
+  batch.push_back(op::UpdateJob{a.rec});
+  sched_.job_finished(a.rec.id, now);
+  why_.erase(a.rec.id);
+  active_.erase(a.rec.id);
+}
+
+void Controller::confirm_stop(Active& a, const std::string& reason, Time now, WriteBatch& batch) {
+  close_segment(a, now, batch);
+  a.rec.seg_start = 0;
+  const auto* entry = sched_.job(a.rec.id);
+  const bool requeue = entry && entry->run.requeue_on_stop;
+  sched_.job_stopped(a.rec.id, now);
+  a.sim_end = core::kNever;
+  if (requeue) {
+    transition(a, JobStatus::Requeued, reason, now, batch);
+    batch.push_back(op::UpdateJob{a.rec});
+  } else {
+    transition(a, JobStatus::Preempted, reason, now, batch);
+    batch.push_back(op::UpdateJob{a.rec});
+    active_.erase(a.rec.id);
+  }
+}
+
+Status Controller::start() {
+  rebuild();
+  thread_ = std::thread([this] { run(); });
+  return core::ok_status();
+}
+
+void Controller::rebuild() {
+  const Time now = options_.clock();
+  WriteBatch batch;
+  for (const auto& b : store_.budgets()) {
+    budgets_[b.path] = b;
+    if (b.removed || b.path == "/") continue;
+    auto id = sched_.budgets().ensure_path(b.path, b.share);
+    if (id.ok()) sched_.budgets().set_share(id.value(), b.share);
+  }
+  for (const auto& n : store_.nodes()) {
+    core::NodeSpec spec;
+    spec.name = n.name;
+    spec.cluster = cluster_id(n.cluster);
+    spec.model = sched_.catalog().intern(n.model);
+    spec.gpus = n.gpus;
+    spec.block = n.block;
+    auto id = sched_.add_node(spec);
+    if (!id.ok()) continue;
+    node_ids_[n.name] = id.value();
+    nodes_.resize(id.value() + 1);
+    nodes_[id.value()] = n;
+  }
+  sched_.advance(now);
+  const auto lookback = options_.policy.usage_half_life > 0 ? 20 * options_.policy.usage_half_life
+                                                            : options_.policy.lookback;
+  for (const auto& e : store_.ledger(now > lookback ? now - lookback : 0, now + 1)) {
+    if (!e.allocated) continue;
+    auto leaf = sched_.budgets().find(e.budget);
+    auto c = cluster_ids_.find(e.cluster);
+    if (leaf && c != cluster_ids_.end()) {
+      sched_.record_usage(c->second, *leaf, e.start, std::min(e.end, now), e.milli);
+    }
+  }
+
+  // Running jobs go back on their nodes: every other node is cordoned while each is restored, so
+  // the core's placement can only choose the job's own nodes (it has free GPUs there: nothing
+  // else holds them). The open ledger segment up to now is closed first.
+  std::vector<Active> queued;
+  for (auto& rec : store_.active_jobs()) {
+    last_job_id_ = std::max<JobId>(last_job_id_, rec.id);
+    Active a;
+    a.rec = rec;
+    auto spec =
+        spec_from_canonical(rec.spec_json, sched_.catalog(), cluster_ids_, sched_.budgets());
+    auto st = parse_job_status(rec.state).value_or(JobStatus::Pending);
+    if (!spec.ok()) {
+      active_[rec.id] = a;
+      finish(active_[rec.id], JobStatus::Failed, "cannot be restored: " + spec.error().message(),
+             now, std::nullopt, batch);
+      continue;
+    }
+    a.spec = spec.value();
+    a.spec.id = rec.id;
+    a.spec.owner = rec.owner;
+    a.spec.submit_time = rec.submit_time;
+    if (is_queued(st)) {
+      queued.push_back(std::move(a));
+      continue;
+    }
+    // Holds GPUs: charge the open segment, then put it back where it was.
+    if (a.rec.allocated && a.rec.seg_start > 0) {
+      auto c = cluster_ids_.find(a.rec.cluster);
+      if (c != cluster_ids_.end()) {
+        sched_.record_usage(c->second, a.spec.budget, a.rec.seg_start, now, a.rec.milli);
+      }
+    }
+    close_segment(a, now, batch);
+    auto names = placement_nodes(a.rec.placement_json);
+    for (const auto& [name, id] : node_ids_) {
+      sched_.set_cordoned(id, std::find(names.begin(), names.end(), name) == names.end());
+    }
+    bool restored = false;
+    if (sched_.submit(a.spec, now).ok()) {
+      auto res = sched_.cycle(now);
+      for (const auto& s : res.starts) {
+        if (s.job != a.rec.id) continue;
+        restored = true;
+        a.rec.allocated = s.allocated;
+        a.rec.protected_until = s.protected_until;
+        a.rec.placement_json = placement_json(s.placement, nodes_);
+      }
+      for (const auto& cc : res.class_changes) {
+        auto it = active_.find(cc.job);
+        if (it == active_.end()) continue;
+        close_segment(it->second, now, batch);
+        it->second.rec.allocated = cc.allocated;
+        it->second.rec.protected_until = cc.protected_until;
+        batch.push_back(op::UpdateJob{it->second.rec});
+      }
+    }
+    active_[rec.id] = std::move(a);
+    Active& act = active_[rec.id];
+    if (!restored) {
+      sched_.job_finished(rec.id, now);
+      act.rec.seg_start = 0;
+      transition(act, act.spec.resumable ? JobStatus::Requeued : JobStatus::Preempted,
+                 "its nodes no longer hold it after a restart", now, batch);
+      if (!act.spec.resumable) {
+        batch.push_back(op::UpdateJob{act.rec});
+        active_.erase(rec.id);
+        continue;
+      }
+      queued.push_back(act);
+      active_.erase(rec.id);
+      continue;
+    }
+    if (st == JobStatus::Preempting) {
+      // The stop was decided before the restart: carry it through (the agent stops whatever it
+      // runs that is no longer assigned).
+      sched_.job_finished(rec.id, now);
+      act.rec.seg_start = 0;
+      transition(act, act.spec.resumable ? JobStatus::Requeued : JobStatus::Preempted,
+                 "stopped across a restart", now, batch);
+      batch.push_back(op::UpdateJob{act.rec});
+      if (act.spec.resumable) {
+        queued.push_back(act);
+      }
+      active_.erase(rec.id);
+      continue;
+    }
+    if (simulated(act)) {
+      act.sim_end =
+          act.rec.run_start + act.spec.expected_duration.value_or(options_.sim_default_duration);
+    }
+    batch.push_back(op::UpdateJob{act.rec});
+  }
+  for (const auto& [name, id] : node_ids_) {
+    const auto& n = nodes_[id];
+    sched_.set_cordoned(id, n.cordoned);
+    if (n.health != "healthy")
+      sched_.set_node_health(id, parse_health(n.health), n.health_reason, now);
+  }
+  for (auto& a : queued) {
+    auto st = sched_.submit(a.spec, now);
+    JobId id = a.rec.id;
+    active_[id] = std::move(a);
+    if (!st.ok()) {
+      finish(active_[id], JobStatus::Failed, "rejected by the scheduler: " + st.error().message(),
+             now, std::nullopt, batch);
+    }
+  }
+  last_job_id_ = std::max<JobId>(last_job_id_, store_.max_job_id());
+  write(std::move(batch));
+  publish();
+}
+
+void Controller::submitted(store::JobRecord rec, core::JobSpec spec) {
+  post([this, rec = std::move(rec), spec = std::move(spec)]() mutable {
+    const Time now = options_.clock();
+    Active a;
+    a.rec = std::move(rec);
+    a.spec = std::move(spec);
+    JobId id = a.rec.id;
+    auto st = sched_.submit(a.spec, std::max(now, sched_.now()));
+    active_[id] = std::move(a);
+    if (!st.ok()) {
+      WriteBatch batch;
+      finish(active_[id], JobStatus::Failed, "rejected by the scheduler: " + st.error().message(),
+             now, std::nullopt, batch);
+      write(std::move(batch));
+    }
+    dirty_ = true;
+  });
+}
+
+core::Result<store::JobRecord> Controller::cancel(JobId id, const std::string& reason) {
+  return call<core::Result<store::JobRecord>>([&]() -> core::Result<store::JobRecord> {
+    auto it = active_.find(id);
+    if (it == active_.end()) {
+      auto rec = store_.job(id);
+      if (!rec) return Error{"id", "no such job"};
+      return Error{"state", "the job already ended (" + rec->state + ")"};
+    }
+    WriteBatch batch;
+    store::JobRecord out;
+    auto& a = it->second;
+    finish(a, JobStatus::Cancelled, reason, options_.clock(), std::nullopt, batch);
+    out = std::get<op::UpdateJob>(batch.back()).job;
+    write(std::move(batch));
+    dirty_ = true;
+    return out;
+  });
+}
+
+core::Result<store::JobRecord> Controller::agent_report(const std::string& node, JobId id,
+                                                        const std::string& event, int exit_code) {
+  return call<core::Result<store::JobRecord>>([&]() -> core::Result<store::JobRecord> {
+    auto it = active_.find(id);
+    if (it == active_.end()) return Error{"job", "not active (ended or unknown)"};
+    auto& a = it->second;
+    auto names = placement_nodes(a.rec.placement_json);
+    if (std::find(names.begin(), names.end(), node) == names.end()) {
+      return Error{"job", "not assigned to node " + node};
+    }
+    const Time now = options_.clock();
+    auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+    WriteBatch batch;
+    if (event == "started") {
+      if (st == JobStatus::Running) return a.rec;  // repeated report
+      if (auto s = transition(a, JobStatus::Running, "started on " + node, now, batch); !s.ok()) {
+        return s.error();
+      }
+      batch.push_back(op::UpdateJob{a.rec});
+    } else if (event == "exited") {
+      if (st == JobStatus::Preempting) {
+        confirm_stop(a, "stopped on " + node + " (exit " + std::to_string(exit_code) + ")", now,
+                     batch);
+      } else if (holds_gpus(st)) {
+        finish(a, exit_code == 0 ? JobStatus::Succeeded : JobStatus::Failed,
+               "exited with code " + std::to_string(exit_code), now, exit_code, batch);
+      } else {
+        return Error{"event", std::string("the job is ") + to_string(st)};
+      }
+    } else if (event == "preempted") {
+      if (st != JobStatus::Preempting) return Error{"event", "no stop was asked for this job"};
+      confirm_stop(a, "stopped on " + node, now, batch);
+    } else {
+      return Error{"event", "must be started, exited or preempted"};
+    }
+    store::JobRecord out;
+    for (auto& w : batch) {
+      if (auto* u = std::get_if<op::UpdateJob>(&w)) out = u->job;
+    }
+    write(std::move(batch));
+    dirty_ = true;
+    return out;
+  });
+}
+
+core::Result<store::NodeRecord> Controller::register_node(store::NodeRecord n) {
+  return call<core::Result<store::NodeRecord>>([&]() -> core::Result<store::NodeRecord> {
+    const Time now = options_.clock();
+    auto it = node_ids_.find(n.name);
+    if (it != node_ids_.end()) {
+      auto& cur = nodes_[it->second];
+      if (cur.cluster != n.cluster || cur.model != n.model || cur.gpus != n.gpus ||
+          cur.block != n.block) {
+        return Error{"name", "a node of this name is registered with another shape"};
+      }
+      cur.last_heartbeat = now;
+      write({op::TouchNode{n.name, now}});
+      return cur;
+    }
+    auto model = sched_.catalog().find(n.model);
+    if (!model) return Error{"model", "unknown GPU model '" + n.model + "'"};
+    n.model = sched_.catalog().model(*model).name;
+    core::NodeSpec spec;
+    spec.name = n.name;
+    spec.cluster = cluster_id(n.cluster);
+    spec.model = *model;
+    spec.gpus = n.gpus;
+    spec.block = n.block;
+    auto id = sched_.add_node(spec);
+    if (!id.ok()) return id.error();
+    n.registered_at = now;
+    n.last_heartbeat = now;
+    node_ids_[n.name] = id.value();
+    nodes_.resize(id.value() + 1);
+    nodes_[id.value()] = n;
+    write({op::PutNode{n}});
+    dirty_ = true;
+    return n;
+  });
+}
+
+core::Result<store::NodeRecord> Controller::set_node(const std::string& name,
+                                                     const std::string& health,
+                                                     const std::string& reason,
+                                                     std::optional<bool> cordon) {
+  return call<core::Result<store::NodeRecord>>([&]() -> core::Result<store::NodeRecord> {
+    auto it = node_ids_.find(name);
+    if (it == node_ids_.end()) return Error{"node", "no node named " + name};
+    auto& n = nodes_[it->second];
+    const Time now = options_.clock();
+    if (!health.empty()) {
+      auto st = sched_.set_node_health(it->second, parse_health(health), reason, now);
+      if (!st.ok()) return st.error();
+      n.health = health;
+      n.health_reason = reason;
+    }
+    if (cordon) {
+      sched_.set_cordoned(it->second, *cordon);
+      n.cordoned = *cordon;
+    }
+    write({op::PutNode{n}});
+    dirty_ = true;
+    return n;
+  });
+}
+
+Status Controller::heartbeat(const std::string& name) {
+  return call<Status>([&]() -> Status {
+    if (!node_ids_.count(name)) return Error{"node", "no node named " + name};
+    const Time now = options_.clock();
+    nodes_[node_ids_[name]].last_heartbeat = now;
+    write({op::TouchNode{name, now}});
+    return core::ok_status();
+  });
+}
+
+core::Result<store::BudgetRecord> Controller::set_budget(
+    const std::string& path, std::optional<double> share,
+    std::optional<std::vector<std::string>> members, const std::string& actor) {
+  return call<core::Result<store::BudgetRecord>>([&]() -> core::Result<store::BudgetRecord> {
+    const Time now = options_.clock();
+    auto& tree = sched_.budgets();
+    WriteBatch batch;
+    auto existing = tree.find(path);
+    if (!existing) {
+      // Create the missing nodes along the path, each recorded.
+      std::string cur;
+      std::size_t start = 1;
+      while (start <= path.size()) {
+        auto slash = path.find('/', start);
+        if (slash == std::string::npos) slash = path.size();
+        cur = path.substr(0, slash);
+        if (!tree.find(cur)) {
+          const bool leaf = slash == path.size();
+          auto parent =
+              tree.find(cur.substr(0, cur.rfind('/')).empty() ? std::string("/")
+                                                              : cur.substr(0, cur.rfind('/')));
+          auto id =
+              tree.add(*parent, cur.substr(cur.rfind('/') + 1), leaf ? share.value_or(1.0) : 1.0);
+          if (!id.ok()) return id.error();
+          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false};
+          if (leaf && members) r.members = *members;
+          budgets_[cur] = r;
+          batch.push_back(op::PutBudget{r});
+          batch.push_back(
+              op::AddAudit{{0, now, actor, cur, "created", "", "share " + json(r.share).dump()}});
+        }
+        start = slash + 1;
+      }
+      if (members && !members->empty()) {
+        std::string m;
+        for (const auto& x : *members) m += (m.empty() ? "" : ",") + x;
+        batch.push_back(op::AddAudit{{0, now, actor, path, "members", "", m}});
+      }
+    } else {
+      auto& r = budgets_[path];
+      r.path = path;
+      if (share) {
+        auto st = tree.set_share(*existing, *share);
+        if (!st.ok()) return st.error();
+        batch.push_back(op::AddAudit{
+            {0, now, actor, path, "share", json(r.share).dump(), json(*share).dump()}});
+        r.share = *share;
+      }
+      if (members) {
+        auto j = [](const std::vector<std::string>& v) {
+          std::string m;
+          for (const auto& x : v) m += (m.empty() ? "" : ",") + x;
+          return m;
+        };
+        batch.push_back(op::AddAudit{{0, now, actor, path, "members", j(r.members), j(*members)}});
+        r.members = *members;
+      }
+      batch.push_back(op::PutBudget{r});
+    }
+    write(std::move(batch));
+    dirty_ = true;
+    publish();
+    return budgets_[path];
+  });
+}
+
+void Controller::sync() {
+  std::promise<void> p;
+  auto fut = p.get_future();
+  post([&] {
+    cycle();
+    p.set_value();
+  });
+  fut.get();
+}
+
+void Controller::run() {
+  using clock = std::chrono::steady_clock;
+  auto last_cycle = clock::now() - options_.tick;
+  for (;;) {
+    std::deque<std::function<void()>> work;
+    {
+      std::unique_lock lk(mu_);
+      auto deadline = last_cycle + (dirty_ ? options_.min_cycle_interval : options_.tick);
+      cv_.wait_until(lk, deadline, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      work.swap(queue_);
+    }
+    for (auto& fn : work) fn();
+    auto now = clock::now();
+    if (now - last_cycle >= (dirty_ ? options_.min_cycle_interval : options_.tick)) {
+      cycle();
+      last_cycle = clock::now();
+    }
+  }
+}
+
+void Controller::sim_exits(Time now, WriteBatch& batch) {
+  std::vector<JobId> done;
+  for (auto& [id, a] : active_) {
+    if (a.sim_end <= now) done.push_back(id);
+  }
+  for (JobId id : done) {
+    auto& a = active_.at(id);
+    auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+    if (st == JobStatus::Starting) {
+      transition(a, JobStatus::Running, "started (simulated)", a.rec.run_start, batch);
+    }
+    finish(a, JobStatus::Succeeded, "exited with code 0 (simulated)", now, 0, batch);
+  }
+}
+
+void Controller::cycle() {
+  const Time now = std::max(options_.clock(), sched_.now());
+  WriteBatch batch;
+  sim_exits(now, batch);
+  auto res = sched_.cycle(now);
+  ++cycles_;
+  for (const auto& s : res.stops) {
+    auto it = active_.find(s.job);
+    if (it == active_.end()) continue;
+    auto& a = it->second;
+    std::string reason = sched_.describe(s);
+    transition(a, JobStatus::Preempting, reason, now, batch);
+    if (s.reason == core::StopReason::NodeDown || simulated(a)) {
+      // Nobody will report for a node that is gone; a simulated node stops at once.
+      confirm_stop(a, reason, now, batch);
+    } else {
+      batch.push_back(op::UpdateJob{a.rec});
+    }
+  }
+  for (const auto& c : res.class_changes) {
+    auto it = active_.find(c.job);
+    if (it == active_.end()) continue;
+    close_segment(it->second, now, batch);
+    it->second.rec.allocated = c.allocated;
+    it->second.rec.protected_until = c.protected_until;
+    batch.push_back(
+        op::AddEvent{{c.job, now, it->second.rec.state, it->second.rec.state,
+                      c.allocated ? "promoted: now allocated"
+                                  : "demoted: now unallocated (budget over allocation)"}});
+    batch.push_back(op::UpdateJob{it->second.rec});
+  }
+  for (const auto& s : res.starts) {
+    auto it = active_.find(s.job);
+    if (it == active_.end()) continue;
+    auto& a = it->second;
+    a.rec.cluster = sched_.clusters().at(s.cluster).name;
+    a.rec.placement_json = placement_json(s.placement, nodes_);
+    a.rec.allocated = s.allocated;
+    a.rec.protected_until = s.protected_until;
+    a.rec.run_start = now;
+    a.rec.seg_start = now;
+    a.rec.milli = 0;
+    for (const auto& g : s.placement) a.rec.milli += g.milli;
+    a.rec.runs += 1;
+    std::string reason = std::string(s.allocated ? "allocated" : "unallocated") + ", " +
+                         (s.mode == core::StartMode::Preempting   ? "preempting"
+                          : s.mode == core::StartMode::Backfilled ? "backfilled"
+                                                                  : "placed");
+    transition(a, JobStatus::Starting, reason, now, batch);
+    if (simulated(a)) {
+      transition(a, JobStatus::Running, "started (simulated)", now, batch);
+      a.sim_end = now + a.spec.expected_duration.value_or(options_.sim_default_duration);
+    }
+    batch.push_back(op::UpdateJob{a.rec});
+    why_.erase(s.job);
+  }
+  why_.clear();
+  for (const auto& e : res.waiting) {
+    WhyInfo w;
+    w.code = core::to_string(e.code);
+    w.text = sched_.describe(e);
+    w.rank = e.rank;
+    w.funded = e.funded;
+    w.expected_start = e.expected_start;
+    why_[e.job] = std::move(w);
+  }
+  write(std::move(batch));
+  dirty_ = false;
+  publish();
+}
+
+void Controller::publish() {
+  auto s = std::make_shared<Snapshot>();
+  s->now = sched_.now();
+  s->cycles = cycles_;
+  s->why = why_;
+  if (!budgets_snap_ || budgets_snap_version_ != sched_.budgets().version()) {
+    budgets_snap_ = std::make_shared<const core::BudgetTree>(sched_.budgets());
+    budgets_snap_version_ = sched_.budgets().version();
+  }
+  s->budgets = budgets_snap_;
+  for (const auto& [path, b] : budgets_) {
+    s->members[path] = b.members;
+    s->shares[path] = b.share;
+  }
+  for (const auto& c : sched_.clusters()) {
+    s->clusters.push_back({c.name, sched_.capacity(c.id), 0});
+  }
+  s->cluster_ids = cluster_ids_;
+  s->catalog = std::make_shared<const core::GpuCatalog>(sched_.catalog());
+  s->policy = sched_.config();
+  for (auto& [id, a] : active_) {
+    auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+    if (is_queued(st)) {
+      ++s->pending;
+      continue;
+    }
+    ++s->running;
+    auto place = json::parse(a.rec.placement_json, nullptr, false);
+    if (!place.is_array()) continue;
+    std::map<std::string, AssignedRun> per_node;
+    for (const auto& g : place) {
+      auto node = g.value("node", "");
+      auto& r = per_node[node];
+      r.job = id;
+      r.state = a.rec.state;
+      r.milli = g.value("milli", core::kWholeGpu);
+      r.spec_json = a.rec.spec_json;
+      r.gpus.push_back(g.value("gpu", 0));
+    }
+    for (auto& [node, r] : per_node) {
+      if (st == JobStatus::Preempting) {
+        s->assignments[node].stop.push_back(id);
+      } else {
+        s->assignments[node].run.push_back(std::move(r));
+      }
+    }
+  }
+  std::lock_guard lk(snap_mu_);
+  snap_ = std::move(s);
+}
+
+}  // namespace allot::server

@@ -1,0 +1,176 @@
+// The scheduling loop: one thread that alone owns a core::Scheduler. Everything that changes job,
+// node or budget state is an event applied on that thread (submit, cancel, agent reports, node
+// and budget changes) and persisted through the store before it is acknowledged. A tick (and any
+// event) leads to a cycle whose decisions are applied to the store; after each cycle the loop
+// publishes an immutable Snapshot (explanations, agent assignments, budget tree) that API reads
+// use without ever waiting for a cycle.
+//
+// On start the core is rebuilt from the store: budgets, nodes, lookback usage from the ledger,
+// running jobs on their nodes, then the queue.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/scheduler.h"
+#include "server/lifecycle.h"
+#include "store/store.h"
+
+namespace allot::server {
+
+using core::JobId;
+using core::Status;
+using core::Time;
+
+struct ControllerOptions {
+  core::PolicyConfig policy;
+  std::function<Time()> clock;                       // seconds; default: the system clock
+  std::chrono::milliseconds tick{1000};              // a cycle at least this often
+  std::chrono::milliseconds min_cycle_interval{50};  // at most one cycle per interval under load
+  core::Duration sim_default_duration = 300;  // simulated nodes: run time without expected_duration
+};
+
+struct WhyInfo {
+  std::string code;
+  std::string text;
+  std::uint32_t rank = 0;
+  bool funded = false;
+  Time expected_start = core::kNever;
+};
+
+struct AssignedRun {
+  JobId job = 0;
+  std::string state;
+  std::vector<int> gpus;  // GPU indices on the node
+  std::int64_t milli = core::kWholeGpu;
+  std::string spec_json;
+};
+struct NodeAssignments {
+  std::vector<AssignedRun> run;  // should be running on the node
+  std::vector<JobId> stop;       // to stop, then report preempted
+};
+
+struct ClusterInfo {
+  std::string name;
+  core::Milli capacity = 0;
+  int free_gpus = 0;
+};
+
+struct Snapshot {
+  Time now = 0;
+  std::uint64_t cycles = 0;
+  std::map<JobId, WhyInfo> why;  // every waiting job
+  std::map<std::string, NodeAssignments> assignments;
+  std::shared_ptr<const core::BudgetTree> budgets;
+  std::map<std::string, std::vector<std::string>> members;  // budget path -> members
+  std::map<std::string, double> shares;                     // budget path -> share
+  std::vector<ClusterInfo> clusters;
+  std::map<std::string, core::ClusterId> cluster_ids;
+  std::shared_ptr<const core::GpuCatalog> catalog;
+  core::PolicyConfig policy;
+  std::size_t pending = 0;
+  std::size_t running = 0;
+};
+
+class Controller {
+ public:
+  Controller(store::Store& store, ControllerOptions options);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Rebuilds the core from the store and starts the loop.
+  Status start();
+  void stop();
+
+  std::shared_ptr<const Snapshot> snapshot() const;
+  Time now() const { return options_.clock(); }
+  JobId next_job_id() { return ++last_job_id_; }
+
+  // A job already persisted as pending (the API writes it durably first): queue it.
+  void submitted(store::JobRecord rec, core::JobSpec spec);
+
+  // Each of these runs on the loop thread, persists its effect, and returns once durable.
+  core::Result<store::JobRecord> cancel(JobId id, const std::string& reason);
+  // event: "started", "exited" (with exit_code), "preempted".
+  core::Result<store::JobRecord> agent_report(const std::string& node, JobId id,
+                                              const std::string& event, int exit_code);
+  core::Result<store::NodeRecord> register_node(store::NodeRecord node);
+  // health: healthy, unhealthy, draining, down (empty: unchanged); cordon: unchanged if nullopt.
+  core::Result<store::NodeRecord> set_node(const std::string& name, const std::string& health,
+                                           const std::string& reason, std::optional<bool> cordon);
+  Status heartbeat(const std::string& name);
+  core::Result<store::BudgetRecord> set_budget(const std::string& path, std::optional<double> share,
+                                               std::optional<std::vector<std::string>> members,
+                                               const std::string& actor);
+  // Runs a cycle now and returns once its snapshot is published.
+  void sync();
+
+ private:
+  struct Active {
+    store::JobRecord rec;
+    core::JobSpec spec;
+    Time sim_end = core::kNever;  // simulated run: when it exits 0
+  };
+
+  template <typename T>
+  T call(std::function<T()> fn);
+  void post(std::function<void()> fn);
+  void run();
+  void rebuild();
+  void cycle();
+  void publish();
+  void sim_exits(Time now, store::WriteBatch& batch);
+
+  // Mutations of the in-memory mirror, appending the store ops to `batch`.
+  Status transition(Active& a, JobStatus to, const std::string& reason, Time now,
+                    store::WriteBatch& batch);
+  void close_segment(Active& a, Time now, store::WriteBatch& batch);
+  void finish(Active& a, JobStatus to, const std::string& reason, Time now, std::optional<int> code,
+              store::WriteBatch& batch);
+  void confirm_stop(Active& a, const std::string& reason, Time now, store::WriteBatch& batch);
+  bool simulated(const Active& a) const;
+  core::ClusterId cluster_id(const std::string& name);
+  void write(store::WriteBatch batch);
+
+  store::Store& store_;
+  ControllerOptions options_;
+  core::Scheduler sched_;
+  std::map<JobId, Active> active_;
+  std::map<std::string, core::NodeId> node_ids_;
+  std::vector<store::NodeRecord> nodes_;  // by NodeId
+  std::map<std::string, store::BudgetRecord> budgets_;
+  std::map<std::string, core::ClusterId> cluster_ids_;
+  std::map<JobId, WhyInfo> why_;
+  std::atomic<JobId> last_job_id_{0};
+  std::uint64_t cycles_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  bool dirty_ = false;
+  std::thread thread_;
+
+  mutable std::mutex snap_mu_;
+  std::shared_ptr<const Snapshot> snap_;
+  std::shared_ptr<const core::BudgetTree> budgets_snap_;
+  std::uint64_t budgets_snap_version_ = 0;
+};
+
+// Parses and renders the placement of a job: [{"node": ..., "gpu": ..., "milli": ...}].
+std::string placement_json(const core::Placement& p, const std::vector<store::NodeRecord>& nodes);
+std::vector<std::string> placement_nodes(const std::string& placement_json);
+
+}  // namespace allot::server

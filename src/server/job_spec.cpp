@@ -1,0 +1,225 @@
+#include "server/job_spec.h"
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace allot::server {
+
+using core::Error;
+using json = nlohmann::json;
+
+bool valid_name(const std::string& s, std::size_t max) {
+  if (s.empty() || s.size() > max) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+          c == '@')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool valid_budget_path(const std::string& s) {
+  if (s == "/") return true;
+  if (s.size() < 2 || s.size() > 512 || s[0] != '/' || s.back() == '/') return false;
+  std::size_t start = 1;
+  while (start <= s.size()) {
+    auto slash = s.find('/', start);
+    if (slash == std::string::npos) slash = s.size();
+    if (!valid_name(s.substr(start, slash - start))) return false;
+    start = slash + 1;
+  }
+  return true;
+}
+
+namespace {
+
+core::Result<std::int64_t> get_int(const json& b, const char* f, std::int64_t def, std::int64_t lo,
+                                   std::int64_t hi) {
+  auto it = b.find(f);
+  if (it == b.end()) return def;
+  if (!it->is_number_integer()) return Error{f, "must be an integer"};
+  auto v = it->get<std::int64_t>();
+  if (v < lo || v > hi) {
+    return Error{f, "must be between " + std::to_string(lo) + " and " + std::to_string(hi)};
+  }
+  return v;
+}
+
+core::Result<std::vector<std::string>> get_names(const json& b, const char* f, std::size_t max_n) {
+  std::vector<std::string> out;
+  auto it = b.find(f);
+  if (it == b.end()) return out;
+  if (!it->is_array()) return Error{f, "must be a list of names"};
+  if (it->size() > max_n) return Error{f, "at most " + std::to_string(max_n) + " entries"};
+  for (const auto& v : *it) {
+    if (!v.is_string() || !valid_name(v.get<std::string>())) {
+      return Error{f, "entries must be names ([A-Za-z0-9._@-], at most 128 characters)"};
+    }
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog& catalog,
+                                          const std::map<std::string, core::ClusterId>& clusters,
+                                          const core::BudgetTree& budgets,
+                                          const core::PolicyConfig& policy,
+                                          const JobSpecLimits& limits) {
+  static const std::set<std::string> known = {
+      "idempotency_key",   "name",      "budget",   "nodes",
+      "gpus_per_node",     "gpu_milli", "models",   "clusters",
+      "min_runtime",       "resumable", "priority", "kind",
+      "expected_duration", "command"};
+  if (!b.is_object()) return Error{"body", "must be a JSON object"};
+  for (const auto& [k, v] : b.items()) {
+    if (!known.count(k)) return Error{k, "unknown field"};
+  }
+  ParsedJob out;
+  json canon = json::object();
+  // idempotency key: required, so that a retried submit never makes two jobs.
+  auto key = b.find("idempotency_key");
+  if (key == b.end()) return Error{"idempotency_key", "required (any unique string per job)"};
+  if (!key->is_string() || key->get<std::string>().empty() ||
+      key->get<std::string>().size() > limits.max_key) {
+    return Error{"idempotency_key", "must be a string of 1 to 128 characters"};
+  }
+  out.idempotency_key = key->get<std::string>();
+  if (auto n = b.find("name"); n != b.end()) {
+    if (!n->is_string() || !valid_name(n->get<std::string>(), limits.max_name)) {
+      return Error{"name", "must be a name ([A-Za-z0-9._@-], at most 128 characters)"};
+    }
+    out.name = n->get<std::string>();
+  }
+  canon["name"] = out.name;
+  auto bud = b.find("budget");
+  if (bud == b.end()) return Error{"budget", "required: the budget path to charge"};
+  if (!bud->is_string() || !valid_budget_path(bud->get<std::string>()) ||
+      bud->get<std::string>() == "/") {
+    return Error{"budget", "must be a budget path like /org/team"};
+  }
+  out.budget = bud->get<std::string>();
+  canon["budget"] = out.budget;
+  auto& s = out.spec;
+  {
+    auto v = get_int(b, "nodes", 1, 1, policy.max_nodes_per_job);
+    if (!v.ok()) return v.error();
+    s.shape.nodes = static_cast<int>(v.value());
+    canon["nodes"] = v.value();
+  }
+  {
+    auto v = get_int(b, "gpus_per_node", 1, 1, policy.max_gpus_per_node);
+    if (!v.ok()) return v.error();
+    s.shape.gpus_per_node = static_cast<int>(v.value());
+    canon["gpus_per_node"] = v.value();
+  }
+  {
+    auto v = get_int(b, "gpu_milli", core::kWholeGpu, 1, core::kWholeGpu);
+    if (!v.ok()) return v.error();
+    s.shape.gpu_milli = v.value();
+    canon["gpu_milli"] = v.value();
+  }
+  {
+    auto v = get_int(b, "min_runtime", 0, 0, policy.max_min_runtime);
+    if (!v.ok()) return v.error();
+    s.min_runtime = v.value();
+    canon["min_runtime"] = v.value();
+  }
+  if (b.contains("expected_duration")) {
+    auto v = get_int(b, "expected_duration", 0, 1, limits.max_expected_duration);
+    if (!v.ok()) return v.error();
+    s.expected_duration = v.value();
+    canon["expected_duration"] = v.value();
+  }
+  if (auto r = b.find("resumable"); r != b.end()) {
+    if (!r->is_boolean()) return Error{"resumable", "must be true or false"};
+    s.resumable = r->get<bool>();
+  }
+  canon["resumable"] = s.resumable;
+  if (auto p = b.find("priority"); p != b.end()) {
+    auto pr = p->is_string() ? core::parse_priority(p->get<std::string>()) : std::nullopt;
+    if (!pr) return Error{"priority", "must be one of low, normal, high, urgent"};
+    s.priority = *pr;
+  }
+  canon["priority"] = core::to_string(s.priority);
+  if (auto k = b.find("kind"); k != b.end()) {
+    auto kd = k->is_string() ? core::parse_job_kind(k->get<std::string>()) : std::nullopt;
+    if (!kd) return Error{"kind", "must be one of batch, interactive, debug, inference"};
+    s.kind = *kd;
+  }
+  canon["kind"] = core::to_string(s.kind);
+  auto models = get_names(b, "models", limits.max_list);
+  if (!models.ok()) return models.error();
+  for (const auto& m : models.value()) {
+    auto id = catalog.find(m);
+    if (!id) return Error{"models", "unknown GPU model '" + m + "'"};
+    s.models.push_back(*id);
+  }
+  canon["models"] = models.value();
+  auto cl = get_names(b, "clusters", limits.max_list);
+  if (!cl.ok()) return cl.error();
+  for (const auto& c : cl.value()) {
+    auto it = clusters.find(c);
+    if (it == clusters.end()) return Error{"clusters", "no cluster named '" + c + "'"};
+    s.clusters.push_back(it->second);
+  }
+  canon["clusters"] = cl.value();
+  json cmd = json::array();
+  if (auto c = b.find("command"); c != b.end()) {
+    if (!c->is_array() || c->size() > limits.max_command_args) {
+      return Error{"command", "must be a list of at most 256 strings"};
+    }
+    for (const auto& a : *c) {
+      if (!a.is_string() || a.get<std::string>().size() > limits.max_arg) {
+        return Error{"command", "entries must be strings of at most 4096 characters"};
+      }
+    }
+    cmd = *c;
+  }
+  canon["command"] = cmd;
+  auto leaf = budgets.find(out.budget);
+  if (!leaf || !budgets.valid(*leaf)) return Error{"budget", "no budget " + out.budget};
+  s.budget = *leaf;
+  s.id = 1;  // validated with a placeholder id; the caller assigns the real one
+  s.owner = "x";
+  if (auto st = core::validate_job(s, policy, budgets); !st.ok()) return st.error();
+  s.id = core::kNoJob;
+  s.owner.clear();
+  out.canonical_json = canon.dump();
+  return out;
+}
+
+core::Result<core::JobSpec> spec_from_canonical(
+    const std::string& text, const core::GpuCatalog& catalog,
+    const std::map<std::string, core::ClusterId>& clusters, const core::BudgetTree& budgets) {
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Error{"spec", "unreadable"};
+  core::JobSpec s;
+  auto leaf = budgets.find(j.value("budget", ""));
+  if (!leaf || !budgets.valid(*leaf)) return Error{"budget", "no longer exists"};
+  s.budget = *leaf;
+  s.shape.nodes = j.value("nodes", 1);
+  s.shape.gpus_per_node = j.value("gpus_per_node", 1);
+  s.shape.gpu_milli = j.value("gpu_milli", core::kWholeGpu);
+  s.min_runtime = j.value("min_runtime", 0);
+  if (j.contains("expected_duration")) s.expected_duration = j["expected_duration"].get<int64_t>();
+  s.resumable = j.value("resumable", false);
+  s.priority = core::parse_priority(j.value("priority", "normal")).value_or(core::Priority::Normal);
+  s.kind = core::parse_job_kind(j.value("kind", "batch")).value_or(core::JobKind::Batch);
+  for (const auto& m : j.value("models", std::vector<std::string>{})) {
+    auto id = catalog.find(m);
+    if (!id) return Error{"models", "unknown model " + m};
+    s.models.push_back(*id);
+  }
+  for (const auto& c : j.value("clusters", std::vector<std::string>{})) {
+    auto it = clusters.find(c);
+    if (it == clusters.end()) return Error{"clusters", "no cluster " + c};
+    s.clusters.push_back(it->second);
+  }
+  return s;
+}
+
+}  // namespace allot::server

@@ -1,0 +1,49 @@
+// The job request of the API: validation of a submit body (every error names its field) and its
+// canonical form, which the store keeps and the scheduler loop turns back into a core::JobSpec
+// after a restart.
+#pragma once
+
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+#include "core/scheduler.h"
+
+namespace allot::server {
+
+struct JobSpecLimits {
+  std::size_t max_name = 128;
+  std::size_t max_key = 128;
+  std::size_t max_list = 16;
+  std::size_t max_command_args = 256;
+  std::size_t max_arg = 4096;
+  core::Duration max_expected_duration = 30 * core::kDay;
+};
+
+struct ParsedJob {
+  std::string idempotency_key;
+  std::string name;
+  std::string budget;
+  std::string canonical_json;  // what the store keeps
+  core::JobSpec spec;          // id, owner and submit_time left to the caller
+};
+
+// `body` must be an object; unknown fields are refused.
+core::Result<ParsedJob> parse_job_request(const nlohmann::json& body,
+                                          const core::GpuCatalog& catalog,
+                                          const std::map<std::string, core::ClusterId>& clusters,
+                                          const core::BudgetTree& budgets,
+                                          const core::PolicyConfig& policy,
+                                          const JobSpecLimits& limits = {});
+
+// The canonical JSON back into a core spec (ids resolved against the given model).
+core::Result<core::JobSpec> spec_from_canonical(
+    const std::string& json, const core::GpuCatalog& catalog,
+    const std::map<std::string, core::ClusterId>& clusters, const core::BudgetTree& budgets);
+
+// Names: [A-Za-z0-9._@-]{1,max}.
+bool valid_name(const std::string& s, std::size_t max = 128);
+// Budget paths: "/" or "/a/b" with valid names.
+bool valid_budget_path(const std::string& s);
+
+}  // namespace allot::server

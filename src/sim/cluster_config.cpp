@@ -1,0 +1,113 @@
+#include "sim/cluster_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace allot::sim {
+
+int ClusterConfig::total_gpus() const {
+  int n = 0;
+  for (const NodePool& p : pools) n += p.nodes * p.gpus_per_node;
+  return n;
+}
+
+int ClusterConfig::largest_node_gpus() const {
+  int n = 0;
+  for (const NodePool& p : pools) n = std::max(n, p.nodes > 0 ? p.gpus_per_node : 0);
+  return n;
+}
+
+core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const std::string& file) {
+  auto error = [&](const std::string& field, const std::string& reason, int line = -1) {
+    std::string where = file;
+    if (line >= 0) where += ":" + std::to_string(line + 1);
+    return core::Error{where + ": " + field, reason};
+  };
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return error("yaml", e.what(), e.mark.line);
+  }
+  if (!root.IsMap()) return error("cluster", "expected a mapping with 'pools'");
+  ClusterConfig c;
+  try {
+    if (root["name"]) c.name = root["name"].as<std::string>();
+    const YAML::Node pools = root["pools"];
+    if (!pools || !pools.IsSequence() || pools.size() == 0) {
+      return error("pools", "expected a non-empty list of node pools");
+    }
+    for (std::size_t i = 0; i < pools.size(); ++i) {
+      const YAML::Node p = pools[i];
+      const int line = p.Mark().line;
+      NodePool pool;
+      pool.name = p["name"] ? p["name"].as<std::string>() : "pool" + std::to_string(i);
+      if (!p["nodes"]) return error("pools[" + std::to_string(i) + "].nodes", "missing", line);
+      pool.nodes = p["nodes"].as<int>();
+      if (!p["gpu_model"]) {
+        return error("pools[" + std::to_string(i) + "].gpu_model", "missing", line);
+      }
+      pool.gpu_model = p["gpu_model"].as<std::string>();
+      if (p["gpus_per_node"]) pool.gpus_per_node = p["gpus_per_node"].as<int>();
+      if (p["nodes_per_block"]) pool.nodes_per_block = p["nodes_per_block"].as<int>();
+      if (pool.nodes < 0 || pool.nodes > 100000) {
+        return error("pools[" + std::to_string(i) + "].nodes", "must be between 0 and 100000",
+                     line);
+      }
+      if (pool.gpus_per_node < 1 || pool.gpus_per_node > 64) {
+        return error("pools[" + std::to_string(i) + "].gpus_per_node", "must be between 1 and 64",
+                     line);
+      }
+      if (pool.nodes_per_block < 0) {
+        return error("pools[" + std::to_string(i) + "].nodes_per_block", "must not be negative",
+                     line);
+      }
+      c.pools.push_back(std::move(pool));
+    }
+  } catch (const YAML::Exception& e) {
+    return error("yaml", e.what(), e.mark.line);
+  }
+  if (c.total_gpus() == 0) return error("pools", "the cluster has no GPUs");
+  return c;
+}
+
+core::Result<ClusterConfig> load_cluster_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return core::Error{path, "cannot open the cluster file"};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_cluster_config(ss.str(), path);
+}
+
+void intern_models(const ClusterConfig& cluster, core::GpuCatalog& catalog) {
+  for (const NodePool& p : cluster.pools) {
+    if (!catalog.find(p.gpu_model)) catalog.intern(p.gpu_model);
+  }
+}
+
+core::Result<core::ClusterId> build_cluster(const ClusterConfig& cluster, core::Scheduler& s) {
+  const core::ClusterId id = s.add_cluster(cluster.name);
+  for (const NodePool& p : cluster.pools) {
+    const auto model = s.catalog().find(p.gpu_model);
+    if (!model) return core::Error{"gpu_model", "'" + p.gpu_model + "' is not in the catalogue"};
+    for (int i = 0; i < p.nodes; ++i) {
+      core::NodeSpec spec;
+      char name[32];
+      std::snprintf(name, sizeof name, "-%04d", i);
+      spec.name = p.name + name;
+      spec.cluster = id;
+      spec.model = *model;
+      spec.gpus = p.gpus_per_node;
+      spec.block =
+          p.nodes_per_block > 0 ? p.name + "-b" + std::to_string(i / p.nodes_per_block) : p.name;
+      auto r = s.add_node(std::move(spec));
+      if (!r.ok()) return core::Error{"pool " + p.name + ": " + r.error().field, r.error().reason};
+    }
+  }
+  return id;
+}
+
+}  // namespace allot::sim

@@ -1,0 +1,109 @@
+#include "sim/experiment.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "sim/policies.h"
+#include "sim/trace_loaders.h"
+
+namespace allot::sim {
+
+core::Result<Inputs> prepare_inputs(const ExperimentSpec& spec) {
+  Inputs in;
+  auto fail_strict = [&]() -> std::optional<core::Error> {
+    if (spec.strict && !in.diag.empty()) {
+      const InputIssue& i = in.diag.skipped().front();
+      return core::Error{"", i.message() + " (--strict; " +
+                                 std::to_string(in.diag.skipped().size()) + " problems in all)"};
+    }
+    return std::nullopt;
+  };
+  auto workload = load_workload(spec.workload_path, spec.workload_format, in.diag);
+  if (!workload.ok()) return workload.error();
+  if (auto e = fail_strict()) return *e;
+  Workload& w = workload.value();
+  in.workload_format = w.format;
+  if (spec.limit > 0 && w.jobs.size() > spec.limit) w.jobs.resize(spec.limit);
+  in.jobs_read = w.jobs.size();
+
+  ClusterConfig cluster;
+  if (!spec.cluster_path.empty()) {
+    auto c = load_cluster_config(spec.cluster_path);
+    if (!c.ok()) return c.error();
+    cluster = c.value();
+  } else if (w.format == "openb") {
+    std::string nodes = spec.openb_nodes_path;
+    if (nodes.empty()) {
+      const auto slash = spec.workload_path.rfind('/');
+      nodes =
+          (slash == std::string::npos ? std::string() : spec.workload_path.substr(0, slash + 1)) +
+          "openb_node_list_gpu_node.csv";
+    }
+    auto c = load_openb_nodes(nodes, in.diag);
+    if (!c.ok()) return c.error();
+    cluster = c.value();
+  } else {
+    return core::Error{"--cluster", "a cluster file is required for this workload"};
+  }
+
+  BudgetConfig budgets;
+  if (!spec.budgets_path.empty()) {
+    auto b = load_budget_config(spec.budgets_path);
+    if (!b.ok()) return b.error();
+    budgets = b.value();
+  } else {
+    budgets = budgets_by_demand(w);
+  }
+
+  AssignmentModel model = spec.assignment;
+  model.seed = spec.seed;
+  assign_missing(w, model);
+  in.load_before = measure_load(w, cluster.total_gpus());
+  if (spec.load > 0) in.arrival_factor = scale_arrivals(w, cluster.total_gpus(), spec.load);
+  in.load_after = measure_load(w, cluster.total_gpus());
+  in.scenario = make_scenario(std::move(cluster), std::move(budgets), w, in.diag);
+  if (auto e = fail_strict()) return *e;
+  return in;
+}
+
+core::Result<std::vector<SimOptions>> policy_runs(const ExperimentSpec& spec) {
+  std::vector<SimOptions> out;
+  for (const std::string& name : spec.policies) {
+    auto p = find_policy(name);
+    if (!p) {
+      return core::Error{"--policies", "unknown policy '" + name +
+                                           "' (expected fairshare, fifo, priority, fairtree)"};
+    }
+    SimOptions o = spec.sim;
+    o.policy_name = p->name;
+    o.policy_description = p->description;
+    o.policy = p->config;
+    o.faults.seed = spec.seed;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::vector<RunResult> run_all(const Scenario& scenario, const std::vector<SimOptions>& configs,
+                               unsigned threads) {
+  std::vector<RunResult> results(configs.size());
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(configs.size()));
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < configs.size(); i = next++) {
+      results[i] = simulate(scenario, configs[i]);
+    }
+  };
+  if (threads <= 1) {
+    worker();
+    return results;
+  }
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (std::thread& t : pool) t.join();
+  return results;
+}
+
+}  // namespace allot::sim

@@ -1,0 +1,236 @@
+// report.html: one self-contained page of plots and tables.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "sim/duration_text.h"
+#include "sim/reports.h"
+#include "sim/svg_plot.h"
+
+namespace allot::sim {
+namespace {
+
+std::string pct(double x) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
+  return b;
+}
+
+std::string fmt(double x, const char* f = "%.0f") {
+  char b[32];
+  std::snprintf(b, sizeof b, f, x);
+  return b;
+}
+
+// Averages of consecutive ratio buckets, at most `points` of them, as (day, value).
+std::vector<std::pair<double, double>> downsample(const std::vector<core::MilliGpuSeconds>& part,
+                                                  const std::vector<core::MilliGpuSeconds>& whole,
+                                                  core::Duration bucket, std::size_t points) {
+  std::vector<std::pair<double, double>> out;
+  const std::size_t n = whole.size();
+  const std::size_t step = std::max<std::size_t>(1, (n + points - 1) / points);
+  for (std::size_t i = 0; i < n; i += step) {
+    double p = 0, w = 0;
+    for (std::size_t k = i; k < std::min(n, i + step); ++k) {
+      p += static_cast<double>(k < part.size() ? part[k] : 0);
+      w += static_cast<double>(whole[k]);
+    }
+    const double day = static_cast<double>(i + step / 2) * static_cast<double>(bucket) / 86400.0;
+    out.emplace_back(day, w > 0 ? p / w : 0);
+  }
+  return out;
+}
+
+std::vector<core::MilliGpuSeconds> sum(const std::vector<core::MilliGpuSeconds>& a,
+                                       const std::vector<core::MilliGpuSeconds>& b) {
+  std::vector<core::MilliGpuSeconds> o(std::max(a.size(), b.size()), 0);
+  for (std::size_t i = 0; i < a.size(); ++i) o[i] += a[i];
+  for (std::size_t i = 0; i < b.size(); ++i) o[i] += b[i];
+  return o;
+}
+
+std::string time_series_chart(const RunResult& r) {
+  PlotAxes a;
+  a.title =
+      r.policy + (r.label.empty() ? "" : " " + r.label) + ": availability and occupancy over time";
+  a.x_label = "days since the first submission";
+  a.y_label = "fraction";
+  a.percent_y = true;
+  a.x_max = static_cast<double>(r.end - r.start) / 86400.0;
+  a.y_max = 1.0;
+  std::vector<PlotLine> lines;
+  lines.push_back({"availability", "#2ca02c",
+                   downsample(r.series_available, r.series_total, r.bucket, 400), false});
+  lines.push_back(
+      {"occupancy", "#1f77b4",
+       downsample(sum(r.series_allocated, r.series_unallocated), r.series_available, r.bucket, 400),
+       true});
+  lines.push_back({"allocated part", "#ff7f0e",
+                   downsample(r.series_allocated, r.series_available, r.bucket, 400), true});
+  return line_chart(a, lines);
+}
+
+std::string wait_cdf_chart(const Report& rep, const std::string& kind) {
+  PlotAxes a;
+  a.title = "Queue wait, " + kind + " jobs: fraction started within x";
+  a.x_label = "wait (log scale)";
+  a.y_label = "fraction of jobs";
+  a.percent_y = true;
+  a.log_x = true;
+  a.x_min = 1;
+  a.x_max = 60;
+  std::vector<PlotLine> lines;
+  for (std::size_t p = 0; p < rep.runs.size(); ++p) {
+    for (const auto& [k, v] : rep.runs[p].wait_samples) {
+      if (k != kind || v.empty()) continue;
+      a.x_max = std::max(a.x_max, v.back());
+      PlotLine l;
+      l.name = rep.runs[p].policy + (rep.runs[p].label.empty() ? "" : " " + rep.runs[p].label);
+      l.colour = palette(p);
+      const std::size_t n = v.size();
+      const std::size_t step = std::max<std::size_t>(1, n / 300);
+      for (std::size_t i = 0; i < n; i += step) {
+        l.points.emplace_back(std::max(1.0, v[i]), static_cast<double>(i + 1) / n);
+      }
+      l.points.emplace_back(std::max(1.0, v.back()), 1.0);
+      lines.push_back(std::move(l));
+    }
+  }
+  if (lines.empty()) return "";
+  for (double t : {1.0, 60.0, 3600.0, 86400.0, 7 * 86400.0, 30 * 86400.0, 365 * 86400.0}) {
+    if (t <= a.x_max * 1.01)
+      a.x_ticks.emplace_back(t, duration_text(static_cast<core::Duration>(t)));
+  }
+  return line_chart(a, lines);
+}
+
+std::string budget_chart(const RunResult& r) {
+  std::vector<BarGroup> groups;
+  double max_v = 0;
+  for (const BudgetResult& b : r.budgets) {
+    if (b.owed_gpu_hours <= 0 && b.delivered_gpu_hours <= 0) continue;
+    groups.push_back(
+        {b.path, {b.owed_gpu_hours, b.delivered_toward_owed_gpu_hours, b.delivered_gpu_hours}});
+    max_v = std::max({max_v, b.owed_gpu_hours, b.delivered_gpu_hours});
+  }
+  return bar_chart(r.policy + (r.label.empty() ? "" : " " + r.label) +
+                       ": owed vs delivered GPU-hours per budget",
+                   {"owed (fraction x available, capped hourly at demand)", "delivered toward owed",
+                    "delivered in all"},
+                   {"#999999", "#1f77b4", "#aec7e8"}, groups, max_v, false);
+}
+
+std::string comparison_chart(const Report& rep) {
+  std::vector<std::string> names, colours;
+  for (std::size_t p = 0; p < rep.runs.size(); ++p) {
+    names.push_back(rep.runs[p].policy +
+                    (rep.runs[p].label.empty() ? "" : " " + rep.runs[p].label));
+    colours.push_back(palette(p));
+  }
+  std::vector<BarGroup> g(5);
+  g[0].label = "availability";
+  g[1].label = "occupancy";
+  g[2].label = "impact (mean)";
+  g[3].label = "impact (worst)";
+  g[4].label = "utilization";
+  for (const RunResult& r : rep.runs) {
+    g[0].values.push_back(r.availability);
+    g[1].values.push_back(r.occupancy);
+    g[2].values.push_back(r.impact_mean);
+    g[3].values.push_back(r.impact_min);
+    g[4].values.push_back(r.utilization);
+  }
+  return bar_chart("The four metrics by policy", names, colours, g, 1.0, true, 0.95);
+}
+
+}  // namespace
+
+std::string report_html(const Report& rep) {
+  const Inputs& in = *rep.inputs;
+  const Scenario& sc = in.scenario;
+  std::string h =
+      "<!doctype html><html><head><meta charset='utf-8'><title>allot sim report</title><style>"
+      "body{font-family:sans-serif;max-width:980px;margin:24px auto;color:#222}"
+      "table{border-collapse:collapse;font-size:13px;margin:8px 0}"
+      "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
+      "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
+      ".bad{color:#b00;font-weight:bold}.ok{color:#070}"
+      "svg{display:block;margin:10px 0}h2{margin-top:32px}"
+      "</style></head><body>";
+  h += "<h1>allot sim</h1><p>";
+  h += "Cluster <b>" + html_escape(sc.cluster.name) +
+       "</b>: " + std::to_string(sc.cluster.total_gpus()) + " GPUs. Workload <b>" +
+       html_escape(sc.workload_source) + "</b> (" + html_escape(in.workload_format) +
+       "): " + std::to_string(sc.jobs.size()) + " jobs admitted of " +
+       std::to_string(in.jobs_read) + " read, " + std::to_string(in.diag.skipped().size()) +
+       " skipped. Load (demand / supply): " + fmt(in.load_after.ratio, "%.2f") +
+       "x (trace as given: " + fmt(in.load_before.ratio, "%.2f") + "x). Seed " +
+       std::to_string(rep.spec->seed) + ". Faults: " +
+       (rep.spec->sim.faults.enabled
+            ? "MTBF " + duration_text(rep.spec->sim.faults.mtbf) + " per node, repair " +
+                  duration_text(rep.spec->sim.faults.repair)
+            : std::string("off")) +
+       ".</p>";
+
+  h += "<h2>Comparison</h2><table><tr><th>policy</th><th>availability</th><th>occupancy</th>"
+       "<th>allocated</th><th>unallocated</th><th>impact mean</th><th>impact worst</th>"
+       "<th>budgets &ge;95%</th><th>utilization</th><th>wait p50</th><th>debug p90</th>"
+       "<th>batch p90</th><th>large p90</th><th>preempted</th><th>lost GPU-h</th>"
+       "<th>fragmentation</th><th>Jain</th><th>completed</th></tr>";
+  for (const RunResult& r : rep.runs) {
+    auto wait = [&](const char* kind, bool p50) {
+      for (const auto& [k, s] : r.waits) {
+        if (k == kind && s.count) return short_duration(p50 ? s.p50 : s.p90);
+      }
+      return std::string("-");
+    };
+    h += "<tr><td>" + html_escape(r.policy + (r.label.empty() ? "" : " " + r.label)) + "</td><td>" +
+         pct(r.availability) + "</td><td>" + pct(r.occupancy) + "</td><td>" +
+         pct(r.occupancy_allocated) + "</td><td>" + pct(r.occupancy_unallocated) + "</td><td>" +
+         pct(r.impact_mean) + "</td><td>" + pct(r.impact_min) + "</td><td>" +
+         std::to_string(r.budgets_at_95) + "/" + std::to_string(r.budgets_owed) + "</td><td>" +
+         pct(r.utilization) + "</td><td>" + wait("all", true) + "</td><td>" + wait("debug", false) +
+         "</td><td>" + wait("batch", false) + "</td><td>" + wait("large", false) + "</td><td>" +
+         std::to_string(r.preemptions) + "</td><td>" + fmt(r.lost_gpu_hours) + "</td><td>" +
+         pct(r.fragmentation) + "</td><td>" + fmt(r.jain_fairness, "%.3f") + "</td><td>" +
+         std::to_string(r.completed) + "/" + std::to_string(r.jobs) + "</td></tr>";
+  }
+  h += "</table>";
+  h += comparison_chart(rep);
+
+  h += "<h2>Queue waits</h2><p>From submission to first start; jobs still waiting at the end "
+       "count with the wait so far (a lower bound).</p>";
+  for (const char* kind : {"all", "debug", "batch", "large"}) h += wait_cdf_chart(rep, kind);
+
+  for (const RunResult& r : rep.runs) {
+    h += "<h2>" + html_escape(r.policy + (r.label.empty() ? "" : " " + r.label)) + "</h2><p>" +
+         html_escape(r.description) + "</p>";
+    h += time_series_chart(r);
+    h += budget_chart(r);
+    h += "<table><tr><th>budget</th><th>fraction</th><th>jobs</th><th>owed GPU-h</th>"
+         "<th>delivered GPU-h</th><th>of which allocated</th><th>impact</th></tr>";
+    for (const BudgetResult& b : r.budgets) {
+      h += "<tr><td>" + html_escape(b.path) + "</td><td>" + pct(b.fraction) + "</td><td>" +
+           std::to_string(b.jobs) + "</td><td>" + fmt(b.owed_gpu_hours) + "</td><td>" +
+           fmt(b.delivered_gpu_hours) + "</td><td>" + fmt(b.allocated_gpu_hours) +
+           "</td><td class='" + (b.impact >= 0.95 ? "ok" : "bad") + "'>" + pct(b.impact) +
+           "</td></tr>";
+    }
+    h += "</table><p>Checks: ";
+    for (const Check& c : r.checks) {
+      h += std::string("<span class='") + (c.passed ? "ok'>&#10003; " : "bad'>&#10007; ") +
+           html_escape(c.name) + (c.passed ? "" : " (" + html_escape(c.detail) + ")") + "</span>; ";
+    }
+    h += "</p>";
+  }
+  if (!in.diag.skipped().empty()) {
+    h += "<h2>Skipped input</h2><ul>";
+    for (std::size_t i = 0; i < in.diag.skipped().size() && i < 50; ++i) {
+      h += "<li>" + html_escape(in.diag.skipped()[i].message()) + "</li>";
+    }
+    h += "</ul>";
+  }
+  return h + "<p style='color:#777'>Definitions: docs/simulator.md.</p></body></html>\n";
+}
+
+}  // namespace allot::sim

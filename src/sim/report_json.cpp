@@ -1,0 +1,199 @@
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "sim/duration_text.h"
+#include "sim/reports.h"
+
+namespace allot::sim {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Fixed precision, so that the text does not depend on the last bits of a sum.
+double fixed(double x, int decimals = 6) {
+  if (!std::isfinite(x)) return 0;
+  const double scale = std::pow(10.0, decimals);
+  const double v = std::round(x * scale) / scale;
+  return v == 0 ? 0 : v;  // no "-0"
+}
+
+Json summary(const Summary& s) {
+  Json j;
+  j["count"] = s.count;
+  j["censored"] = s.censored;
+  j["mean_s"] = fixed(s.mean, 1);
+  j["p50_s"] = fixed(s.p50, 1);
+  j["p90_s"] = fixed(s.p90, 1);
+  j["p99_s"] = fixed(s.p99, 1);
+  j["max_s"] = fixed(s.max, 1);
+  return j;
+}
+
+Json policy_config(const core::PolicyConfig& c) {
+  Json j;
+  j["order"] = c.order == core::QueueOrder::FairShare ? "fairshare"
+               : c.order == core::QueueOrder::Fifo    ? "fifo"
+                                                      : "priority";
+  j["funding"] = c.funding == core::Funding::Lookback ? "lookback"
+                 : c.funding == core::Funding::Always ? "always"
+                                                      : "concurrent_cap";
+  j["minimum_runtime_contract"] = c.minimum_runtime_contract;
+  j["max_min_runtime_s"] = c.max_min_runtime;
+  j["lookback_s"] = c.lookback;
+  j["usage_half_life_s"] = c.usage_half_life;
+  j["preemption"] = c.preemption;
+  j["preemption_margin"] = fixed(c.preemption_margin);
+  j["backfill"] = c.backfill;
+  j["reserve_for_blocked"] = c.reserve_for_blocked;
+  return j;
+}
+
+Json series(const std::vector<core::MilliGpuSeconds>& part,
+            const std::vector<core::MilliGpuSeconds>& whole) {
+  Json a = Json::array();
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    const double w = static_cast<double>(whole[i]);
+    a.push_back(fixed(w > 0 ? static_cast<double>(i < part.size() ? part[i] : 0) / w : 0, 4));
+  }
+  return a;
+}
+
+Json run_json(const RunResult& r) {
+  Json j;
+  j["policy"] = r.policy;
+  j["description"] = r.description;
+  if (!r.label.empty()) j["label"] = r.label;
+  j["config"] = policy_config(r.config);
+  j["period"] = {
+      {"start_s", r.start}, {"end_s", r.end}, {"length", duration_text(r.end - r.start)}};
+  Json m;
+  m["availability"] = fixed(r.availability);
+  m["occupancy"] = {{"total", fixed(r.occupancy)},
+                    {"allocated", fixed(r.occupancy_allocated)},
+                    {"unallocated", fixed(r.occupancy_unallocated)}};
+  m["impact"] = {{"mean", fixed(r.impact_mean)},
+                 {"min", fixed(r.impact_min)},
+                 {"budgets_owed", r.budgets_owed},
+                 {"budgets_at_95_percent", r.budgets_at_95}};
+  m["utilization"] = fixed(r.utilization);
+  j["metrics"] = m;
+  Json w;
+  for (const auto& [kind, s] : r.waits) w[kind] = summary(s);
+  j["waits"] = w;
+  j["completion_time"] = summary(r.completion);
+  j["makespan_s"] = fixed(r.makespan, 0);
+  j["jobs"] = {{"admitted", r.jobs},
+               {"completed", r.completed},
+               {"pending_at_end", r.pending_at_end},
+               {"running_at_end", r.running_at_end},
+               {"rejected_by_core", r.submit_errors},
+               {"runs", r.runs},
+               {"resubmissions", r.resubmissions}};
+  j["stops"] = {{"preempted", r.preemptions},
+                {"drained", r.drain_stops},
+                {"node_down", r.node_down_stops},
+                {"class_changes", r.class_changes},
+                {"lost_gpu_hours", fixed(r.lost_gpu_hours, 3)}};
+  j["fragmentation"] = {{"idle_gpu_hours", fixed(r.fragmented_gpu_hours, 3)},
+                        {"of_available", fixed(r.fragmentation)}};
+  j["jain_fairness"] = fixed(r.jain_fairness);
+  j["gpu_hours"] = {{"total", fixed(r.total_gpu_hours, 3)},
+                    {"available", fixed(r.available_gpu_hours, 3)},
+                    {"occupied", fixed(r.occupied_gpu_hours, 3)},
+                    {"allocated", fixed(r.allocated_gpu_hours, 3)},
+                    {"unallocated", fixed(r.unallocated_gpu_hours, 3)},
+                    {"on_draining_nodes", fixed(r.draining_gpu_hours, 3)}};
+  Json b = Json::array();
+  for (const BudgetResult& x : r.budgets) {
+    b.push_back({{"path", x.path},
+                 {"fraction", fixed(x.fraction)},
+                 {"jobs", x.jobs},
+                 {"demand_gpu_hours", fixed(x.demand_gpu_hours, 3)},
+                 {"owed_gpu_hours", fixed(x.owed_gpu_hours, 3)},
+                 {"delivered_gpu_hours", fixed(x.delivered_gpu_hours, 3)},
+                 {"allocated_gpu_hours", fixed(x.allocated_gpu_hours, 3)},
+                 {"delivered_toward_owed_gpu_hours", fixed(x.delivered_toward_owed_gpu_hours, 3)},
+                 {"impact", fixed(x.impact)}});
+  }
+  j["budgets"] = b;
+  Json c = Json::array();
+  bool all = true;
+  for (const Check& x : r.checks) {
+    c.push_back({{"check", x.name}, {"passed", x.passed}, {"detail", x.detail}});
+    all &= x.passed;
+  }
+  j["checks_passed"] = all;
+  j["checks"] = c;
+  j["counters"] = {{"cycles", r.cycles}, {"events", r.events_processed}};
+  j["series"] = {{"bucket_s", r.bucket},
+                 {"availability", series(r.series_available, r.series_total)},
+                 {"occupancy_allocated", series(r.series_allocated, r.series_available)},
+                 {"occupancy_unallocated", series(r.series_unallocated, r.series_available)}};
+  return j;
+}
+
+}  // namespace
+
+std::string report_json(const Report& rep) {
+  Json j;
+  j["format"] = "allot-sim-report/1";
+  const Inputs& in = *rep.inputs;
+  const ExperimentSpec& spec = *rep.spec;
+  const Scenario& sc = in.scenario;
+  Json inputs;
+  int nodes = 0;
+  for (const NodePool& p : sc.cluster.pools) nodes += p.nodes;
+  inputs["cluster"] = {
+      {"name", sc.cluster.name}, {"nodes", nodes}, {"gpus", sc.cluster.total_gpus()}};
+  inputs["workload"] = {{"source", sc.workload_source},        {"format", in.workload_format},
+                        {"jobs_read", in.jobs_read},           {"jobs_admitted", sc.jobs.size()},
+                        {"skipped", in.diag.skipped().size()}, {"ignored", in.diag.ignored()}};
+  Json examples = Json::array();
+  for (std::size_t i = 0; i < in.diag.skipped().size() && i < 20; ++i) {
+    examples.push_back(in.diag.skipped()[i].message());
+  }
+  inputs["skipped_examples"] = examples;
+  inputs["budgets"] = spec.budgets_path.empty() ? "proportional to demand" : spec.budgets_path;
+  inputs["seed"] = spec.seed;
+  inputs["load"] = {{"ratio_before", fixed(in.load_before.ratio)},
+                    {"target", fixed(spec.load)},
+                    {"ratio", fixed(in.load_after.ratio)},
+                    {"arrival_factor", fixed(in.arrival_factor)},
+                    {"demand_gpu_hours", fixed(in.load_after.demand_gpu_seconds / 3600.0, 3)}};
+  const FaultModel& f = spec.sim.faults;
+  inputs["faults"] = {{"enabled", f.enabled},
+                      {"mtbf_s", f.mtbf},
+                      {"repair_s", f.repair},
+                      {"unhealthy_fraction", fixed(f.unhealthy_fraction)}};
+  inputs["preemption_cost"] = {{"checkpoint_interval_s", spec.sim.cost.checkpoint_interval},
+                               {"restart_delay_s", spec.sim.cost.restart_delay}};
+  j["inputs"] = inputs;
+  Json runs = Json::array();
+  for (const RunResult& r : rep.runs) runs.push_back(run_json(r));
+  j["policies"] = runs;
+  return j.dump(1) + "\n";
+}
+
+std::string events_csv(const Report& rep) {
+  std::string out = "policy,time_s,event,job,run_id,gpus,reason\n";
+  char buf[96];
+  for (const RunResult& r : rep.runs) {
+    for (const EventRecord& e : r.events) {
+      std::snprintf(buf, sizeof buf, ",%lld,%s,%llu,%llu,%.3f,", static_cast<long long>(e.time),
+                    e.event.c_str(), static_cast<unsigned long long>(e.job),
+                    static_cast<unsigned long long>(e.run_id), e.gpus);
+      out += r.policy;
+      out += buf;
+      // Reasons may hold commas: quote them.
+      out += '"';
+      for (char c : e.reason) {
+        if (c == '"') out += '"';
+        out += c;
+      }
+      out += "\"\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace allot::sim

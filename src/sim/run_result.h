@@ -1,0 +1,91 @@
+// Everything one simulated policy run measured: the four metrics and the rest, with the series
+// the reports plot. Definitions are in docs/simulator.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/policy_config.h"
+#include "core/types.h"
+
+namespace allot::sim {
+
+struct Summary {  // of a sample of durations, in seconds
+  std::size_t count = 0;
+  std::size_t censored = 0;  // of which only a lower bound is known (still waiting at the end)
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+};
+// Nearest-rank percentiles; sorts `v`.
+Summary summarize(std::vector<double>& v, std::size_t censored);
+
+struct BudgetResult {
+  std::string path;
+  double fraction = 0;  // of capacity
+  std::size_t jobs = 0;
+  double demand_gpu_hours = 0;     // GPU-time its submitted, unfinished jobs asked for
+  double owed_gpu_hours = 0;       // sum over hours of min(fraction x available, demand)
+  double delivered_gpu_hours = 0;  // GPU-time its jobs ran
+  double allocated_gpu_hours = 0;  // of which allocated
+  double delivered_toward_owed_gpu_hours = 0;  // sum over hours of min(delivered, owed)
+  double impact = 1;  // delivered_toward_owed / owed (1 when nothing was owed)
+};
+
+struct Check {
+  std::string name;
+  bool passed = true;
+  std::string detail;
+};
+
+struct EventRecord {
+  core::Time time = 0;
+  std::string event;         // submit, start, stop, finish, class, node, resubmit
+  std::uint64_t job = 0;     // logical job (0 for node events)
+  std::uint64_t run_id = 0;  // the core's job id (a resubmission gets a new one)
+  double gpus = 0;
+  std::string reason;
+};
+
+struct RunResult {
+  std::string policy;
+  std::string description;
+  std::string label;  // what varied, in a sweep ("lookback=1d max_min_runtime=8h")
+  core::PolicyConfig config;
+  core::Time start = 0, end = 0;  // simulated period
+  core::Duration bucket = core::kHour;
+
+  // The four metrics.
+  double availability = 0;
+  double occupancy = 0, occupancy_allocated = 0, occupancy_unallocated = 0;
+  double impact_mean = 0, impact_min = 0;  // over budgets that were owed anything
+  std::size_t budgets_owed = 0, budgets_at_95 = 0;
+  double utilization = 0;
+  // Waits from submission to first start, by kind: all, debug, batch, large (multi-node).
+  std::vector<std::pair<std::string, Summary>> waits;
+  std::vector<std::pair<std::string, std::vector<double>>> wait_samples;  // sorted, for CDFs
+
+  // The rest.
+  Summary completion;  // completion time (end - submit) of completed jobs
+  double makespan = 0;
+  std::size_t jobs = 0, completed = 0, pending_at_end = 0, running_at_end = 0;
+  std::size_t runs = 0, resubmissions = 0;
+  std::size_t preemptions = 0, drain_stops = 0, node_down_stops = 0, class_changes = 0;
+  double lost_gpu_hours = 0;
+  double fragmented_gpu_hours = 0, fragmentation = 0;  // idle while a fitting-size job waited
+  double jain_fairness = 1;
+  double total_gpu_hours = 0, available_gpu_hours = 0, occupied_gpu_hours = 0;
+  double allocated_gpu_hours = 0, unallocated_gpu_hours = 0, draining_gpu_hours = 0;
+  std::uint64_t cycles = 0, events_processed = 0, submit_errors = 0;
+  std::vector<BudgetResult> budgets;
+
+  // Hourly series (milli-GPU-seconds per bucket).
+  std::vector<core::MilliGpuSeconds> series_total, series_available, series_allocated,
+      series_unallocated;
+
+  std::vector<Check> checks;
+  std::vector<EventRecord> events;  // only when recording
+  double wall_seconds = 0;          // not part of report.json (it would break byte identity)
+  double core_seconds = 0;          // of which in Scheduler::cycle
+};
+
+}  // namespace allot::sim

@@ -1,0 +1,650 @@
+// The event loop: events in, one core cycle per timestamp, decisions carried out, metrics kept.
+#include "sim/simulation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <queue>
+
+#include "sim/hourly_series.h"
+
+namespace allot::sim {
+namespace {
+
+using core::Milli;
+using core::Time;
+
+constexpr double kMilliGpuSecondsPerGpuHour = 1000.0 * 3600.0;
+
+enum class EventKind : std::uint8_t { JobEnd = 0, Fault = 1, Scripted = 2 };
+
+struct Event {
+  Time time = 0;
+  EventKind kind = EventKind::JobEnd;
+  std::uint64_t seq = 0;  // insertion order: the last tie-break, for determinism
+  std::uint64_t a = 0;    // job id, or node
+  std::uint64_t b = 0;    // run serial, or the health to set
+  bool operator>(const Event& o) const {
+    if (time != o.time) return time > o.time;
+    if (kind != o.kind) return kind > o.kind;
+    return seq > o.seq;
+  }
+};
+
+enum Category : std::uint8_t { kDebug, kBatch, kLarge, kCategories };
+const char* const kCategoryNames[] = {"debug", "batch", "large"};
+
+struct LogicalJob {
+  std::uint64_t run_id = 0;  // the core's id of its current incarnation
+  core::Duration remaining = 0;
+  Time first_start = -1;
+  int starts = 0;
+  bool ended = false;
+  int end_count = 0;
+  Category category = kBatch;
+  Milli milli = 0;  // total milli-GPUs
+  core::BudgetId leaf = core::kNoBudget;
+};
+
+struct RunSlot {
+  std::size_t logical = 0;
+  bool running = false;
+  bool allocated = false;
+  std::uint64_t serial = 0;
+  Time started = 0;
+  core::Duration overhead = 0;  // restart delay paid at the start of this run
+  core::Placement placement;
+};
+
+class Run {
+ public:
+  Run(const Scenario& sc, const SimOptions& o)
+      : sc_(sc), o_(o), sched_(o.policy, catalog_for(sc.cluster)) {}
+
+  RunResult go();
+
+ private:
+  static core::GpuCatalog catalog_for(const ClusterConfig& c) {
+    core::GpuCatalog cat = core::GpuCatalog::standard();
+    intern_models(c, cat);
+    return cat;
+  }
+  void setup();
+  void record(Time t, const char* what, std::uint64_t job, std::uint64_t run_id, Milli milli,
+              std::string reason) {
+    if (!o_.record_events) return;
+    r_.events.push_back(
+        EventRecord{t, what, job, run_id, static_cast<double>(milli) / 1000.0, std::move(reason)});
+  }
+  core::JobSpec spec_for(std::size_t i, std::uint64_t run_id, Time t) const;
+  void submit(std::size_t i, Time t, bool resubmission);
+  void place(const core::Placement& p, bool allocated, int sign, Time t);
+  void on_start(const core::StartDecision& d, Time t);
+  bool on_stop(const core::StopDecision& d, Time t);
+  void on_class_change(const core::ClassChange& c, Time t);
+  void on_end(std::uint64_t run_id, std::uint64_t serial, Time t);
+  void on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scripted);
+  void cycles(Time t);
+  void measure_fragmentation(const core::CycleResult& cr, Time t);
+  void finish(Time end);
+  void push(Time t, EventKind k, std::uint64_t a, std::uint64_t b) {
+    events_.push(Event{t, k, seq_++, a, b});
+  }
+  RunSlot& slot(std::uint64_t run_id) {
+    if (slots_.size() <= run_id) slots_.resize(run_id + 1);
+    return slots_[run_id];
+  }
+
+  const Scenario& sc_;
+  const SimOptions& o_;
+  core::Scheduler sched_;
+  core::ClusterId cluster_ = 0;
+  RunResult r_;
+  Time origin_ = 0;
+
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::uint64_t seq_ = 0;
+  std::vector<LogicalJob> jobs_;
+  std::vector<RunSlot> slots_;  // by the core's job id
+  std::uint64_t next_run_id_ = 0;
+  std::unique_ptr<FaultSchedule> faults_;
+
+  // Per node: capacity, health, and the milli-GPUs assigned to allocated / unallocated work.
+  std::vector<Milli> node_milli_, node_alloc_, node_unalloc_;
+  std::vector<char> healthy_;
+  Milli capacity_ = 0;
+  // Rates integrated over time (milli-GPUs): on healthy nodes, and everywhere.
+  BucketSeries available_, allocated_, unallocated_, occupied_, assigned_all_, fragmented_;
+  std::vector<BucketSeries> demand_, delivered_, delivered_allocated_;  // by budget id
+  std::vector<std::size_t> budget_jobs_;
+
+  double assigned_ms_ = 0, used_ms_ = 0;  // milli-GPU-seconds of finished runs, for utilization
+  double lost_ms_ = 0;
+  std::size_t overfull_ = 0;  // placements that over-filled a node (a bug if ever > 0)
+  std::vector<double> waits_[kCategories];
+  std::size_t censored_[kCategories] = {};
+  std::vector<double> completion_;
+  Time last_completion_ = 0;
+};
+
+core::JobSpec Run::spec_for(std::size_t i, std::uint64_t run_id, Time t) const {
+  const AdmittedJob& a = sc_.jobs[i];
+  const core::PolicyConfig& p = o_.policy;
+  core::JobSpec s;
+  s.id = run_id;
+  s.owner = "job" + std::to_string(a.job.id);
+  s.budget = jobs_[i].leaf;
+  s.shape = a.shape;
+  for (const std::string& m : a.job.gpu_models) s.models.push_back(*sched_.catalog().find(m));
+  s.kind = *a.job.kind;
+  s.min_runtime = std::min(*a.job.min_runtime, p.max_min_runtime);
+  if (s.kind == core::JobKind::Debug) {
+    if (s.shape.total_gpus() > p.max_debug_gpus) {
+      s.kind = core::JobKind::Batch;
+    } else {
+      s.min_runtime = std::min(s.min_runtime, p.max_debug_min_runtime);
+    }
+  }
+  s.resumable = *a.job.resumable;
+  s.priority = *a.job.priority;
+  s.submit_time = t;
+  return s;
+}
+
+void Run::setup() {
+  auto c = build_cluster(sc_.cluster, sched_);
+  cluster_ = c.ok() ? c.value() : 0;
+  (void)apply_budgets(sc_.budgets, sched_.budgets());
+  origin_ = sc_.jobs.empty() ? 0 : sc_.jobs.front().job.submit;
+  const auto& nodes = sched_.nodes();
+  for (const core::Node& n : nodes) {
+    node_milli_.push_back(static_cast<Milli>(n.spec.gpus) * core::kWholeGpu);
+    capacity_ += node_milli_.back();
+  }
+  node_alloc_.assign(nodes.size(), 0);
+  node_unalloc_.assign(nodes.size(), 0);
+  healthy_.assign(nodes.size(), 1);
+  for (BucketSeries* s :
+       {&available_, &allocated_, &unallocated_, &occupied_, &assigned_all_, &fragmented_}) {
+    *s = BucketSeries(origin_, o_.bucket);
+  }
+  available_.set(origin_, capacity_);
+  const std::size_t nb = sched_.budgets().size();
+  demand_.assign(nb, BucketSeries(origin_, o_.bucket));
+  delivered_ = demand_;
+  delivered_allocated_ = demand_;
+  budget_jobs_.assign(nb, 0);
+
+  jobs_.resize(sc_.jobs.size());
+  for (std::size_t i = 0; i < sc_.jobs.size(); ++i) {
+    const AdmittedJob& a = sc_.jobs[i];
+    LogicalJob& j = jobs_[i];
+    j.remaining = a.job.duration;
+    j.milli = a.shape.total_milli();
+    j.leaf = *sched_.budgets().find(a.budget_path);
+    j.category = a.shape.nodes > 1 ? kLarge : *a.job.kind == core::JobKind::Debug ? kDebug : kBatch;
+    ++budget_jobs_[j.leaf];
+  }
+  next_run_id_ = sc_.jobs.size() + 1;
+  for (const FaultEvent& e : o_.scripted_health) {
+    if (e.node < nodes.size()) {
+      push(e.time, EventKind::Scripted, e.node, static_cast<std::uint64_t>(e.health));
+    }
+  }
+  if (o_.faults.enabled) {
+    faults_ = std::make_unique<FaultSchedule>(o_.faults, nodes.size(), origin_);
+    for (const FaultEvent& e : faults_->initial()) {
+      push(e.time, EventKind::Fault, e.node, static_cast<std::uint64_t>(e.health));
+    }
+  }
+}
+
+void Run::submit(std::size_t i, Time t, bool resubmission) {
+  LogicalJob& j = jobs_[i];
+  j.run_id = resubmission ? next_run_id_++ : i + 1;
+  RunSlot& s = slot(j.run_id);
+  s.logical = i;
+  auto st = sched_.submit(spec_for(i, j.run_id, t), t);
+  if (!st.ok()) {
+    ++r_.submit_errors;
+    j.ended = true;
+    record(t, "reject", sc_.jobs[i].job.id, j.run_id, j.milli, st.error().message());
+    if (resubmission) demand_[j.leaf].add(t, -j.milli);
+    return;
+  }
+  if (!resubmission) demand_[j.leaf].add(t, j.milli);
+  record(t, resubmission ? "resubmit" : "submit", sc_.jobs[i].job.id, j.run_id, j.milli,
+         sc_.jobs[i].budget_path);
+}
+
+void Run::place(const core::Placement& p, bool allocated, int sign, Time t) {
+  Milli on_healthy = 0, all = 0;
+  for (const core::GpuSlot& g : p) {
+    const Milli m = sign * g.milli;
+    (allocated ? node_alloc_ : node_unalloc_)[g.node] += m;
+    all += m;
+    if (healthy_[g.node]) on_healthy += m;
+    if (node_alloc_[g.node] + node_unalloc_[g.node] > node_milli_[g.node]) ++overfull_;
+  }
+  (allocated ? allocated_ : unallocated_).add(t, on_healthy);
+  occupied_.add(t, on_healthy);
+  assigned_all_.add(t, all);
+}
+
+void Run::on_start(const core::StartDecision& d, Time t) {
+  RunSlot& s = slot(d.job);
+  LogicalJob& j = jobs_[s.logical];
+  const AdmittedJob& a = sc_.jobs[s.logical];
+  s.running = true;
+  s.allocated = d.allocated;
+  s.started = t;
+  s.placement = d.placement;
+  s.overhead = j.starts > 0 && *a.job.resumable ? o_.cost.restart_delay : 0;
+  ++s.serial;
+  if (j.first_start < 0) {
+    j.first_start = t;
+    waits_[j.category].push_back(static_cast<double>(t - a.job.submit));
+  }
+  ++j.starts;
+  ++r_.runs;
+  push(t + j.remaining + s.overhead, EventKind::JobEnd, d.job, s.serial);
+  place(s.placement, s.allocated, +1, t);
+  delivered_[j.leaf].add(t, j.milli);
+  if (s.allocated) delivered_allocated_[j.leaf].add(t, j.milli);
+  if (o_.record_events) {
+    std::string why = d.allocated
+                          ? "allocated until +" + std::to_string(d.protected_until - t) + "s"
+                          : "unallocated";
+    why += d.mode == core::StartMode::Backfilled ? ", backfilled"
+           : d.mode == core::StartMode::Preempting
+               ? ", preempting " + std::to_string(d.victims.size())
+               : "";
+    record(t, "start", a.job.id, d.job, j.milli, why);
+  }
+}
+
+// Returns true when the job is pending again (requeued or resubmitted).
+bool Run::on_stop(const core::StopDecision& d, Time t) {
+  RunSlot& s = slot(d.job);
+  const std::size_t i = s.logical;
+  LogicalJob& j = jobs_[i];
+  const AdmittedJob& a = sc_.jobs[i];
+  const core::Duration ran = t - s.started;
+  const core::Duration useful = std::max<core::Duration>(0, ran - s.overhead);
+  core::Duration saved = 0;
+  if (d.requeue) {
+    const core::Duration every = o_.cost.checkpoint_interval;
+    saved = every > 0 ? useful / every * every : useful;
+    saved = std::min(saved, j.remaining);
+    j.remaining -= saved;
+  } else {
+    j.remaining = a.job.duration;
+  }
+  const double ms = static_cast<double>(j.milli) * static_cast<double>(ran);
+  assigned_ms_ += ms;
+  used_ms_ += ms * a.job.utilization;
+  lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(ran - saved);
+  place(s.placement, s.allocated, -1, t);
+  delivered_[j.leaf].add(t, -j.milli);
+  if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
+  s.running = false;
+  ++s.serial;
+  switch (d.reason) {
+    case core::StopReason::Preempted:
+      ++r_.preemptions;
+      break;
+    case core::StopReason::Drain:
+      ++r_.drain_stops;
+      break;
+    case core::StopReason::NodeDown:
+      ++r_.node_down_stops;
+      break;
+  }
+  if (o_.record_events) {
+    std::string why = core::to_string(d.reason);
+    if (d.reason == core::StopReason::Preempted) {
+      why += " for job " + std::to_string(d.for_job) +
+             (d.victim.cls == core::VictimClass::Unallocated ? " (unallocated)"
+                                                             : " (over allocation)");
+    } else {
+      why += " on " + sched_.nodes()[d.node].spec.name;
+    }
+    why += "; lost " + std::to_string(ran - saved) + "s";
+    record(t, "stop", a.job.id, d.job, j.milli, why);
+  }
+  (void)sched_.job_stopped(d.job, t);
+  if (d.requeue) return true;
+  ++r_.resubmissions;
+  submit(i, t, true);
+  return !j.ended;
+}
+
+void Run::on_class_change(const core::ClassChange& c, Time t) {
+  RunSlot& s = slot(c.job);
+  if (!s.running || s.allocated == c.allocated) return;
+  LogicalJob& j = jobs_[s.logical];
+  place(s.placement, s.allocated, -1, t);
+  s.allocated = c.allocated;
+  place(s.placement, s.allocated, +1, t);
+  delivered_allocated_[j.leaf].add(t, c.allocated ? j.milli : -j.milli);
+  ++r_.class_changes;
+  if (o_.record_events) {
+    std::string why = c.allocated ? "promoted to allocated" : "demoted to unallocated";
+    if (c.limiting_budget != core::kNoBudget) {
+      why += ": " + sched_.budgets().node(c.limiting_budget).path + " over allocation";
+    }
+    record(t, "class", sc_.jobs[s.logical].job.id, c.job, j.milli, why);
+  }
+}
+
+void Run::on_end(std::uint64_t run_id, std::uint64_t serial, Time t) {
+  RunSlot& s = slot(run_id);
+  if (!s.running || s.serial != serial) return;  // stopped since this end was planned
+  LogicalJob& j = jobs_[s.logical];
+  const AdmittedJob& a = sc_.jobs[s.logical];
+  const double ms = static_cast<double>(j.milli) * static_cast<double>(t - s.started);
+  assigned_ms_ += ms;
+  used_ms_ += ms * a.job.utilization;
+  lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(s.overhead);
+  place(s.placement, s.allocated, -1, t);
+  delivered_[j.leaf].add(t, -j.milli);
+  if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
+  demand_[j.leaf].add(t, -j.milli);
+  s.running = false;
+  ++s.serial;
+  j.remaining = 0;
+  j.ended = true;
+  ++j.end_count;
+  ++r_.completed;
+  completion_.push_back(static_cast<double>(t - a.job.submit));
+  last_completion_ = std::max(last_completion_, t);
+  record(t, "finish", a.job.id, run_id, j.milli, "");
+  (void)sched_.job_finished(run_id, t);
+}
+
+void Run::on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scripted) {
+  const bool now_healthy = health == core::NodeHealth::Healthy;
+  if (now_healthy != static_cast<bool>(healthy_[node])) {
+    const int sign = now_healthy ? +1 : -1;
+    available_.add(t, sign * node_milli_[node]);
+    allocated_.add(t, sign * node_alloc_[node]);
+    unallocated_.add(t, sign * node_unalloc_[node]);
+    occupied_.add(t, sign * (node_alloc_[node] + node_unalloc_[node]));
+    healthy_[node] = now_healthy;
+  }
+  (void)sched_.set_node_health(node, health, now_healthy ? "repaired" : "simulated fault", t);
+  record(t, "node", 0, 0, node_milli_[node],
+         sched_.nodes()[node].spec.name + " " + core::to_string(health));
+  if (scripted) return;
+  const FaultEvent next = faults_->next(node);
+  push(next.time, EventKind::Fault, next.node, static_cast<std::uint64_t>(next.health));
+}
+
+void Run::measure_fragmentation(const core::CycleResult& cr, Time t) {
+  const Milli free = available_.rate() - occupied_.rate();
+  Milli smallest = std::numeric_limits<Milli>::max();
+  for (const core::Explanation& e : cr.waiting) {
+    if (e.code != core::WaitCode::WaitingForGpus && e.code != core::WaitCode::HoldsReservation) {
+      continue;
+    }
+    smallest = std::min(smallest, jobs_[slot(e.job).logical].milli);
+  }
+  fragmented_.set(t, free > 0 && smallest <= free ? free : 0);
+}
+
+void Run::cycles(Time t) {
+  // Requeued and resubmitted jobs are considered again at once, in a further cycle at the same
+  // time (a bounded number of times).
+  for (int round = 0; round < 4; ++round) {
+    const auto c0 = std::chrono::steady_clock::now();
+    const core::CycleResult cr = sched_.cycle(t);
+    r_.core_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    ++r_.cycles;
+    bool again = false;
+    for (const core::StopDecision& d : cr.stops) again |= on_stop(d, t);
+    for (const core::ClassChange& c : cr.class_changes) on_class_change(c, t);
+    for (const core::StartDecision& d : cr.starts) on_start(d, t);
+    measure_fragmentation(cr, t);
+    if (!again) break;
+  }
+}
+
+void Run::finish(Time end) {
+  for (BucketSeries* s :
+       {&available_, &allocated_, &unallocated_, &occupied_, &assigned_all_, &fragmented_}) {
+    s->flush(end);
+  }
+  for (auto* v : {&demand_, &delivered_, &delivered_allocated_}) {
+    for (BucketSeries& s : *v) s.flush(end);
+  }
+  r_.start = origin_;
+  r_.end = end;
+  r_.bucket = o_.bucket;
+  r_.jobs = sc_.jobs.size();
+  // Jobs still in the system.
+  Milli core_running = 0;
+  std::size_t core_pending = 0;
+  for (const auto& [id, e] : sched_.jobs()) {
+    if (e.state == core::JobState::Pending) ++core_pending;
+    if (e.state != core::JobState::Pending) {
+      for (const core::GpuSlot& g : e.run.placement) core_running += g.milli;
+    }
+  }
+  for (std::size_t i = 0; i < jobs_.size(); ++i) {
+    LogicalJob& j = jobs_[i];
+    if (j.ended) continue;
+    const RunSlot& s = slot(j.run_id);
+    if (s.running) {
+      ++r_.running_at_end;
+      const double ms = static_cast<double>(j.milli) * static_cast<double>(end - s.started);
+      assigned_ms_ += ms;
+      used_ms_ += ms * sc_.jobs[i].job.utilization;
+    } else {
+      ++r_.pending_at_end;
+    }
+    if (j.first_start < 0) {
+      waits_[j.category].push_back(static_cast<double>(end - sc_.jobs[i].job.submit));
+      ++censored_[j.category];
+    }
+  }
+
+  const double span = static_cast<double>(end - origin_);
+  const double total = static_cast<double>(capacity_) * span;
+  const double avail = static_cast<double>(available_.total());
+  const double occ = static_cast<double>(occupied_.total());
+  r_.total_gpu_hours = total / kMilliGpuSecondsPerGpuHour;
+  r_.available_gpu_hours = avail / kMilliGpuSecondsPerGpuHour;
+  r_.occupied_gpu_hours = occ / kMilliGpuSecondsPerGpuHour;
+  r_.allocated_gpu_hours = static_cast<double>(allocated_.total()) / kMilliGpuSecondsPerGpuHour;
+  r_.unallocated_gpu_hours = static_cast<double>(unallocated_.total()) / kMilliGpuSecondsPerGpuHour;
+  r_.draining_gpu_hours =
+      static_cast<double>(assigned_all_.total() - occupied_.total()) / kMilliGpuSecondsPerGpuHour;
+  r_.availability = total > 0 ? avail / total : 0;
+  r_.occupancy = avail > 0 ? occ / avail : 0;
+  r_.occupancy_allocated = avail > 0 ? static_cast<double>(allocated_.total()) / avail : 0;
+  r_.occupancy_unallocated = avail > 0 ? static_cast<double>(unallocated_.total()) / avail : 0;
+  r_.utilization = assigned_ms_ > 0 ? used_ms_ / assigned_ms_ : 1.0;
+  r_.lost_gpu_hours = lost_ms_ / kMilliGpuSecondsPerGpuHour;
+  r_.fragmented_gpu_hours = static_cast<double>(fragmented_.total()) / kMilliGpuSecondsPerGpuHour;
+  r_.fragmentation = avail > 0 ? static_cast<double>(fragmented_.total()) / avail : 0;
+  r_.makespan = r_.completed > 0 ? static_cast<double>(last_completion_ - origin_) : 0;
+  r_.completion = summarize(completion_, 0);
+
+  std::vector<double> all;
+  for (int c = 0; c < kCategories; ++c) all.insert(all.end(), waits_[c].begin(), waits_[c].end());
+  std::size_t all_censored = censored_[kDebug] + censored_[kBatch] + censored_[kLarge];
+  r_.waits.emplace_back("all", summarize(all, all_censored));
+  r_.wait_samples.emplace_back("all", all);
+  for (int c = 0; c < kCategories; ++c) {
+    r_.waits.emplace_back(kCategoryNames[c], summarize(waits_[c], censored_[c]));
+    r_.wait_samples.emplace_back(kCategoryNames[c], waits_[c]);
+  }
+
+  // Hourly series.
+  const std::size_t buckets = static_cast<std::size_t>((end - origin_ + o_.bucket - 1) / o_.bucket);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const Time from = origin_ + static_cast<Time>(b) * o_.bucket;
+    const Time to = std::min(end, from + o_.bucket);
+    r_.series_total.push_back(capacity_ * (to - from));
+    r_.series_available.push_back(available_.at(b));
+    r_.series_allocated.push_back(allocated_.at(b));
+    r_.series_unallocated.push_back(unallocated_.at(b));
+  }
+
+  // Impact per budget: owed = allocated fraction of available capacity, capped hour by hour at
+  // the budget's demand; delivered counts toward it up to the owed amount of each hour.
+  const core::BudgetTree& tree = sched_.budgets();
+  double impact_sum = 0, impact_sq = 0;
+  r_.impact_min = 1;
+  for (core::BudgetId b = 0; b < tree.size(); ++b) {
+    if (!tree.valid(b) || !tree.is_leaf(b) || b == tree.root()) continue;
+    BudgetResult br;
+    br.path = tree.node(b).path;
+    br.fraction = tree.allocated_fraction(b, cluster_);
+    br.jobs = budget_jobs_[b];
+    double owed = 0, toward = 0;
+    for (std::size_t h = 0; h < buckets; ++h) {
+      const double demand = static_cast<double>(demand_[b].at(h));
+      const double o = std::min(br.fraction * static_cast<double>(available_.at(h)), demand);
+      owed += o;
+      toward += std::min(static_cast<double>(delivered_[b].at(h)), o);
+    }
+    br.demand_gpu_hours = static_cast<double>(demand_[b].total()) / kMilliGpuSecondsPerGpuHour;
+    br.owed_gpu_hours = owed / kMilliGpuSecondsPerGpuHour;
+    br.delivered_gpu_hours =
+        static_cast<double>(delivered_[b].total()) / kMilliGpuSecondsPerGpuHour;
+    br.allocated_gpu_hours =
+        static_cast<double>(delivered_allocated_[b].total()) / kMilliGpuSecondsPerGpuHour;
+    br.delivered_toward_owed_gpu_hours = toward / kMilliGpuSecondsPerGpuHour;
+    br.impact = owed > 0 ? toward / owed : 1.0;
+    if (owed > 0) {
+      ++r_.budgets_owed;
+      impact_sum += br.impact;
+      impact_sq += br.impact * br.impact;
+      r_.impact_min = std::min(r_.impact_min, br.impact);
+      r_.budgets_at_95 += br.impact >= 0.95;
+    }
+    r_.budgets.push_back(br);
+  }
+  const double n = static_cast<double>(r_.budgets_owed);
+  r_.impact_mean = n > 0 ? impact_sum / n : 1.0;
+  r_.jain_fairness = impact_sq > 0 ? impact_sum * impact_sum / (n * impact_sq) : 1.0;
+
+  // Conservation checks.
+  std::size_t multi_end = 0;
+  for (const LogicalJob& j : jobs_) multi_end += j.end_count > 1;
+  r_.checks.push_back({"each job ends at most once", multi_end == 0,
+                       std::to_string(multi_end) + " jobs ended more than once"});
+  const std::size_t accounted =
+      r_.completed + r_.pending_at_end + r_.running_at_end + r_.submit_errors;
+  r_.checks.push_back({"every job completed, or is pending or running at the end",
+                       accounted == r_.jobs,
+                       std::to_string(accounted) + " of " + std::to_string(r_.jobs)});
+  r_.checks.push_back({"the core agrees on pending and running jobs",
+                       core_pending == r_.pending_at_end && core_running == assigned_all_.rate(),
+                       "core: " + std::to_string(core_pending) + " pending, " +
+                           std::to_string(core_running) +
+                           " milli-GPUs running; simulator: " + std::to_string(r_.pending_at_end) +
+                           ", " + std::to_string(assigned_all_.rate())});
+  std::size_t over = 0;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    over += occupied_.at(b) > available_.at(b) || available_.at(b) > r_.series_total[b];
+  }
+  r_.checks.push_back({"occupied <= available <= total, hour by hour", over == 0 && overfull_ == 0,
+                       std::to_string(over) + " hours over, " + std::to_string(overfull_) +
+                           " over-full node placements"});
+  r_.checks.push_back({"allocated + unallocated = occupied",
+                       allocated_.total() + unallocated_.total() == occupied_.total(),
+                       std::to_string(allocated_.total() + unallocated_.total()) + " vs " +
+                           std::to_string(occupied_.total()) + " milli-GPU-seconds"});
+  core::MilliGpuSeconds delivered_sum = 0;
+  for (const BucketSeries& s : delivered_) delivered_sum += s.total();
+  r_.checks.push_back({"budgets' delivered GPU-time sums to assigned GPU-time",
+                       delivered_sum == assigned_all_.total(),
+                       std::to_string(delivered_sum) + " vs " +
+                           std::to_string(assigned_all_.total()) + " milli-GPU-seconds"});
+}
+
+RunResult Run::go() {
+  const auto wall0 = std::chrono::steady_clock::now();
+  r_.policy = o_.policy_name;
+  r_.description = o_.policy_description;
+  r_.label = o_.label;
+  r_.config = o_.policy;
+  setup();
+  const std::size_t n = sc_.jobs.size();
+  const Time last_arrival = n ? sc_.jobs.back().job.submit : origin_;
+  const Time stop_at = std::min(o_.until, last_arrival + o_.max_drain);
+  std::size_t next = 0, progress_step = std::max<std::size_t>(1, n / 100), progress_at = 0;
+  Time wake = core::kNever, now = origin_;
+  bool cut = false;
+  while (true) {
+    if (next >= n && sched_.jobs().empty()) break;
+    Time t = core::kNever;
+    if (next < n) t = sc_.jobs[next].job.submit;
+    if (!events_.empty()) t = std::min(t, events_.top().time);
+    t = std::min(t, wake);
+    if (t == core::kNever) break;
+    if (t > stop_at) {
+      cut = true;
+      break;
+    }
+    now = t;
+    while (!events_.empty() && events_.top().time == t) {
+      const Event e = events_.top();
+      events_.pop();
+      ++r_.events_processed;
+      if (e.kind == EventKind::JobEnd) {
+        on_end(e.a, e.b, t);
+      } else {
+        on_fault(static_cast<core::NodeId>(e.a), static_cast<core::NodeHealth>(e.b), t,
+                 e.kind == EventKind::Scripted);
+      }
+    }
+    while (next < n && sc_.jobs[next].job.submit == t) {
+      ++r_.events_processed;
+      submit(next++, t, false);
+    }
+    cycles(t);
+    wake = sched_.next_wakeup();
+    if (wake <= t) wake = core::kNever;  // the core promises a time after now
+    if (o_.progress && next >= progress_at) {
+      o_.progress(n ? static_cast<double>(next) / static_cast<double>(n) : 1.0);
+      progress_at = next + progress_step;
+    }
+  }
+  finish(cut ? stop_at : now);
+  r_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return std::move(r_);
+}
+
+}  // namespace
+
+Summary summarize(std::vector<double>& v, std::size_t censored) {
+  Summary s;
+  s.count = v.size();
+  s.censored = censored;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  auto rank = [&](double p) {
+    const std::size_t k = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+  };
+  s.p50 = rank(0.50);
+  s.p90 = rank(0.90);
+  s.p99 = rank(0.99);
+  s.max = v.back();
+  return s;
+}
+
+RunResult simulate(const Scenario& scenario, const SimOptions& options) {
+  Run run(scenario, options);
+  return run.go();
+}
+
+}  // namespace allot::sim

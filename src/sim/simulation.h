@@ -1,0 +1,75 @@
+// The discrete-event simulation: one policy, one cluster, one workload, on the real scheduling
+// core. Events (arrivals, job ends, node faults and repairs) at one timestamp are applied
+// together, then the core runs one cycle and its decisions are carried out; the core's
+// next_wakeup() adds cycles where time alone may change a decision.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/scheduler.h"
+#include "sim/budget_config.h"
+#include "sim/cluster_config.h"
+#include "sim/diagnostics.h"
+#include "sim/fault_model.h"
+#include "sim/run_result.h"
+#include "sim/workload.h"
+
+namespace allot::sim {
+
+// What a preemption costs the preempted job.
+struct PreemptionCost {
+  // A resumable job keeps the work up to its last checkpoint (every `checkpoint_interval` of
+  // useful running, from the start of its run); 0 = it loses nothing.
+  core::Duration checkpoint_interval = 30 * core::kMinute;
+  // A resumable job's next run first spends this long restoring (GPUs held, no progress).
+  core::Duration restart_delay = 5 * core::kMinute;
+};
+
+// A job ready for the core: the trace job with its shape fixed for the cluster.
+struct AdmittedJob {
+  SimJob job;
+  core::Shape shape;
+  std::string budget_path;
+};
+
+// The inputs every policy run shares, checked once.
+struct Scenario {
+  ClusterConfig cluster;
+  BudgetConfig budgets;
+  std::vector<AdmittedJob> jobs;  // by submit time
+  std::string workload_source;
+};
+
+// The shape of a request of `gpus` whole GPUs on nodes of at most `node_gpus` GPUs: one node if
+// it fits, otherwise the fewest nodes that split it evenly, otherwise whole nodes rounding up.
+core::Shape shape_for(const SimJob& j, int node_gpus);
+
+// Checks the jobs against the cluster and the budgets: an unknown budget, a budget that is not a
+// leaf, a job larger than any node or than the cluster, an unknown GPU model are reported to
+// `diag` and the job is left out.
+Scenario make_scenario(ClusterConfig cluster, BudgetConfig budgets, const Workload& workload,
+                       Diagnostics& diag);
+
+struct SimOptions {
+  std::string policy_name = "fairshare";
+  std::string policy_description;
+  std::string label;  // a sweep point's parameters, for reports
+  core::PolicyConfig policy;
+  FaultModel faults;
+  // Health changes at given times (maintenance, or a test's hand-made failure), besides `faults`.
+  std::vector<FaultEvent> scripted_health;
+  PreemptionCost cost;
+  // Stop at this time (absolute). kNever: when every job has ended, but no later than
+  // `max_drain` after the last arrival.
+  core::Time until = core::kNever;
+  core::Duration max_drain = 365 * core::kDay;
+  core::Duration bucket = core::kHour;  // of the time series
+  bool record_events = false;
+  std::function<void(double)> progress;  // fraction of arrivals submitted, called now and then
+};
+
+RunResult simulate(const Scenario& scenario, const SimOptions& options);
+
+}  // namespace allot::sim

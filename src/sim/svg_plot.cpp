@@ -1,0 +1,173 @@
+#include "sim/svg_plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace allot::sim {
+namespace {
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+std::string tick_text(double v, bool percent) {
+  char b[32];
+  if (percent) {
+    std::snprintf(b, sizeof b, "%.0f%%", 100 * v);
+  } else if (std::fabs(v) >= 100 || v == std::floor(v)) {
+    std::snprintf(b, sizeof b, "%.0f", v);
+  } else {
+    std::snprintf(b, sizeof b, "%.2g", v);
+  }
+  return b;
+}
+
+}  // namespace
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+const std::string& palette(std::size_t i) {
+  static const std::vector<std::string> colours = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                                   "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
+  return colours[i % colours.size()];
+}
+
+std::string line_chart(const PlotAxes& a, const std::vector<PlotLine>& lines, int width,
+                       int height) {
+  const double left = 56, right = 150, top = 28, bottom = 40;
+  const double pw = width - left - right, ph = height - top - bottom;
+  auto fx = [&](double x) {
+    double lo = a.x_min, hi = a.x_max, v = x;
+    if (a.log_x) {
+      lo = std::log10(std::max(lo, 1e-9));
+      hi = std::log10(std::max(hi, 1e-9));
+      v = std::log10(std::max(x, 1e-9));
+    }
+    const double t = hi > lo ? (v - lo) / (hi - lo) : 0;
+    return left + pw * std::clamp(t, 0.0, 1.0);
+  };
+  auto fy = [&](double y) {
+    const double t = a.y_max > a.y_min ? (y - a.y_min) / (a.y_max - a.y_min) : 0;
+    return top + ph * (1 - std::clamp(t, 0.0, 1.0));
+  };
+  std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(width) +
+                  "' height='" + std::to_string(height) +
+                  "' font-family='sans-serif' font-size='11'>";
+  s += "<text x='" + num(left) + "' y='16' font-size='13' font-weight='bold'>" +
+       html_escape(a.title) + "</text>";
+  // Grid and y ticks.
+  for (int i = 0; i <= 4; ++i) {
+    const double y = a.y_min + (a.y_max - a.y_min) * i / 4;
+    s += "<line x1='" + num(left) + "' x2='" + num(left + pw) + "' y1='" + num(fy(y)) + "' y2='" +
+         num(fy(y)) + "' stroke='#ddd'/>";
+    s += "<text x='" + num(left - 4) + "' y='" + num(fy(y) + 4) + "' text-anchor='end'>" +
+         tick_text(y, a.percent_y) + "</text>";
+  }
+  std::vector<std::pair<double, std::string>> ticks = a.x_ticks;
+  if (ticks.empty()) {
+    for (int i = 0; i <= 4; ++i) {
+      const double x = a.x_min + (a.x_max - a.x_min) * i / 4;
+      ticks.emplace_back(x, tick_text(x, false));
+    }
+  }
+  for (const auto& [x, label] : ticks) {
+    s += "<line x1='" + num(fx(x)) + "' x2='" + num(fx(x)) + "' y1='" + num(top + ph) + "' y2='" +
+         num(top + ph + 4) + "' stroke='#888'/>";
+    s += "<text x='" + num(fx(x)) + "' y='" + num(top + ph + 16) + "' text-anchor='middle'>" +
+         html_escape(label) + "</text>";
+  }
+  s += "<text x='" + num(left + pw / 2) + "' y='" + num(height - 4.0) +
+       "' text-anchor='middle' fill='#555'>" + html_escape(a.x_label) + "</text>";
+  s += "<text x='12' y='" + num(top + ph / 2) + "' transform='rotate(-90 12 " + num(top + ph / 2) +
+       ")' text-anchor='middle' fill='#555'>" + html_escape(a.y_label) + "</text>";
+  s += "<rect x='" + num(left) + "' y='" + num(top) + "' width='" + num(pw) + "' height='" +
+       num(ph) + "' fill='none' stroke='#888'/>";
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const PlotLine& l = lines[i];
+    if (l.points.empty()) continue;
+    std::string d;
+    for (std::size_t k = 0; k < l.points.size(); ++k) {
+      d += (k ? " L" : "M") + num(fx(l.points[k].first)) + " " + num(fy(l.points[k].second));
+    }
+    if (l.filled) {
+      const std::string closed = d + " L" + num(fx(l.points.back().first)) + " " +
+                                 num(fy(a.y_min)) + " L" + num(fx(l.points.front().first)) + " " +
+                                 num(fy(a.y_min)) + " Z";
+      s += "<path d='" + closed + "' fill='" + l.colour + "' fill-opacity='0.35' stroke='none'/>";
+    }
+    s += "<path d='" + d + "' fill='none' stroke='" + l.colour + "' stroke-width='1.5'/>";
+    const double ly = top + 12 + 16 * static_cast<double>(i);
+    s += "<rect x='" + num(left + pw + 10) + "' y='" + num(ly - 8) +
+         "' width='10' height='10' fill='" + l.colour + "'/>";
+    s += "<text x='" + num(left + pw + 24) + "' y='" + num(ly + 1) + "'>" + html_escape(l.name) +
+         "</text>";
+  }
+  return s + "</svg>";
+}
+
+std::string bar_chart(const std::string& title, const std::vector<std::string>& series,
+                      const std::vector<std::string>& colours, const std::vector<BarGroup>& groups,
+                      double max_value, bool percent, double reference, int width) {
+  const double left = 150, right = 70, top = 28, bar = 9, gap = 8;
+  const double group_h = bar * static_cast<double>(series.size()) + gap;
+  const double height = top + group_h * static_cast<double>(groups.size()) + 20 +
+                        14 * static_cast<double>(series.size());
+  const double pw = width - left - right;
+  auto fx = [&](double v) {
+    return left + pw * std::clamp(max_value > 0 ? v / max_value : 0, 0.0, 1.0);
+  };
+  std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(width) +
+                  "' height='" + num(height) + "' font-family='sans-serif' font-size='11'>";
+  s += "<text x='4' y='16' font-size='13' font-weight='bold'>" + html_escape(title) + "</text>";
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const double y0 = top + group_h * static_cast<double>(g);
+    s += "<text x='" + num(left - 6) + "' y='" + num(y0 + group_h / 2) + "' text-anchor='end'>" +
+         html_escape(groups[g].label) + "</text>";
+    for (std::size_t k = 0; k < groups[g].values.size() && k < series.size(); ++k) {
+      const double v = groups[g].values[k];
+      const double y = y0 + bar * static_cast<double>(k);
+      s += "<rect x='" + num(left) + "' y='" + num(y) + "' width='" + num(fx(v) - left) +
+           "' height='" + num(bar - 1) + "' fill='" + colours[k % colours.size()] + "'/>";
+      s += "<text x='" + num(fx(v) + 3) + "' y='" + num(y + bar - 1) + "' font-size='9'>" +
+           tick_text(v, percent) + "</text>";
+    }
+  }
+  const double bottom = top + group_h * static_cast<double>(groups.size());
+  if (reference >= 0) {
+    s += "<line x1='" + num(fx(reference)) + "' x2='" + num(fx(reference)) + "' y1='" + num(top) +
+         "' y2='" + num(bottom) + "' stroke='#444' stroke-dasharray='4 3'/>";
+  }
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    const double y = bottom + 14 + 14 * static_cast<double>(k);
+    s += "<rect x='" + num(left) + "' y='" + num(y - 9) + "' width='10' height='10' fill='" +
+         colours[k % colours.size()] + "'/><text x='" + num(left + 14) + "' y='" + num(y) + "'>" +
+         html_escape(series[k]) + "</text>";
+  }
+  return s + "</svg>";
+}
+
+}  // namespace allot::sim

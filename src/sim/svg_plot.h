@@ -1,0 +1,39 @@
+// Small inline SVG charts for the HTML report: no scripts, nothing downloaded.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace allot::sim {
+
+struct PlotLine {
+  std::string name;
+  std::string colour;
+  std::vector<std::pair<double, double>> points;  // (x, y)
+  bool filled = false;                            // an area down to y = 0
+};
+
+struct PlotAxes {
+  std::string title, x_label, y_label;
+  double x_min = 0, x_max = 1, y_min = 0, y_max = 1;
+  bool log_x = false;
+  bool percent_y = false;
+  std::vector<std::pair<double, std::string>> x_ticks;  // empty: five evenly spaced
+};
+
+std::string line_chart(const PlotAxes& axes, const std::vector<PlotLine>& lines, int width = 760,
+                       int height = 260);
+
+struct BarGroup {
+  std::string label;
+  std::vector<double> values;  // one per series
+};
+// Grouped horizontal bars; `reference` draws a dashed vertical line (e.g. 95%) when >= 0.
+std::string bar_chart(const std::string& title, const std::vector<std::string>& series,
+                      const std::vector<std::string>& colours, const std::vector<BarGroup>& groups,
+                      double max_value, bool percent, double reference = -1, int width = 760);
+
+std::string html_escape(const std::string& s);
+const std::string& palette(std::size_t i);
+
+}  // namespace allot::sim

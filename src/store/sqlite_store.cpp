@@ -1,0 +1,744 @@
+#include "store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace allot::store {
+namespace {
+
+using core::Error;
+using core::Result;
+using core::Status;
+
+// Versioned migrations: migration i brings the schema from version i to i + 1. Never edit one
+// that has shipped; append a new one.
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  owner TEXT NOT NULL,
+  idem_key TEXT NOT NULL,
+  name TEXT NOT NULL,
+  budget TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  submit_time INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  cluster TEXT NOT NULL,
+  placement TEXT NOT NULL,
+  allocated INTEGER NOT NULL,
+  protected_until INTEGER NOT NULL,
+  run_start INTEGER NOT NULL,
+  seg_start INTEGER NOT NULL,
+  milli INTEGER NOT NULL,
+  runs INTEGER NOT NULL,
+  exit_code INTEGER
+);
+CREATE UNIQUE INDEX jobs_idem ON jobs(owner, idem_key);
+CREATE INDEX jobs_state ON jobs(state, id);
+CREATE INDEX jobs_owner ON jobs(owner, id);
+CREATE INDEX jobs_budget ON jobs(budget, id);
+CREATE TABLE job_events (
+  job_id INTEGER NOT NULL,
+  time INTEGER NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL
+);
+CREATE INDEX job_events_job ON job_events(job_id);
+CREATE TABLE budgets (
+  path TEXT PRIMARY KEY,
+  share REAL NOT NULL,
+  members TEXT NOT NULL,
+  removed INTEGER NOT NULL
+);
+CREATE TABLE budget_audit (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  time INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  path TEXT NOT NULL,
+  field TEXT NOT NULL,
+  old_value TEXT NOT NULL,
+  new_value TEXT NOT NULL
+);
+CREATE TABLE nodes (
+  name TEXT PRIMARY KEY,
+  cluster TEXT NOT NULL,
+  model TEXT NOT NULL,
+  gpus INTEGER NOT NULL,
+  block TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  health TEXT NOT NULL,
+  health_reason TEXT NOT NULL,
+  cordoned INTEGER NOT NULL,
+  simulated INTEGER NOT NULL,
+  registered_at INTEGER NOT NULL,
+  last_heartbeat INTEGER NOT NULL
+);
+CREATE TABLE tokens (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  hash TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  role TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  revoked INTEGER NOT NULL
+);
+CREATE TABLE ledger (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id INTEGER NOT NULL,
+  owner TEXT NOT NULL,
+  budget TEXT NOT NULL,
+  cluster TEXT NOT NULL,
+  start INTEGER NOT NULL,
+  end INTEGER NOT NULL,
+  milli INTEGER NOT NULL,
+  allocated INTEGER NOT NULL
+);
+CREATE INDEX ledger_end ON ledger(end);
+CREATE INDEX ledger_job ON ledger(job_id);
+)sql",
+};
+constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
+
+std::string join(const std::vector<std::string>& v) {
+  // Members are validated names ([A-Za-z0-9._@-]); a comma separates them.
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += ',';
+    out += s;
+  }
+  return out;
+}
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < s.size()) {
+    auto comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// One connection with its prepared statements, cached by SQL text.
+class Conn {
+ public:
+  Conn() = default;
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  ~Conn() {
+    for (auto& [sql, st] : stmts_) sqlite3_finalize(st);
+    if (db_) sqlite3_close(db_);
+  }
+  Status open(const std::string& path, bool readonly) {
+    int flags = SQLITE_OPEN_NOMUTEX |
+                (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+      return Error{"store", "cannot open " + path + ": " + sqlite3_errmsg(db_)};
+    }
+    sqlite3_busy_timeout(db_, 10000);
+    if (!readonly) {
+      if (auto s = exec("PRAGMA journal_mode=WAL"); !s.ok()) return s;
+      if (auto s = exec("PRAGMA synchronous=FULL"); !s.ok()) return s;
+    }
+    return core::ok_status();
+  }
+  Status exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      return Error{"store", msg};
+    }
+    return core::ok_status();
+  }
+  sqlite3_stmt* prepare(const std::string& sql) {
+    auto it = stmts_.find(sql);
+    if (it != stmts_.end()) {
+      sqlite3_reset(it->second);
+      sqlite3_clear_bindings(it->second);
+      return it->second;
+    }
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) !=
+        SQLITE_OK) {
+      throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db_) + " in " +
+                               sql);
+    }
+    stmts_.emplace(sql, st);
+    return st;
+  }
+  sqlite3* db() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::map<std::string, sqlite3_stmt*> stmts_;
+};
+
+// Binding helpers: bind(st, 1, a, b, c...)
+void bind_one(sqlite3_stmt* st, int i, std::int64_t v) {
+  sqlite3_bind_int64(st, i, v);
+}
+void bind_one(sqlite3_stmt* st, int i, int v) {
+  sqlite3_bind_int64(st, i, v);
+}
+void bind_one(sqlite3_stmt* st, int i, bool v) {
+  sqlite3_bind_int(st, i, v ? 1 : 0);
+}
+void bind_one(sqlite3_stmt* st, int i, double v) {
+  sqlite3_bind_double(st, i, v);
+}
+void bind_one(sqlite3_stmt* st, int i, const std::string& v) {
+  sqlite3_bind_text(st, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+void bind_one(sqlite3_stmt* st, int i, const std::optional<int>& v) {
+  if (v) {
+    sqlite3_bind_int(st, i, *v);
+  } else {
+    sqlite3_bind_null(st, i);
+  }
+}
+template <typename... A>
+void bind(sqlite3_stmt* st, const A&... a) {
+  int i = 1;
+  (bind_one(st, i++, a), ...);
+}
+
+std::string col_text(sqlite3_stmt* st, int i) {
+  auto* p = sqlite3_column_text(st, i);
+  return p ? std::string(reinterpret_cast<const char*>(p),
+                         static_cast<std::size_t>(sqlite3_column_bytes(st, i)))
+           : std::string();
+}
+std::int64_t col_int(sqlite3_stmt* st, int i) {
+  return sqlite3_column_int64(st, i);
+}
+
+const char* kJobCols =
+    "id, owner, idem_key, name, budget, spec, state, reason, submit_time, updated_at, cluster, "
+    "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code";
+
+JobRecord read_job(sqlite3_stmt* st) {
+  JobRecord j;
+  j.id = static_cast<JobId>(col_int(st, 0));
+  j.owner = col_text(st, 1);
+  j.idempotency_key = col_text(st, 2);
+  j.name = col_text(st, 3);
+  j.budget = col_text(st, 4);
+  j.spec_json = col_text(st, 5);
+  j.state = col_text(st, 6);
+  j.reason = col_text(st, 7);
+  j.submit_time = col_int(st, 8);
+  j.updated_at = col_int(st, 9);
+  j.cluster = col_text(st, 10);
+  j.placement_json = col_text(st, 11);
+  j.allocated = col_int(st, 12) != 0;
+  j.protected_until = col_int(st, 13);
+  j.run_start = col_int(st, 14);
+  j.seg_start = col_int(st, 15);
+  j.milli = col_int(st, 16);
+  j.runs = static_cast<int>(col_int(st, 17));
+  if (sqlite3_column_type(st, 18) != SQLITE_NULL) j.exit_code = static_cast<int>(col_int(st, 18));
+  return j;
+}
+
+LedgerEntry read_ledger(sqlite3_stmt* st) {
+  LedgerEntry e;
+  e.id = col_int(st, 0);
+  e.job = static_cast<JobId>(col_int(st, 1));
+  e.owner = col_text(st, 2);
+  e.budget = col_text(st, 3);
+  e.cluster = col_text(st, 4);
+  e.start = col_int(st, 5);
+  e.end = col_int(st, 6);
+  e.milli = col_int(st, 7);
+  e.allocated = col_int(st, 8) != 0;
+  return e;
+}
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(std::string path, SqliteOptions opts) : path_(std::move(path)), opts_(opts) {}
+  ~SqliteStore() override {
+    {
+      std::lock_guard lk(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (writer_.joinable()) writer_.join();
+  }
+
+  Status init() {
+    if (auto s = wconn_.open(path_, false); !s.ok()) return s;
+    if (auto s =
+            wconn_.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
+        !s.ok()) {
+      return s;
+    }
+    int version = 0;
+    {
+      auto* st = wconn_.prepare("SELECT version FROM schema_version");
+      if (sqlite3_step(st) == SQLITE_ROW) {
+        version = static_cast<int>(col_int(st, 0));
+      } else {
+        if (auto s = wconn_.exec("INSERT INTO schema_version VALUES (0)"); !s.ok()) return s;
+      }
+      sqlite3_reset(st);
+    }
+    if (version > kLatest) {
+      return Error{"store", "database schema version " + std::to_string(version) +
+                                " is newer than this build knows (" + std::to_string(kLatest) +
+                                "): upgrade allot"};
+    }
+    for (int v = version; v < kLatest; ++v) {
+      if (auto s = wconn_.exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+      auto s = wconn_.exec(kMigrations[v]);
+      if (s.ok()) {
+        s = wconn_.exec(("UPDATE schema_version SET version = " + std::to_string(v + 1)).c_str());
+      }
+      if (!s.ok()) {
+        wconn_.exec("ROLLBACK");
+        return Error{"store",
+                     "migration " + std::to_string(v + 1) + " failed: " + s.error().reason};
+      }
+      if (auto c = wconn_.exec("COMMIT"); !c.ok()) return c;
+    }
+    version_ = kLatest;
+    writer_ = std::thread([this] { writer_loop(); });
+    return core::ok_status();
+  }
+
+  Status write(WriteBatch batch) override {
+    Pending p;
+    p.batch = std::move(batch);
+    auto fut = p.done.get_future();
+    {
+      std::lock_guard lk(mu_);
+      if (stopping_) return Error{"store", "closed"};
+      queue_.push_back(&p);
+    }
+    cv_.notify_one();
+    return fut.get();
+  }
+
+  std::optional<JobRecord> job(JobId id) const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kJobCols + " FROM jobs WHERE id = ?");
+    bind(st, static_cast<std::int64_t>(id));
+    std::optional<JobRecord> out;
+    if (sqlite3_step(st) == SQLITE_ROW) out = read_job(st);
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::optional<JobRecord> job_by_key(const std::string& owner,
+                                      const std::string& key) const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
+                          " FROM jobs WHERE owner = ? AND idem_key = ?");
+    bind(st, owner, key);
+    std::optional<JobRecord> out;
+    if (sqlite3_step(st) == SQLITE_ROW) out = read_job(st);
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<JobRecord> jobs(const JobQuery& q) const override {
+    std::string sql = std::string("SELECT ") + kJobCols + " FROM jobs WHERE 1";
+    std::vector<std::string> args;
+    if (!q.states.empty()) {
+      sql += " AND state IN (";
+      for (std::size_t i = 0; i < q.states.size(); ++i) {
+        sql += i ? ",?" : "?";
+        args.push_back(q.states[i]);
+      }
+      sql += ")";
+    }
+    if (!q.owner.empty()) {
+      sql += " AND owner = ?";
+      args.push_back(q.owner);
+    }
+    if (!q.budget.empty()) {
+      sql += " AND (budget = ? OR budget LIKE ? ESCAPE '\\')";
+      args.push_back(q.budget);
+      args.push_back(like_prefix(q.budget));
+    }
+    if (!q.budgets_within.empty() || !q.owner_or_within.empty()) {
+      sql += " AND (0";
+      if (!q.owner_or_within.empty()) {
+        sql += " OR owner = ?";
+        args.push_back(q.owner_or_within);
+      }
+      for (const auto& b : q.budgets_within) {
+        sql += " OR budget = ? OR budget LIKE ? ESCAPE '\\'";
+        args.push_back(b);
+        args.push_back(like_prefix(b));
+      }
+      sql += ")";
+    }
+    if (q.after) sql += q.descending ? " AND id < ?" : " AND id > ?";
+    sql += q.descending ? " ORDER BY id DESC" : " ORDER BY id ASC";
+    sql += " LIMIT ?";
+    auto c = reader();
+    auto* st = c->prepare(sql);
+    int i = 1;
+    for (const auto& a : args) bind_one(st, i++, a);
+    if (q.after) bind_one(st, i++, static_cast<std::int64_t>(q.after));
+    bind_one(st, i++, q.limit);
+    std::vector<JobRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_job(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<JobRecord> active_jobs() const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
+                          " FROM jobs WHERE state IN ('pending','starting','running','preempting',"
+                          "'requeued') ORDER BY id");
+    std::vector<JobRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_job(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<JobEvent> job_events(JobId id) const override {
+    auto c = reader();
+    auto* st = c->prepare(
+        "SELECT job_id, time, from_state, to_state, reason FROM job_events WHERE job_id = ? "
+        "ORDER BY rowid");
+    bind(st, static_cast<std::int64_t>(id));
+    std::vector<JobEvent> out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      out.push_back({static_cast<JobId>(col_int(st, 0)), col_int(st, 1), col_text(st, 2),
+                     col_text(st, 3), col_text(st, 4)});
+    }
+    sqlite3_reset(st);
+    return out;
+  }
+
+  JobId max_job_id() const override {
+    auto c = reader();
+    auto* st = c->prepare("SELECT COALESCE(MAX(id), 0) FROM jobs");
+    JobId out = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) out = static_cast<JobId>(col_int(st, 0));
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::int64_t count_jobs() const override {
+    auto c = reader();
+    auto* st = c->prepare("SELECT COUNT(*) FROM jobs");
+    std::int64_t out = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) out = col_int(st, 0);
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<BudgetRecord> budgets() const override {
+    auto c = reader();
+    auto* st = c->prepare("SELECT path, share, members, removed FROM budgets ORDER BY rowid");
+    std::vector<BudgetRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      out.push_back({col_text(st, 0), sqlite3_column_double(st, 1), split(col_text(st, 2)),
+                     col_int(st, 3) != 0});
+    }
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<AuditEntry> audit(const std::string& prefix, int limit) const override {
+    auto c = reader();
+    auto* st = c->prepare(
+        "SELECT id, time, actor, path, field, old_value, new_value FROM budget_audit WHERE "
+        "(? = '' OR path = ? OR path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT ?");
+    bind(st, prefix, prefix, like_prefix(prefix), limit);
+    std::vector<AuditEntry> out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      out.push_back({col_int(st, 0), col_int(st, 1), col_text(st, 2), col_text(st, 3),
+                     col_text(st, 4), col_text(st, 5), col_text(st, 6)});
+    }
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<NodeRecord> nodes() const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kNodeCols + " FROM nodes ORDER BY rowid");
+    std::vector<NodeRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_node(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::optional<NodeRecord> node(const std::string& name) const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kNodeCols + " FROM nodes WHERE name = ?");
+    bind(st, name);
+    std::optional<NodeRecord> out;
+    if (sqlite3_step(st) == SQLITE_ROW) out = read_node(st);
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::optional<TokenRecord> token_by_hash(const std::string& hash) const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kTokenCols + " FROM tokens WHERE hash = ?");
+    bind(st, hash);
+    std::optional<TokenRecord> out;
+    if (sqlite3_step(st) == SQLITE_ROW) out = read_token(st);
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<TokenRecord> tokens() const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kTokenCols + " FROM tokens ORDER BY id");
+    std::vector<TokenRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_token(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<LedgerEntry> ledger(Time from, Time to) const override {
+    auto c = reader();
+    auto* st = c->prepare(
+        "SELECT id, job_id, owner, budget, cluster, start, end, milli, allocated FROM ledger "
+        "WHERE end > ? AND start < ? ORDER BY id");
+    bind(st, from, to);
+    std::vector<LedgerEntry> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_ledger(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<LedgerEntry> ledger_for_job(JobId id) const override {
+    auto c = reader();
+    auto* st = c->prepare(
+        "SELECT id, job_id, owner, budget, cluster, start, end, milli, allocated FROM ledger "
+        "WHERE job_id = ? ORDER BY id");
+    bind(st, static_cast<std::int64_t>(id));
+    std::vector<LedgerEntry> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_ledger(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
+  int schema_version() const override { return version_; }
+
+ private:
+  struct Pending {
+    WriteBatch batch;
+    std::promise<Status> done;
+  };
+
+  static constexpr const char* kNodeCols =
+      "name, cluster, model, gpus, block, labels, health, health_reason, cordoned, simulated, "
+      "registered_at, last_heartbeat";
+  static constexpr const char* kTokenCols =
+      "id, hash, name, role, subject, scope, created, revoked";
+
+  static NodeRecord read_node(sqlite3_stmt* st) {
+    NodeRecord n;
+    n.name = col_text(st, 0);
+    n.cluster = col_text(st, 1);
+    n.model = col_text(st, 2);
+    n.gpus = static_cast<int>(col_int(st, 3));
+    n.block = col_text(st, 4);
+    n.labels_json = col_text(st, 5);
+    n.health = col_text(st, 6);
+    n.health_reason = col_text(st, 7);
+    n.cordoned = col_int(st, 8) != 0;
+    n.simulated = col_int(st, 9) != 0;
+    n.registered_at = col_int(st, 10);
+    n.last_heartbeat = col_int(st, 11);
+    return n;
+  }
+  static TokenRecord read_token(sqlite3_stmt* st) {
+    return {col_int(st, 0),  col_text(st, 1), col_text(st, 2), col_text(st, 3),
+            col_text(st, 4), col_text(st, 5), col_int(st, 6),  col_int(st, 7)};
+  }
+  static std::string like_prefix(const std::string& path) {
+    std::string out;
+    for (char ch : path) {
+      if (ch == '%' || ch == '_' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    if (out.empty() || out.back() != '/') out += '/';
+    return out + "%";
+  }
+
+  // A read connection from the pool, returned on destruction.
+  struct Lease {
+    const SqliteStore* store;
+    std::unique_ptr<Conn> conn;
+    ~Lease() {
+      if (conn) {
+        std::lock_guard lk(store->pool_mu_);
+        store->pool_.push_back(std::move(conn));
+      }
+    }
+    Conn* operator->() const { return conn.get(); }
+  };
+  Lease reader() const {
+    {
+      std::lock_guard lk(pool_mu_);
+      if (!pool_.empty()) {
+        auto c = std::move(pool_.back());
+        pool_.pop_back();
+        return Lease{this, std::move(c)};
+      }
+    }
+    auto c = std::make_unique<Conn>();
+    if (auto s = c->open(path_, true); !s.ok()) throw std::runtime_error(s.error().message());
+    return Lease{this, std::move(c)};
+  }
+
+  Status apply(const WriteOp& w) {
+    sqlite3_stmt* st = nullptr;
+    std::visit(
+        [&](const auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, op::InsertJob> || std::is_same_v<T, op::UpdateJob>) {
+            const auto& j = o.job;
+            st = wconn_.prepare(
+                std::string(std::is_same_v<T, op::InsertJob> ? "INSERT" : "REPLACE") +
+                " INTO jobs (" + kJobCols + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+            bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
+                 j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
+                 j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,
+                 j.milli, j.runs, j.exit_code);
+          } else if constexpr (std::is_same_v<T, op::AddEvent>) {
+            const auto& e = o.event;
+            st = wconn_.prepare("INSERT INTO job_events VALUES (?,?,?,?,?)");
+            bind(st, static_cast<std::int64_t>(e.job), e.time, e.from, e.to, e.reason);
+          } else if constexpr (std::is_same_v<T, op::PutBudget>) {
+            const auto& b = o.budget;
+            st = wconn_.prepare(
+                "INSERT INTO budgets (path, share, members, removed) VALUES (?,?,?,?) ON "
+                "CONFLICT(path) DO UPDATE SET share = excluded.share, members = excluded.members, "
+                "removed = excluded.removed");
+            bind(st, b.path, b.share, join(b.members), b.removed);
+          } else if constexpr (std::is_same_v<T, op::AddAudit>) {
+            const auto& a = o.entry;
+            st = wconn_.prepare(
+                "INSERT INTO budget_audit (time, actor, path, field, old_value, new_value) VALUES "
+                "(?,?,?,?,?,?)");
+            bind(st, a.time, a.actor, a.path, a.field, a.old_value, a.new_value);
+          } else if constexpr (std::is_same_v<T, op::PutNode>) {
+            const auto& n = o.node;
+            st = wconn_.prepare(std::string("REPLACE INTO nodes (") + kNodeCols +
+                                ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+            bind(st, n.name, n.cluster, n.model, n.gpus, n.block, n.labels_json, n.health,
+                 n.health_reason, n.cordoned, n.simulated, n.registered_at, n.last_heartbeat);
+          } else if constexpr (std::is_same_v<T, op::TouchNode>) {
+            st = wconn_.prepare("UPDATE nodes SET last_heartbeat = ? WHERE name = ?");
+            bind(st, o.at, o.name);
+          } else if constexpr (std::is_same_v<T, op::PutToken>) {
+            const auto& t = o.token;
+            st = wconn_.prepare(
+                "INSERT INTO tokens (hash, name, role, subject, scope, created, revoked) VALUES "
+                "(?,?,?,?,?,?,?)");
+            bind(st, t.hash, t.name, t.role, t.subject, t.scope, t.created, t.revoked);
+          } else if constexpr (std::is_same_v<T, op::RevokeToken>) {
+            st = wconn_.prepare("UPDATE tokens SET revoked = ? WHERE id = ? AND revoked = 0");
+            bind(st, o.at, o.id);
+          } else if constexpr (std::is_same_v<T, op::AddLedger>) {
+            const auto& e = o.entry;
+            st = wconn_.prepare(
+                "INSERT INTO ledger (job_id, owner, budget, cluster, start, end, milli, "
+                "allocated) VALUES (?,?,?,?,?,?,?,?)");
+            bind(st, static_cast<std::int64_t>(e.job), e.owner, e.budget, e.cluster, e.start, e.end,
+                 e.milli, e.allocated);
+          }
+        },
+        w);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE) return core::ok_status();
+    if (rc == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_CONSTRAINT) {
+      if (std::holds_alternative<op::InsertJob>(w)) {
+        return Error{"idempotency_key", "a job with this key (or id) already exists"};
+      }
+      if (std::holds_alternative<op::PutToken>(w)) return Error{"token", "already exists"};
+    }
+    return Error{"store", sqlite3_errmsg(wconn_.db())};
+  }
+
+  void writer_loop() {
+    std::vector<Pending*> group;
+    std::vector<Status> results;
+    for (;;) {
+      {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty() && stopping_) return;
+        while (!queue_.empty() && group.size() < opts_.max_batches_per_commit) {
+          group.push_back(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      results.assign(group.size(), core::ok_status());
+      Status tx = wconn_.exec("BEGIN IMMEDIATE");
+      if (tx.ok()) {
+        for (std::size_t i = 0; i < group.size(); ++i) {
+          wconn_.exec("SAVEPOINT b");
+          for (const auto& w : group[i]->batch) {
+            auto s = apply(w);
+            if (!s.ok()) {
+              results[i] = s;
+              break;
+            }
+          }
+          if (!results[i].ok()) wconn_.exec("ROLLBACK TO b");
+          wconn_.exec("RELEASE b");
+        }
+        tx = wconn_.exec("COMMIT");  // synchronous=FULL: on disk when this returns
+        if (!tx.ok()) wconn_.exec("ROLLBACK");
+      }
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        group[i]->done.set_value(tx.ok() ? results[i] : tx);
+      }
+      group.clear();
+    }
+  }
+
+  std::string path_;
+  SqliteOptions opts_;
+  Conn wconn_;  // used by init() then only by the writer thread
+  int version_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending*> queue_;
+  bool stopping_ = false;
+  std::thread writer_;
+
+  mutable std::mutex pool_mu_;
+  mutable std::vector<std::unique_ptr<Conn>> pool_;
+};
+
+}  // namespace
+
+int sqlite_schema_latest() {
+  return kLatest;
+}
+
+Result<std::unique_ptr<Store>> open_sqlite(const std::string& path, SqliteOptions opts) {
+  auto s = std::make_unique<SqliteStore>(path, opts);
+  if (auto st = s->init(); !st.ok()) return st.error();
+  return std::unique_ptr<Store>(std::move(s));
+}
+
+}  // namespace allot::store

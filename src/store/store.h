@@ -1,0 +1,198 @@
+// The server's durable state behind one interface: jobs with their lifecycle history, budgets and
+// their audit log, nodes, API tokens, the accounting ledger and idempotency keys. The SQLite
+// implementation (sqlite_store.h) is the default; a later issue adds PostgreSQL behind the same
+// interface.
+//
+// Writes are batches applied atomically: write() returns only once the batch is durable (on disk),
+// so an acknowledged write survives kill -9 and power loss. Reads may run on any thread at any
+// time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/status.h"
+#include "core/types.h"
+
+namespace allot::store {
+
+using core::JobId;
+using core::Time;
+
+struct JobRecord {
+  JobId id = 0;
+  std::string owner;
+  std::string idempotency_key;  // unique per owner
+  std::string name;
+  std::string budget;     // budget path, e.g. "/lab/nlp/olmo"
+  std::string spec_json;  // the validated request (shape, runtime, priority, ...)
+  std::string state;      // see server/lifecycle.h
+  std::string reason;     // of the last transition
+  Time submit_time = 0;
+  Time updated_at = 0;
+  // The current or last run.
+  std::string cluster;
+  std::string placement_json;  // [{"node": "n01", "gpu": 0, "milli": 1000}, ...]
+  bool allocated = false;
+  Time protected_until = 0;
+  Time run_start = 0;      // when the current run started (0: never ran)
+  Time seg_start = 0;      // start of the current unbilled ledger segment
+  std::int64_t milli = 0;  // milli-GPUs the job holds while running
+  int runs = 0;
+  std::optional<int> exit_code;
+};
+
+struct JobEvent {
+  JobId job = 0;
+  Time time = 0;
+  std::string from;  // "" for creation
+  std::string to;
+  std::string reason;
+};
+
+struct BudgetRecord {
+  std::string path;  // "/org/program/project"
+  double share = 1.0;
+  std::vector<std::string> members;  // users who may submit here and below
+  bool removed = false;
+};
+
+struct AuditEntry {
+  std::int64_t id = 0;  // assigned by the store
+  Time time = 0;
+  std::string actor;
+  std::string path;
+  std::string field;
+  std::string old_value;
+  std::string new_value;
+};
+
+struct NodeRecord {
+  std::string name;
+  std::string cluster;
+  std::string model;
+  int gpus = 8;
+  std::string block;
+  std::string labels_json = "{}";
+  std::string health = "healthy";  // healthy, unhealthy, draining, down
+  std::string health_reason;
+  bool cordoned = false;
+  bool simulated = false;
+  Time registered_at = 0;
+  Time last_heartbeat = 0;
+};
+
+struct TokenRecord {
+  std::int64_t id = 0;  // assigned by the store
+  std::string hash;     // hex SHA-256 of the secret; the secret itself is never stored
+  std::string name;
+  std::string role;     // admin, manager, user, agent
+  std::string subject;  // the user name the token acts as
+  std::string scope;    // manager: budget path; agent: node name
+  Time created = 0;
+  Time revoked = 0;  // 0: valid
+};
+
+struct LedgerEntry {
+  std::int64_t id = 0;  // assigned by the store
+  JobId job = 0;
+  std::string owner;
+  std::string budget;
+  std::string cluster;
+  Time start = 0;
+  Time end = 0;
+  std::int64_t milli = 0;  // milli-GPUs held over [start, end)
+  bool allocated = false;
+  std::int64_t milli_seconds() const { return milli * (end - start); }
+};
+
+namespace op {
+struct InsertJob {  // fails with field "idempotency_key" if (owner, key) exists
+  JobRecord job;
+};
+struct UpdateJob {
+  JobRecord job;
+};
+struct AddEvent {
+  JobEvent event;
+};
+struct PutBudget {
+  BudgetRecord budget;
+};
+struct AddAudit {
+  AuditEntry entry;
+};
+struct PutNode {
+  NodeRecord node;
+};
+struct TouchNode {
+  std::string name;
+  Time at = 0;
+};
+struct PutToken {
+  TokenRecord token;
+};
+struct RevokeToken {
+  std::int64_t id = 0;
+  Time at = 0;
+};
+struct AddLedger {
+  LedgerEntry entry;
+};
+}  // namespace op
+
+using WriteOp =
+    std::variant<op::InsertJob, op::UpdateJob, op::AddEvent, op::PutBudget, op::AddAudit,
+                 op::PutNode, op::TouchNode, op::PutToken, op::RevokeToken, op::AddLedger>;
+using WriteBatch = std::vector<WriteOp>;
+
+struct JobQuery {
+  std::vector<std::string> states;          // any of; empty = all
+  std::string owner;                        // exact; empty = any
+  std::string budget;                       // this budget and its subtree; empty = any
+  std::vector<std::string> budgets_within;  // restrict to these subtrees (access control)
+  std::string owner_or_within;              // with budgets_within: the owner's jobs are visible too
+  JobId after = 0;  // paging cursor: ids after (asc) / before (desc) this one
+  bool descending = false;
+  int limit = 100;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Applies every op of the batch in one transaction, or none of them; returns once durable.
+  virtual core::Status write(WriteBatch batch) = 0;
+
+  virtual std::optional<JobRecord> job(JobId id) const = 0;
+  virtual std::optional<JobRecord> job_by_key(const std::string& owner,
+                                              const std::string& key) const = 0;
+  virtual std::vector<JobRecord> jobs(const JobQuery& q) const = 0;
+  // Jobs not in a terminal state, in id order (to rebuild the scheduler after a restart).
+  virtual std::vector<JobRecord> active_jobs() const = 0;
+  virtual std::vector<JobEvent> job_events(JobId id) const = 0;
+  virtual JobId max_job_id() const = 0;
+  virtual std::int64_t count_jobs() const = 0;
+
+  virtual std::vector<BudgetRecord> budgets() const = 0;
+  virtual std::vector<AuditEntry> audit(const std::string& path_prefix, int limit) const = 0;
+
+  virtual std::vector<NodeRecord> nodes() const = 0;
+  virtual std::optional<NodeRecord> node(const std::string& name) const = 0;
+
+  virtual std::optional<TokenRecord> token_by_hash(const std::string& hash) const = 0;
+  virtual std::vector<TokenRecord> tokens() const = 0;
+
+  // Ledger entries overlapping [from, to).
+  virtual std::vector<LedgerEntry> ledger(Time from, Time to) const = 0;
+  virtual std::vector<LedgerEntry> ledger_for_job(JobId id) const = 0;
+
+  // The schema version the store is at.
+  virtual int schema_version() const = 0;
+};
+
+}  // namespace allot::store

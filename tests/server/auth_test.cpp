@@ -1,0 +1,172 @@
+// Who may do what: a table of (role, request, expected status) over a real server, and TLS.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "harness.h"
+
+namespace allot::server {
+namespace {
+
+using testing::Harness;
+using testing::job;
+using testing::json;
+using testing::TempDir;
+
+struct Row {
+  std::string who;
+  std::string method;
+  std::string path;
+  json body;
+  int status;
+};
+
+TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
+  TempDir dir;
+  Harness h(dir.file("a.db"));
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"members", {"ann"}}}).status, 200);
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/lab/b"}, {"members", {"bob"}}}).status, 200);
+  ASSERT_EQ(h.post("/api/v1/nodes", {{"name", "gpu1"}, {"model", "H100"}, {"gpus", 8}}).status,
+            201);
+  ASSERT_EQ(h.post("/api/v1/nodes", {{"name", "gpu2"}, {"model", "H100"}, {"gpus", 8}}).status,
+            201);
+  std::map<std::string, std::string> tok = {
+      {"admin", h.admin()},
+      {"mgr", h.token("mgr", "manager", "/lab")},
+      {"mgr_b", h.token("mgr_b", "manager", "/lab/b")},
+      {"ann", h.token("ann", "user")},
+      {"bob", h.token("bob", "user")},
+      {"agent1", h.token("agent1", "agent", "gpu1")},
+      {"agent2", h.token("agent2", "agent", "gpu2")},
+      {"nobody", "allot_0000000000000000000000000000000000000000"},
+      {"none", "-"},
+  };
+  // Job 1: ann's in /lab/a; job 2: bob's in /lab/b.
+  ASSERT_EQ(h.post("/api/v1/jobs", job("j1", "/lab/a"), tok["ann"]).status, 201);
+  ASSERT_EQ(h.post("/api/v1/jobs", job("j2", "/lab/b"), tok["bob"]).status, 201);
+  int n = 0;
+  auto sub = [&](const std::string& budget) { return job("m" + std::to_string(++n), budget); };
+  const std::vector<Row> rows = {
+      // identity
+      {"admin", "GET", "/api/v1/whoami", {}, 200},
+      {"agent1", "GET", "/api/v1/whoami", {}, 200},
+      {"nobody", "GET", "/api/v1/whoami", {}, 401},
+      {"none", "GET", "/api/v1/jobs", {}, 401},
+      {"none", "GET", "/api/v1/health", {}, 200},
+      // submit
+      {"admin", "POST", "/api/v1/jobs", sub("/lab/a"), 201},
+      {"mgr", "POST", "/api/v1/jobs", sub("/lab/a"), 201},
+      {"mgr_b", "POST", "/api/v1/jobs", sub("/lab/a"), 403},
+      {"mgr_b", "POST", "/api/v1/jobs", sub("/lab/b"), 201},
+      {"ann", "POST", "/api/v1/jobs", sub("/lab/a"), 201},
+      {"ann", "POST", "/api/v1/jobs", sub("/lab/b"), 403},
+      {"bob", "POST", "/api/v1/jobs", sub("/lab/a"), 403},
+      {"agent1", "POST", "/api/v1/jobs", sub("/lab/a"), 403},
+      // see jobs
+      {"admin", "GET", "/api/v1/jobs/1", {}, 200},
+      {"mgr", "GET", "/api/v1/jobs/1", {}, 200},
+      {"mgr_b", "GET", "/api/v1/jobs/1", {}, 404},
+      {"mgr_b", "GET", "/api/v1/jobs/2", {}, 200},
+      {"ann", "GET", "/api/v1/jobs/1", {}, 200},
+      {"ann", "GET", "/api/v1/jobs/2", {}, 404},
+      {"ann", "GET", "/api/v1/jobs/1/why", {}, 200},
+      {"bob", "GET", "/api/v1/jobs/1/events", {}, 404},
+      {"agent1", "GET", "/api/v1/jobs/1", {}, 404},
+      {"ann", "GET", "/api/v1/jobs?owner=bob", {}, 403},
+      {"agent1", "GET", "/api/v1/jobs", {}, 403},
+      // cancel
+      {"bob", "POST", "/api/v1/jobs/1/cancel", json::object(), 404},
+      {"mgr_b", "POST", "/api/v1/jobs/1/cancel", json::object(), 404},
+      {"agent1", "POST", "/api/v1/jobs/1/cancel", json::object(), 404},
+      {"ann", "POST", "/api/v1/jobs/1/cancel", json::object(), 200},
+      {"mgr_b", "POST", "/api/v1/jobs/2/cancel", json::object(), 200},
+      // budgets
+      {"ann", "GET", "/api/v1/budgets", {}, 200},
+      {"agent1", "GET", "/api/v1/budgets", {}, 403},
+      {"admin", "POST", "/api/v1/budgets", {{"path", "/lab"}, {"share", 2}}, 200},
+      {"mgr", "POST", "/api/v1/budgets", {{"path", "/lab"}, {"share", 5}}, 403},
+      {"mgr", "POST", "/api/v1/budgets", {{"path", "/lab/a"}, {"share", 2}}, 200},
+      {"mgr_b", "POST", "/api/v1/budgets", {{"path", "/lab/a"}, {"share", 3}}, 403},
+      {"mgr_b", "POST", "/api/v1/budgets", {{"path", "/lab/b/x"}, {"share", 1}}, 200},
+      {"ann", "POST", "/api/v1/budgets", {{"path", "/lab/a"}, {"share", 9}}, 403},
+      {"agent1", "POST", "/api/v1/budgets", {{"path", "/lab/a"}, {"share", 9}}, 403},
+      {"mgr", "GET", "/api/v1/budgets/audit?path=/lab", {}, 200},
+      {"mgr_b", "GET", "/api/v1/budgets/audit?path=/lab", {}, 403},
+      {"ann", "GET", "/api/v1/budgets/audit", {}, 403},
+      // usage and reports
+      {"admin", "GET", "/api/v1/usage", {}, 200},
+      {"mgr", "GET", "/api/v1/usage?budget=/lab", {}, 200},
+      {"mgr_b", "GET", "/api/v1/usage?budget=/lab", {}, 403},
+      {"mgr_b", "GET", "/api/v1/usage?budget=/lab/b&by=user", {}, 200},
+      {"ann", "GET", "/api/v1/usage?budget=/lab/a", {}, 403},
+      {"agent1", "GET", "/api/v1/report", {}, 403},
+      {"mgr", "GET", "/api/v1/report?budget=/lab", {}, 200},
+      // nodes
+      {"ann", "GET", "/api/v1/nodes", {}, 200},
+      {"agent1", "GET", "/api/v1/nodes", {}, 403},
+      {"agent1", "GET", "/api/v1/nodes/gpu1", {}, 200},
+      {"agent1", "GET", "/api/v1/nodes/gpu2", {}, 403},
+      {"ann", "POST", "/api/v1/nodes", {{"name", "gpu3"}, {"model", "H100"}, {"gpus", 8}}, 403},
+      {"mgr", "POST", "/api/v1/nodes/gpu1/drain", json::object(), 403},
+      {"ann", "POST", "/api/v1/nodes/gpu1/cordon", json::object(), 403},
+      {"agent1", "POST", "/api/v1/nodes/gpu1/drain", json::object(), 403},
+      {"admin", "POST", "/api/v1/nodes/gpu1/drain", json::object(), 200},
+      {"admin", "POST", "/api/v1/nodes/gpu1/undrain", json::object(), 200},
+      {"agent1", "POST", "/api/v1/nodes/gpu1/heartbeat", json::object(), 200},
+      {"agent2", "POST", "/api/v1/nodes/gpu1/heartbeat", json::object(), 403},
+      {"ann", "POST", "/api/v1/nodes/gpu1/heartbeat", json::object(), 403},
+      // the agent protocol
+      {"agent1", "GET", "/api/v1/agent/nodes/gpu1/assignments", {}, 200},
+      {"agent2", "GET", "/api/v1/agent/nodes/gpu1/assignments", {}, 403},
+      {"ann", "GET", "/api/v1/agent/nodes/gpu1/assignments", {}, 403},
+      {"mgr", "POST", "/api/v1/agent/nodes/gpu1/reports", {{"reports", json::array()}}, 403},
+      {"agent2", "POST", "/api/v1/agent/nodes/gpu1/reports", {{"reports", json::array()}}, 403},
+      {"agent1", "POST", "/api/v1/agent/nodes/gpu1/reports", {{"reports", json::array()}}, 200},
+      // tokens
+      {"admin", "GET", "/api/v1/tokens", {}, 200},
+      {"mgr", "GET", "/api/v1/tokens", {}, 403},
+      {"ann", "POST", "/api/v1/tokens", {{"name", "x"}, {"role", "admin"}}, 403},
+      {"agent1", "DELETE", "/api/v1/tokens/1", {}, 403},
+      {"admin", "POST", "/api/v1/tokens", {{"name", "carl"}, {"role", "user"}}, 201},
+  };
+  for (const auto& r : rows) {
+    auto rep = h.call(r.method, r.path, r.body.is_null() ? nullptr : &r.body, tok.at(r.who));
+    EXPECT_EQ(rep.status, r.status) << r.who << " " << r.method << " " << r.path << " "
+                                    << r.body.dump() << " -> " << rep.body.dump();
+  }
+  // A revoked token stops working at once.
+  auto created = h.post("/api/v1/tokens", {{"name", "dan"}, {"role", "user"}});
+  ASSERT_EQ(created.status, 201);
+  auto dan = created.body["token"].get<std::string>();
+  EXPECT_EQ(h.get("/api/v1/whoami", dan).status, 200);
+  EXPECT_EQ(
+      h.call("DELETE", "/api/v1/tokens/" + std::to_string(created.body["id"].get<int>())).status,
+      200);
+  EXPECT_EQ(h.get("/api/v1/whoami", dan).status, 401);
+  // Tokens are stored hashed.
+  for (const auto& t : h.store().tokens()) EXPECT_NE(t.hash, dan);
+}
+
+TEST(Tls, ServesHttpsWithCertificateAndKey) {
+  TempDir dir;
+  const auto cert = dir.file("cert.pem"), key = dir.file("key.pem");
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " +
+                          cert + " -days 1 -subj /CN=127.0.0.1 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ApiOptions o;
+  o.tls_cert = cert;
+  o.tls_key = key;
+  Harness h(dir.file("a.db"), o);
+  httplib::SSLClient tls("127.0.0.1", h.port());
+  tls.set_ca_cert_path(cert.c_str());
+  tls.enable_server_certificate_verification(false);  // CN=127.0.0.1 has no subjectAltName
+  auto r = Harness::send(tls, "GET", "/api/v1/whoami", "", h.admin());
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["role"], "admin");
+  httplib::Client plain("127.0.0.1", h.port());
+  auto p = Harness::send(plain, "GET", "/api/v1/whoami", "", h.admin());
+  EXPECT_NE(p.status, 200);
+}
+
+}  // namespace
+}  // namespace allot::server

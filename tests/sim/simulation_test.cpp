@@ -1,0 +1,226 @@
+// Hand-checkable runs with exact results: FIFO on 3 nodes, a preemption, a drain, a failure; the
+// conservation checks; byte-identical reports for the same seed.
+#include "sim/simulation.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/experiment.h"
+#include "sim/policies.h"
+#include "sim/reports.h"
+
+namespace allot::sim {
+namespace {
+
+SimJob job(std::uint64_t id, core::Time submit, const char* budget, int gpus,
+           core::Duration duration, core::Duration min_runtime = 0, bool resumable = true) {
+  SimJob j;
+  j.id = id;
+  j.line = id;
+  j.submit = submit;
+  j.budget = budget;
+  j.gpus = gpus;
+  j.duration = duration;
+  j.min_runtime = min_runtime;
+  j.resumable = resumable;
+  j.kind = core::JobKind::Batch;
+  j.priority = core::Priority::Normal;
+  return j;
+}
+
+Scenario scenario(int nodes, std::vector<SimJob> jobs,
+                  std::vector<BudgetEntry> budgets = {{"/a", 1}, {"/b", 1}}) {
+  ClusterConfig c;
+  c.name = "test";
+  c.pools.push_back({"n", nodes, "H100", 8, 0});
+  BudgetConfig b;
+  b.budgets = std::move(budgets);
+  Workload w;
+  w.source = "inline";
+  w.jobs = std::move(jobs);
+  sort_jobs(w, false);
+  Diagnostics d;
+  Scenario sc = make_scenario(c, b, w, d);
+  EXPECT_TRUE(d.empty());
+  return sc;
+}
+
+SimOptions options(const char* policy) {
+  SimOptions o;
+  const auto p = find_policy(policy);
+  o.policy_name = p->name;
+  o.policy = p->config;
+  o.record_events = true;
+  o.cost.checkpoint_interval = 30;
+  o.cost.restart_delay = 5;
+  return o;
+}
+
+// Logical job -> time of its "finish" event.
+std::map<std::uint64_t, core::Time> finishes(const RunResult& r) {
+  std::map<std::uint64_t, core::Time> out;
+  for (const EventRecord& e : r.events) {
+    if (e.event == "finish") {
+      EXPECT_FALSE(out.count(e.job)) << "job " << e.job << " finished twice";
+      out[e.job] = e.time;
+    }
+  }
+  return out;
+}
+
+void expect_checks_pass(const RunResult& r) {
+  for (const Check& c : r.checks) EXPECT_TRUE(c.passed) << c.name << ": " << c.detail;
+}
+
+TEST(Simulation, FifoOnThreeNodes) {
+  // 24 GPUs. J1 (16) and J2 (8) start at 0; J3 (8) waits for J2's node; J4 (4) for J3's.
+  const Scenario sc = scenario(3, {job(1, 0, "/a", 16, 100), job(2, 0, "/a", 8, 50),
+                                   job(3, 10, "/a", 8, 30), job(4, 20, "/a", 4, 10)});
+  const RunResult r = simulate(sc, options("fifo"));
+  expect_checks_pass(r);
+  EXPECT_EQ(finishes(r),
+            (std::map<std::uint64_t, core::Time>{{1, 100}, {2, 50}, {3, 80}, {4, 90}}));
+  EXPECT_EQ(r.completed, 4u);
+  EXPECT_EQ(r.end, 100);
+  EXPECT_DOUBLE_EQ(r.makespan, 100);
+  EXPECT_DOUBLE_EQ(r.availability, 1.0);
+  // 16x100 + 8x50 + 8x30 + 4x10 = 2280 of 2400 GPU-seconds.
+  EXPECT_DOUBLE_EQ(r.occupancy, 2280.0 / 2400.0);
+  EXPECT_DOUBLE_EQ(r.occupancy_allocated + r.occupancy_unallocated, r.occupancy);
+  ASSERT_EQ(r.waits[0].first, "all");
+  EXPECT_EQ(r.waits[0].second.count, 4u);
+  EXPECT_DOUBLE_EQ(r.waits[0].second.max, 60);   // J4: 20 -> 80
+  EXPECT_DOUBLE_EQ(r.waits[0].second.p50, 0);    // J1, J2 at once
+  EXPECT_DOUBLE_EQ(r.waits[0].second.mean, 25);  // (0 + 0 + 40 + 60) / 4
+  EXPECT_EQ(r.preemptions, 0u);
+  EXPECT_DOUBLE_EQ(r.utilization, 1.0);
+}
+
+TEST(Simulation, PreemptionLosesWorkSinceTheCheckpointAndPaysTheRestartDelay) {
+  // One node. J1 runs unallocated (minimum runtime 0); J2 is funded and takes the node at 100.
+  const Scenario sc =
+      scenario(1, {job(1, 0, "/a", 8, 1000, 0, true), job(2, 100, "/b", 8, 100, 3600, true)});
+  const RunResult r = simulate(sc, options("fairshare"));
+  expect_checks_pass(r);
+  EXPECT_EQ(r.preemptions, 1u);
+  // J1 ran 100 s, kept 90 (checkpoints every 30 s), lost 10; resumes at 200 with 910 s left
+  // after a 5 s restore: ends at 1115.
+  EXPECT_EQ(finishes(r), (std::map<std::uint64_t, core::Time>{{1, 1115}, {2, 200}}));
+  EXPECT_NEAR(r.lost_gpu_hours, (10 + 5) * 8 / 3600.0, 1e-12);
+  EXPECT_EQ(r.runs, 3u);
+}
+
+TEST(Simulation, NonResumablePreemptedJobStartsOverAsANewJob) {
+  const Scenario sc =
+      scenario(1, {job(1, 0, "/a", 8, 1000, 0, false), job(2, 100, "/b", 8, 100, 3600, true)});
+  const RunResult r = simulate(sc, options("fairshare"));
+  expect_checks_pass(r);
+  EXPECT_EQ(r.preemptions, 1u);
+  EXPECT_EQ(r.resubmissions, 1u);
+  EXPECT_EQ(finishes(r), (std::map<std::uint64_t, core::Time>{{1, 1200}, {2, 200}}));
+  EXPECT_NEAR(r.lost_gpu_hours, 100 * 8 / 3600.0, 1e-12);
+}
+
+TEST(Simulation, UnhealthyNodeDrainsAtTheEndOfTheMinimumRuntime) {
+  // Two nodes; J1 (allocated, minimum runtime 100) runs on node 0, which fails a health check at
+  // 50. It is drained at 100 and resumes on node 1 at once.
+  const Scenario sc = scenario(2, {job(1, 0, "/a", 8, 1000, 100, true)}, {{"/a", 1}});
+  SimOptions o = options("fairshare");
+  o.scripted_health = {{50, 0, core::NodeHealth::Unhealthy}, {500, 0, core::NodeHealth::Healthy}};
+  const RunResult r = simulate(sc, o);
+  expect_checks_pass(r);
+  EXPECT_EQ(r.drain_stops, 1u);
+  EXPECT_EQ(r.node_down_stops, 0u);
+  // Kept 90 of 100 s; 910 s left + 5 s restore from 100: ends at 1015.
+  EXPECT_EQ(finishes(r), (std::map<std::uint64_t, core::Time>{{1, 1015}}));
+  // Node 0 unavailable from 50 to 500: 8 x 450 of 16 x 1015 GPU-seconds.
+  EXPECT_DOUBLE_EQ(r.availability, 1.0 - 8.0 * 450 / (16.0 * 1015));
+  // 50 s of the job's run was on an unhealthy node: not counted as occupancy.
+  EXPECT_NEAR(r.draining_gpu_hours, 8 * 50 / 3600.0, 1e-12);
+}
+
+TEST(Simulation, NodeFailureLosesTheJobAtOnce) {
+  const Scenario sc = scenario(2, {job(1, 0, "/a", 8, 1000, 100, true)}, {{"/a", 1}});
+  SimOptions o = options("fairshare");
+  o.scripted_health = {{50, 0, core::NodeHealth::Down}, {500, 0, core::NodeHealth::Healthy}};
+  const RunResult r = simulate(sc, o);
+  expect_checks_pass(r);
+  EXPECT_EQ(r.node_down_stops, 1u);
+  // Kept 30 of 50 s; 970 s left + 5 s restore from 50 on node 1: ends at 1025.
+  EXPECT_EQ(finishes(r), (std::map<std::uint64_t, core::Time>{{1, 1025}}));
+  EXPECT_NEAR(r.lost_gpu_hours, (20 + 5) * 8 / 3600.0, 1e-12);
+}
+
+TEST(Simulation, ImpactIsDeliveredOverOwedCappedAtDemand) {
+  // /a and /b each own half of one node (4 GPUs) for the hour; /a asks for 8 GPUs for the hour
+  // and gets them, /b asks for nothing: /a is owed 4 GPU-hours and gets them; /b is owed nothing.
+  const Scenario sc = scenario(1, {job(1, 0, "/a", 8, 3600, 3600, true)});
+  const RunResult r = simulate(sc, options("fairshare"));
+  expect_checks_pass(r);
+  ASSERT_EQ(r.budgets.size(), 2u);
+  EXPECT_EQ(r.budgets[0].path, "/a");
+  EXPECT_DOUBLE_EQ(r.budgets[0].owed_gpu_hours, 4);
+  EXPECT_DOUBLE_EQ(r.budgets[0].delivered_gpu_hours, 8);
+  EXPECT_DOUBLE_EQ(r.budgets[0].impact, 1);
+  EXPECT_DOUBLE_EQ(r.budgets[1].owed_gpu_hours, 0);
+  EXPECT_EQ(r.budgets_owed, 1u);
+}
+
+Scenario random_scenario(int jobs, std::uint64_t seed) {
+  std::vector<SimJob> v;
+  std::uint64_t x = seed;
+  auto next = [&] {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return x >> 33;
+  };
+  const char* budgets[] = {"/a", "/b"};
+  for (int i = 1; i <= jobs; ++i) {
+    const int gpus_choice[] = {1, 2, 4, 8, 16};
+    v.push_back(job(i, static_cast<core::Time>(i * 300 + next() % 300), budgets[next() % 2],
+                    gpus_choice[next() % 5], 600 + static_cast<core::Duration>(next() % 20000),
+                    (next() % 4) * 1800, next() % 3 != 0));
+  }
+  return scenario(4, std::move(v));
+}
+
+TEST(Simulation, EveryPolicyPassesTheConservationChecksWithFaults) {
+  const Scenario sc = random_scenario(300, 7);
+  for (const PolicyPreset& p : policy_presets()) {
+    SimOptions o = options(p.name.c_str());
+    o.faults.enabled = true;
+    o.faults.mtbf = 2 * core::kDay;
+    o.faults.repair = 2 * core::kHour;
+    const RunResult r = simulate(sc, o);
+    SCOPED_TRACE(p.name);
+    expect_checks_pass(r);
+    EXPECT_EQ(r.completed, 300u);
+    EXPECT_LT(r.availability, 1.0);
+    EXPECT_LE(r.occupancy, 1.0);
+    EXPECT_GT(r.occupancy, 0.0);
+  }
+}
+
+TEST(Simulation, SameSeedSameReportByteForByte) {
+  const Scenario sc = random_scenario(200, 3);
+  ExperimentSpec spec;
+  spec.sim.faults.enabled = true;
+  spec.sim.faults.mtbf = 3 * core::kDay;
+  auto configs = policy_runs(spec);
+  ASSERT_TRUE(configs.ok());
+  Inputs in;
+  in.scenario = sc;
+  Report a{&spec, &in, run_all(sc, configs.value(), 4)};
+  Report b{&spec, &in, run_all(sc, configs.value(), 1)};
+  const std::string ja = report_json(a);
+  EXPECT_EQ(ja, report_json(b));
+  EXPECT_NE(ja.find("\"availability\""), std::string::npos);
+  EXPECT_EQ(report_html(a), report_html(b));
+  spec.seed = 2;
+  auto other = policy_runs(spec);
+  Report c{&spec, &in, run_all(sc, other.value(), 4)};
+  EXPECT_NE(ja, report_json(c)) << "a different fault seed should change the run";
+}
+
+}  // namespace
+}  // namespace allot::sim
