@@ -8,10 +8,10 @@
 //     random shares, and 7 days of usage history recorded for every leaf (random rates), so that
 //     some branches stand under their allocation (funded) and some over it (not funded);
 //   * running jobs (500 on 1,024 GPUs, scaled with the cluster) of mixed shapes (1-8 GPUs, gangs,
-//     fractions) filling about 90% of the GPUs (1.8 GPUs a job on average), started two hours before the measured cycle: about
-//     a third without a minimum runtime (unallocated, preemptible by any funded request) and the
-//     rest with a one-hour contract that has expired (preemptible by better-standing branches, or
-//     demoted if their budget is over allocation);
+//     fractions) filling about 90% of the GPUs (1.8 GPUs a job on average), started two hours
+//     before the measured cycle: about a third without a minimum runtime (unallocated, preemptible
+//     by any funded request) and the rest with a one-hour contract that has expired (preemptible by
+//     better-standing branches, or demoted if their budget is over allocation);
 //   * pending jobs of mixed shapes (1-8 GPUs, fractions, 2-4 and 16 node gangs, some pinned to a
 //     GPU model, debug jobs), priorities, minimum runtimes and expected durations, spread over the
 //     200 leaves.
@@ -43,7 +43,7 @@ namespace {
 
 using namespace allot::core;
 
-constexpr Time kT0 = 8 * kDay;             // history covers [kT0 - 7 days, kT0)
+constexpr Time kT0 = 8 * kDay;              // history covers [kT0 - 7 days, kT0)
 constexpr Time kMeasure = kT0 + 2 * kHour;  // running contracts (1 h) have expired
 
 struct Params {
@@ -145,7 +145,8 @@ State build(const Params& p, std::uint64_t seed = 42) {
     j.shape = running_shape(rng);
     j.min_runtime = rng.i(0, 2) == 0 ? 0 : kHour;
     j.resumable = rng.i(0, 1) == 1;
-    j.expected_duration = rng.i(0, 1) ? std::optional<Duration>(rng.i(3, 48) * kHour) : std::nullopt;
+    j.expected_duration =
+        rng.i(0, 1) ? std::optional<Duration>(rng.i(3, 48) * kHour) : std::nullopt;
     j.submit_time = kT0;
     asked += j.shape.total_milli();
     (void)s.submit(std::move(j), kT0);
@@ -220,7 +221,9 @@ BENCHMARK(BM_FullCycle)
     ->Iterations(4);
 
 // Growth: pending jobs x nodes; running jobs scale with the cluster (500 per 128 nodes).
-void BM_Growth(benchmark::State& bs) { BM_FullCycle(bs); }
+void BM_Growth(benchmark::State& bs) {
+  BM_FullCycle(bs);
+}
 BENCHMARK(BM_Growth)
     ->ArgNames({"nodes", "pending", "running"})
     ->Args({128, 1000, 500})
@@ -249,13 +252,14 @@ void BM_FillEmptyCluster(benchmark::State& bs) {
       if (r.starts.empty()) break;
     }
   }
-  bs.counters["starts/s"] = benchmark::Counter(static_cast<double>(starts), benchmark::Counter::kIsRate);
+  bs.counters["starts/s"] =
+      benchmark::Counter(static_cast<double>(starts), benchmark::Counter::kIsRate);
   bs.counters["decisions/s"] =
       benchmark::Counter(static_cast<double>(decisions), benchmark::Counter::kIsRate);
-  bs.counters["starts_per_fill"] = benchmark::Counter(static_cast<double>(starts),
-                                                      benchmark::Counter::kAvgIterations);
-  bs.counters["cycles_per_fill"] = benchmark::Counter(static_cast<double>(cycles),
-                                                      benchmark::Counter::kAvgIterations);
+  bs.counters["starts_per_fill"] =
+      benchmark::Counter(static_cast<double>(starts), benchmark::Counter::kAvgIterations);
+  bs.counters["cycles_per_fill"] =
+      benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_FillEmptyCluster)
     ->Name("FillEmpty/1024gpus_10k_queue")

@@ -81,6 +81,20 @@ void GpuPool::release(const Placement& p) {
   ++generation_;
 }
 
+Milli GpuPool::largest_gpu_free(ClusterId cluster) const {
+  Milli best = 0;
+  for (auto it = index_.lower_bound({cluster, 0}); it != index_.end() && it->first.first == cluster;
+       ++it) {
+    if (!it->second.by_free.empty() && it->second.by_free.rbegin()->first > 0) return kWholeGpu;
+    for (NodeId n : it->second.with_partial) {
+      for (Milli f : nodes_[n].free) {
+        if (f < kWholeGpu) best = std::max(best, f);
+      }
+    }
+  }
+  return best;
+}
+
 int GpuPool::largest_whole_free(ClusterId cluster, const std::vector<GpuModelId>& models) const {
   int best = 0;
   for (const auto& [key, idx] : index_) {

@@ -35,6 +35,8 @@ class GpuPool {
   int whole_free(NodeId node) const { return nodes_[node].whole_free; }
   int gpu_count(NodeId node) const { return static_cast<int>(nodes_[node].free.size()); }
   Milli free_milli(NodeId node, int gpu) const { return nodes_[node].free[gpu]; }
+  // Largest free room on one GPU of a schedulable node of `cluster` (any model), in milli.
+  Milli largest_gpu_free(ClusterId cluster) const;
   // Largest number of whole GPUs free on one schedulable node of `cluster` with one of `models`.
   int largest_whole_free(ClusterId cluster, const std::vector<GpuModelId>& models) const;
 

@@ -108,11 +108,11 @@ struct Scheduler::ClusterScratch {
   std::vector<double> allocation;           // milli-GPU-seconds owed over the window
   NodeMask mask;                            // nodes reserved for some holder
   std::vector<JobId> reserved_by;           // per node: the holder
-  std::vector<JobId> previous;  // holders of last cycle's reservations (a handful)
+  std::vector<JobId> previous;              // holders of last cycle's reservations (a handful)
   bool held_before(JobId id) const {
     return std::find(previous.begin(), previous.end(), id) != previous.end();
   }
-  std::vector<Reservation> made;            // this cycle's
+  std::vector<Reservation> made;  // this cycle's
   struct ShapeMemo {
     std::uint64_t failed_at = ~std::uint64_t{0};  // stamp at which the masked search failed
     std::uint64_t probed_at = ~std::uint64_t{0};  // stamp of fits_unmasked
@@ -149,12 +149,12 @@ struct Scheduler::ClusterScratch {
   std::vector<const Exposed*> candidate_buffer;
   std::vector<JobId> victim_buffer;
   std::vector<Milli> extra_buffer;
-  std::vector<char> made_funded;      // per made reservation: its holder may preempt
-  std::vector<int> made_free;         // per made reservation: most whole GPUs free on a node
+  std::vector<char> made_funded;  // per made reservation: its holder may preempt
+  std::vector<int> made_free;     // per made reservation: most whole GPUs free on a node
   std::uint64_t made_free_at = ~std::uint64_t{0};
   std::vector<NodeId> opened_buffer;
   std::uint64_t mask_version = 0;
-  int preemption_attempts = 0;
+  int preemption_considered = 0;  // funded blocked jobs that reached the preemption step
   bool head_blocked = false;
   Time now = 0;
 };
@@ -171,29 +171,30 @@ class Scheduler::Selector {
     auto operator<=>(const Key&) const = default;
   };
 
-  Selector(const Scheduler& sched, const ClusterScratch& s)
-      : tree_(sched.budgets_), sched_(sched), s_(s) {
+  // Walks `queues` (one per budget) lazily, taking only jobs that accept `cluster`.
+  Selector(const Scheduler& sched, const ClusterScratch& s, const std::vector<Queue>& queues,
+           ClusterId cluster)
+      : tree_(sched.budgets_), sched_(sched), s_(s), queues_(queues), cluster_(cluster) {
     const std::size_t n = tree_.size();
     active_.resize(n);
     key_.resize(n);
     own_key_.resize(n);
     in_parent_.assign(n, 0);
-    lists_.resize(n);
-    pos_.assign(n, 0);
-  }
-
-  std::vector<JobEntry*>& list(BudgetId b) { return lists_[b]; }
-
-  void activate() {
-    for (BudgetId b = 0; b < lists_.size(); ++b) {
-      if (lists_[b].empty()) continue;
+    it_.resize(n);
+    ahead_.assign(n, 0);
+    for (BudgetId b = 0; b < queues_.size() && b < n; ++b) {
+      if (queues_[b].empty()) continue;
+      it_[b] = queues_[b].begin();
+      skip(b);
+      if (it_[b] == queues_[b].end()) continue;
       own_key_[b] = key_for(b);
       active_[b].insert(own_key_[b]);
       link_up(b);
     }
   }
 
-  // The next job and its budget; nullptr when every queue is empty.
+  // The next job and its budget; nullptr when every queue is done. The job is taken off the walk
+  // before it is returned, so starting it (which erases it from its queue) is safe.
   JobEntry* next(BudgetId* budget, std::uint32_t* ahead) {
     BudgetId cur = tree_.root();
     for (;;) {
@@ -203,25 +204,24 @@ class Scheduler::Selector {
       cur = pick;
     }
     *budget = cur;
-    *ahead = static_cast<std::uint32_t>(pos_[cur]);
-    return lists_[cur][pos_[cur]];
-  }
-
-  void pop(BudgetId b) {
-    if (++pos_[b] < lists_[b].size()) return;
-    active_[b].erase(own_key_[b]);
-    for (BudgetId cur = b; cur != tree_.root() && active_[cur].empty();) {
-      const BudgetId parent = tree_.node(cur).parent;
-      active_[parent].erase(key_[cur]);
-      in_parent_[cur] = 0;
-      cur = parent;
+    *ahead = ahead_[cur]++;
+    JobEntry* j = (it_[cur]++)->second;
+    skip(cur);
+    if (it_[cur] == queues_[cur].end()) {
+      active_[cur].erase(own_key_[cur]);
+      for (BudgetId b = cur; b != tree_.root() && active_[b].empty();) {
+        const BudgetId parent = tree_.node(b).parent;
+        active_[parent].erase(key_[b]);
+        in_parent_[b] = 0;
+        b = parent;
+      }
     }
+    return j;
   }
 
   // Standings along b's path changed: re-sort b and its ancestors among their siblings.
   void rekey(BudgetId b) {
-    if (pos_[b] < lists_[b].size()) {
-      active_[b].erase(own_key_[b]);
+    if (b < queues_.size() && it_[b] != queues_[b].end() && active_[b].erase(own_key_[b])) {
       own_key_[b] = key_for(b);
       active_[b].insert(own_key_[b]);
     }
@@ -235,6 +235,18 @@ class Scheduler::Selector {
   }
 
  private:
+  void skip(BudgetId b) {
+    auto& it = it_[b];
+    while (it != queues_[b].end()) {
+      const auto& accepted = it->second->spec.clusters;
+      if (accepted.empty() ||
+          std::find(accepted.begin(), accepted.end(), cluster_) != accepted.end()) {
+        return;
+      }
+      ++it;
+    }
+  }
+
   Key key_for(BudgetId b) const {
     const MilliGpuSeconds extra = s_.rank_extra[b];
     return Key{sched_.standing_of(s_, b, extra), s_.projected[b] + extra, b};
@@ -251,12 +263,14 @@ class Scheduler::Selector {
   const BudgetTree& tree_;
   const Scheduler& sched_;
   const ClusterScratch& s_;
+  const std::vector<Queue>& queues_;
+  ClusterId cluster_;
   std::vector<std::set<Key>> active_;
   std::vector<Key> key_;      // key of a node in its parent's set
   std::vector<Key> own_key_;  // key of a node's own queue in its own set
   std::vector<char> in_parent_;
-  std::vector<std::vector<JobEntry*>> lists_;
-  std::vector<std::size_t> pos_;
+  std::vector<Queue::const_iterator> it_;
+  std::vector<std::uint32_t> ahead_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -279,7 +293,12 @@ Scheduler& Scheduler::operator=(const Scheduler& other) {
 
 // The pending queues point at entries of jobs_; a member-wise copy points at the original's.
 void Scheduler::repoint_pending() {
-  for (auto& queue : pending_) {
+  for (auto& queues : pending_) {
+    for (auto& queue : queues) {
+      for (auto& [key, entry] : queue) entry = &jobs_.at(std::get<2>(key));
+    }
+  }
+  for (auto& queue : flat_) {
     for (auto& [key, entry] : queue) entry = &jobs_.at(std::get<2>(key));
   }
 }
@@ -338,7 +357,9 @@ void Scheduler::refresh_fractions() {
   fraction_.clear();
   for (const Cluster& c : clusters_) fraction_.push_back(budgets_.allocated_fractions(c.id));
   for (auto& r : rate_) r.resize(budgets_.size(), 0);
-  if (pending_.size() < budgets_.size()) pending_.resize(budgets_.size());
+  for (auto& queues : pending_) {
+    if (queues.size() < budgets_.size()) queues.resize(budgets_.size());
+  }
   for (auto& u : usage_) u.ensure_nodes(budgets_.size());
   fractions_version_ = budgets_.version();
 }
@@ -346,16 +367,44 @@ void Scheduler::refresh_fractions() {
 // ---------------------------------------------------------------------------------------------
 // Jobs.
 
+int Scheduler::pass_of(const JobSpec& spec) const {
+  return spec.kind == JobKind::Debug && config_.debug_jobs_first ? 0 : 1;
+}
+
 void Scheduler::add_pending(JobEntry& j) {
-  if (pending_.size() <= j.spec.budget) pending_.resize(budgets_.size());
-  pending_[j.spec.budget].emplace(
-      PendingKey{inverted(j.spec.priority), j.spec.submit_time, j.spec.id}, &j);
+  auto& queues = pending_[pass_of(j.spec)];
+  if (queues.size() <= j.spec.budget)
+    queues.resize(std::max<std::size_t>(budgets_.size(), j.spec.budget + 1));
+  const PendingKey key{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
+  queues[j.spec.budget].emplace(key, &j);
+  if (config_.order != QueueOrder::FairShare) {
+    const int p = config_.order == QueueOrder::Priority ? inverted(j.spec.priority) : 0;
+    flat_[pass_of(j.spec)].emplace(PendingKey{p, j.spec.submit_time, j.spec.id}, &j);
+  }
+  pending_total_.insert(j.spec.shape.total_milli());
+  if (j.spec.shape.fractional()) {
+    pending_fraction_.insert(j.spec.shape.gpu_milli);
+  } else {
+    pending_per_node_.insert(j.spec.shape.gpus_per_node);
+  }
   ++pending_count_;
 }
 
 void Scheduler::remove_pending(JobEntry& j) {
-  pending_count_ -= pending_[j.spec.budget].erase(
-      PendingKey{inverted(j.spec.priority), j.spec.submit_time, j.spec.id});
+  auto& queues = pending_[pass_of(j.spec)];
+  const PendingKey key{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
+  if (j.spec.budget >= queues.size() || !queues[j.spec.budget].erase(key)) return;
+  if (config_.order != QueueOrder::FairShare) {
+    const int p = config_.order == QueueOrder::Priority ? inverted(j.spec.priority) : 0;
+    flat_[pass_of(j.spec)].erase(PendingKey{p, j.spec.submit_time, j.spec.id});
+  }
+  pending_total_.erase(pending_total_.find(j.spec.shape.total_milli()));
+  if (j.spec.shape.fractional()) {
+    pending_fraction_.erase(pending_fraction_.find(j.spec.shape.gpu_milli));
+  } else {
+    pending_per_node_.erase(pending_per_node_.find(j.spec.shape.gpus_per_node));
+  }
+  --pending_count_;
 }
 
 Status Scheduler::submit(JobSpec spec, Time now) {
@@ -613,15 +662,15 @@ Time Scheduler::protection_end(const JobEntry& j) const {
 // ---------------------------------------------------------------------------------------------
 // The cycle.
 
-CycleResult Scheduler::cycle(Time now) {
+CycleResult Scheduler::cycle(Time now, const CycleOptions& options) {
   advance(now);
   refresh_fractions();
   CycleResult out;
   out.now = now_;
-  out.waiting.reserve(pending_count_);
+  if (options.explain_all) out.waiting.reserve(pending_count_);
   stop_failed_and_drained(out);
   std::set<JobId> started;
-  for (ClusterId c = 0; c < clusters_.size(); ++c) schedule_cluster(c, out, started);
+  for (ClusterId c = 0; c < clusters_.size(); ++c) schedule_cluster(c, options, out, started);
   if (clusters_.size() > 1) {
     // A job that waited in one cluster and started in a later one is not waiting and holds no
     // reservation; a job that waits in several keeps the explanation of the first.
@@ -714,7 +763,8 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
   }
 }
 
-void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>& started) {
+void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
+                                 std::set<JobId>& started) {
   ClusterScratch s;
   s.cluster = c;
   s.now = now_;
@@ -736,24 +786,7 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
 
   // Debug jobs first (they must start within seconds), then everything else; each pass walks the
   // budget tree in fair-share order.
-  Selector debug_first(*this, s), rest(*this, s);
-  std::vector<JobEntry*> flat[2];  // for the FIFO and strict-priority orders
-  const bool fair = config_.order == QueueOrder::FairShare;
-  for (BudgetId b = 0; b < pending_.size(); ++b) {
-    for (const auto& [key, j] : pending_[b]) {
-      if (!j->spec.clusters.empty() && std::find(j->spec.clusters.begin(), j->spec.clusters.end(),
-                                                 c) == j->spec.clusters.end()) {
-        continue;
-      }
-      if (started.count(j->spec.id)) continue;
-      const bool is_debug = j->spec.kind == JobKind::Debug && config_.debug_jobs_first;
-      if (fair) {
-        (is_debug ? debug_first : rest).list(b).push_back(j);
-      } else {
-        flat[is_debug ? 0 : 1].push_back(j);
-      }
-    }
-  }
+  // Running jobs a funded request could take, per node, cheapest first.
   for (NodeId n : cluster_nodes_[c]) {
     const std::size_t first = s.exposed.size();
     for (JobId id : jobs_on_node_[n]) {
@@ -765,7 +798,6 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
       s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, lost});
     }
     if (s.exposed.size() == first) continue;
-    // Cheapest first within the node: unallocated before allocated, then least lost.
     std::sort(s.exposed.begin() + static_cast<std::ptrdiff_t>(first), s.exposed.end(),
               [](const auto& x, const auto& y) {
                 return std::tie(x.allocated, x.lost, x.job->spec.id) <
@@ -773,30 +805,30 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
               });
     s.exposed_nodes.emplace_back(n, std::make_pair(first, s.exposed.size()));
   }
+
+  // Debug jobs first (they must start within seconds), then everything else, each pass in the
+  // policy's order. Without explain_all the walk ends once nothing further can start.
   std::uint32_t rank = 0;
-  if (fair) {
-    for (Selector* sel : {&debug_first, &rest}) {
-      sel->activate();
+  for (int pass = 0; pass < 2; ++pass) {
+    if (config_.order == QueueOrder::FairShare) {
+      Selector sel(*this, s, pending_[pass], c);
       BudgetId b = 0;
       std::uint32_t ahead = 0;
-      while (JobEntry* j = sel->next(&b, &ahead)) {
-        sel->pop(b);
+      while (JobEntry* j = sel.next(&b, &ahead)) {
         consider(c, s, *j, rank++, ahead, out, started);
-        if (j->state == JobState::Running) sel->rekey(b);
+        if (j->state == JobState::Running) sel.rekey(b);
+        if (!options.explain_all && !anything_can_start(c, s)) break;
       }
-    }
-  } else {
-    const bool by_priority = config_.order == QueueOrder::Priority;
-    std::vector<std::uint32_t> seen(budgets_.size(), 0);
-    for (auto& list : flat) {
-      std::sort(list.begin(), list.end(), [by_priority](const JobEntry* a, const JobEntry* b) {
-        const int pa = by_priority ? inverted(a->spec.priority) : 0;
-        const int pb = by_priority ? inverted(b->spec.priority) : 0;
-        return std::tie(pa, a->spec.submit_time, a->spec.id) <
-               std::tie(pb, b->spec.submit_time, b->spec.id);
-      });
-      for (JobEntry* j : list) {
+    } else {
+      std::vector<std::uint32_t> seen(budgets_.size(), 0);
+      for (auto it = flat_[pass].begin(); it != flat_[pass].end();) {
+        JobEntry* j = (it++)->second;  // advance first: starting erases the job
+        const auto& accepted = j->spec.clusters;
+        if (!accepted.empty() && std::find(accepted.begin(), accepted.end(), c) == accepted.end()) {
+          continue;
+        }
         consider(c, s, *j, rank++, seen[j->spec.budget]++, out, started);
+        if (!options.explain_all && !anything_can_start(c, s)) break;
       }
     }
   }
@@ -825,6 +857,22 @@ void Scheduler::schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>&
   // Reservations of holders that were not blocked again this cycle lapse.
   reservations_[c] = s.made;
   out.reservations.insert(out.reservations.end(), s.made.begin(), s.made.end());
+}
+
+// Whether any pending job could still start, or get a reservation, in this cluster pass. Only
+// conservative answers: "no" must be certain, since the walk stops on it.
+bool Scheduler::anything_can_start(ClusterId c, const ClusterScratch& s) const {
+  if (config_.reserve_for_blocked && static_cast<int>(s.made.size()) < config_.max_reservations) {
+    return true;
+  }
+  if (config_.preemption && !s.exposed_nodes.empty() &&
+      s.preemption_considered < config_.max_preemption_attempts) {
+    return true;
+  }
+  if (!pending_per_node_.empty() && pool_.largest_whole_free(c, {}) >= *pending_per_node_.begin()) {
+    return true;
+  }
+  return !pending_fraction_.empty() && pool_.largest_gpu_free(c) >= *pending_fraction_.begin();
 }
 
 void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
@@ -977,7 +1025,8 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   if (clusters_.size() > 1) {
     for (ClusterId other = c + 1; other < clusters_.size(); ++other) {
       const auto& accepted = j.spec.clusters;
-      if (!accepted.empty() && std::find(accepted.begin(), accepted.end(), other) == accepted.end()) {
+      if (!accepted.empty() &&
+          std::find(accepted.begin(), accepted.end(), other) == accepted.end()) {
         continue;
       }
       if (pool_.find(other, shape, models, nullptr, config_.gang_spans_blocks)) {
@@ -991,14 +1040,14 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
 
   // 3. Preemption, for funded work only: unallocated victims first, then allocated ones past their
   // contract whose branch stands worse by the margin.
-  if (e.funded && config_.preemption && s.preemption_attempts < config_.max_preemption_attempts &&
-      !s.exposed_nodes.empty()) {
+  // The first max_preemption_attempts funded blocked jobs in order may preempt this cycle.
+  if (e.funded && config_.preemption && !s.exposed_nodes.empty() &&
+      s.preemption_considered++ < config_.max_preemption_attempts) {
     // The same request from the same budget against the same pool fails the same way.
     const auto attempt_key = std::make_pair(key, j.spec.budget);
     auto& failed_at = s.preemption_failed[attempt_key];
     if (holder || failed_at != stamp + 1) {
       ++out.stats.preemption_attempts;
-      ++s.preemption_attempts;
       if (try_preempt(c, s, j, mask, out)) {
         started.insert(j.spec.id);
         return;

@@ -62,6 +62,13 @@ struct ClusterState {
   int fragmented_gpus = 0;
 };
 
+struct CycleOptions {
+  // true: every pending job gets an explanation (what `allot why` shows). false: the walk stops
+  // once provably nothing further can start, so a cycle costs what changed rather than the length
+  // of the queue (the simulator); the decisions are the same either way.
+  bool explain_all = true;
+};
+
 struct CycleResult {
   Time now = 0;
   std::vector<StopDecision> stops;
@@ -97,7 +104,16 @@ struct SchedulerState {
   std::map<JobId, JobEntry> jobs_;
   // Pending jobs per budget, in the order they are served within it: priority, submit time, id.
   using PendingKey = std::tuple<int, Time, JobId>;
-  std::vector<std::map<PendingKey, JobEntry*>> pending_;
+  using Queue = std::map<PendingKey, JobEntry*>;
+  // [0]: debug jobs, served first (with debug_jobs_first); [1]: the rest. Per budget, in the order
+  // served within it. flat_ holds the same jobs in the FIFO or strict-priority order when one of
+  // those is the policy (key: (inverted priority or 0, submit time, id)).
+  std::vector<Queue> pending_[2];
+  Queue flat_[2];
+  // Sizes of the pending requests, so that a cycle knows when nothing left can fit.
+  std::multiset<int> pending_per_node_;    // whole-GPU requests: GPUs per node
+  std::multiset<Milli> pending_fraction_;  // fractional requests: milli of one GPU
+  std::multiset<Milli> pending_total_;     // every request: total milli
   std::size_t pending_count_ = 0;
   std::vector<std::set<JobId>> running_;                // per cluster: Running jobs
   std::vector<std::vector<JobId>> jobs_on_node_;        // Running jobs touching each node
@@ -143,7 +159,7 @@ class Scheduler : private detail::SchedulerState {
 
   // --- time and decisions ---
   void advance(Time now);  // charges running allocated jobs up to `now`
-  CycleResult cycle(Time now);
+  CycleResult cycle(Time now, const CycleOptions& options = {});
   // The earliest time after now() at which a cycle may decide something new without any event
   // (a contract ends, a drain deadline, a usage bucket expires). kNever if none.
   Time next_wakeup() const;
@@ -157,6 +173,8 @@ class Scheduler : private detail::SchedulerState {
   const GpuPool& pool() const { return pool_; }
   const std::vector<Reservation>& reservations(ClusterId c) const { return reservations_.at(c); }
   std::size_t pending_count() const { return pending_count_; }
+  // The smallest pending request, in milli-GPUs in all (0 when nothing is pending).
+  Milli smallest_pending() const { return pending_total_.empty() ? 0 : *pending_total_.begin(); }
   MilliGpuSeconds usage(ClusterId cluster, BudgetId budget) const;
   // Usage / allocation over the lookback for `budget` on `cluster` (1.0 = exactly its allocation).
   double standing(ClusterId cluster, BudgetId budget) const;
@@ -181,7 +199,10 @@ class Scheduler : private detail::SchedulerState {
   double standing_of(const ClusterScratch& s, BudgetId b, MilliGpuSeconds extra = 0) const;
   void stop_failed_and_drained(CycleResult& out);
   void change_classes(ClusterId c, ClusterScratch& s, CycleResult& out);
-  void schedule_cluster(ClusterId c, CycleResult& out, std::set<JobId>& started);
+  void schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
+                        std::set<JobId>& started);
+  bool anything_can_start(ClusterId c, const ClusterScratch& s) const;
+  int pass_of(const JobSpec& spec) const;
   void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                 std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
   void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
@@ -197,7 +218,6 @@ class Scheduler : private detail::SchedulerState {
   void remove_pending(JobEntry& j);
   void add_pending(JobEntry& j);
   void repoint_pending();
-
 };
 
 // "2h05m", "3d04h", "45s".

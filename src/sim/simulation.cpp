@@ -384,14 +384,11 @@ void Run::on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scri
 
 void Run::measure_fragmentation(const core::CycleResult& cr, Time t) {
   const Milli free = available_.rate() - occupied_.rate();
-  Milli smallest = std::numeric_limits<Milli>::max();
-  for (const core::Explanation& e : cr.waiting) {
-    if (e.code != core::WaitCode::WaitingForGpus && e.code != core::WaitCode::HoldsReservation) {
-      continue;
-    }
-    smallest = std::min(smallest, jobs_[slot(e.job).logical].milli);
-  }
-  fragmented_.set(t, free > 0 && smallest <= free ? free : 0);
+  // The cycle explains only the head of the queue (see CycleOptions), so the smallest request
+  // comes from the core's own count of pending sizes.
+  (void)cr;
+  const Milli smallest = sched_.smallest_pending();
+  fragmented_.set(t, free > 0 && smallest > 0 && smallest <= free ? free : 0);
 }
 
 void Run::cycles(Time t) {
@@ -399,7 +396,7 @@ void Run::cycles(Time t) {
   // time (a bounded number of times).
   for (int round = 0; round < 4; ++round) {
     const auto c0 = std::chrono::steady_clock::now();
-    const core::CycleResult cr = sched_.cycle(t);
+    const core::CycleResult cr = sched_.cycle(t, core::CycleOptions{/*explain_all=*/false});
     r_.core_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     ++r_.cycles;
     bool again = false;

@@ -40,7 +40,9 @@ std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
   if (!v || !*v) return fallback;
   return std::strtoull(v, nullptr, 10);
 }
-std::uint64_t scenario_count() { return env_u64("ALLOT_PROPERTY_SCENARIOS", 3000); }
+std::uint64_t scenario_count() {
+  return env_u64("ALLOT_PROPERTY_SCENARIOS", 3000);
+}
 std::optional<std::uint64_t> only_seed() {
   const char* v = std::getenv("ALLOT_PROPERTY_SEED");
   if (!v || !*v) return std::nullopt;
@@ -74,14 +76,16 @@ bool same_bits(double a, double b) {
 // ---------------------------------------------------------------------------------------------
 // Field-by-field comparison of two cycle results. Returns "" when equal, else the first difference.
 
-std::string diff_results(const CycleResult& a, const CycleResult& b) {
+// With decisions_only, explanations and statistics are not compared (a cycle without explain_all
+// explains only part of the queue, but must decide exactly the same).
+std::string diff_results(const CycleResult& a, const CycleResult& b, bool decisions_only = false) {
   std::ostringstream os;
-#define ALLOT_CMP(cond, what)          \
-  do {                                 \
-    if (!(cond)) {                     \
-      os << what;                      \
-      return os.str();                 \
-    }                                  \
+#define ALLOT_CMP(cond, what) \
+  do {                        \
+    if (!(cond)) {            \
+      os << what;             \
+      return os.str();        \
+    }                         \
   } while (0)
   ALLOT_CMP(a.now == b.now, "now " << a.now << " vs " << b.now);
   ALLOT_CMP(a.stops.size() == b.stops.size(),
@@ -122,20 +126,20 @@ std::string diff_results(const CycleResult& a, const CycleResult& b) {
                   x.expected_start == y.expected_start,
               "reservations[" << i << "] differ (job " << x.job << " vs " << y.job << ")");
   }
+  if (decisions_only) return "";
   ALLOT_CMP(a.waiting.size() == b.waiting.size(),
             "waiting.size " << a.waiting.size() << " vs " << b.waiting.size());
   for (std::size_t i = 0; i < a.waiting.size(); ++i) {
     const Explanation &x = a.waiting[i], &y = b.waiting[i];
-    ALLOT_CMP(x.job == y.job && x.code == y.code && x.cluster == y.cluster && x.rank == y.rank &&
-                  x.ahead_in_budget == y.ahead_in_budget && x.funded == y.funded &&
-                  x.budget == y.budget && same_bits(x.standing, y.standing) &&
-                  x.limiting_budget == y.limiting_budget &&
-                  same_bits(x.limiting_standing, y.limiting_standing) &&
-                  x.needs_nodes == y.needs_nodes &&
-                  x.needs_gpus_per_node == y.needs_gpus_per_node &&
-                  x.largest_free == y.largest_free && x.expected_start == y.expected_start &&
-                  x.reserved_for == y.reserved_for,
-              "waiting[" << i << "] differ (job " << x.job << " vs " << y.job << ")");
+    ALLOT_CMP(
+        x.job == y.job && x.code == y.code && x.cluster == y.cluster && x.rank == y.rank &&
+            x.ahead_in_budget == y.ahead_in_budget && x.funded == y.funded &&
+            x.budget == y.budget && same_bits(x.standing, y.standing) &&
+            x.limiting_budget == y.limiting_budget &&
+            same_bits(x.limiting_standing, y.limiting_standing) && x.needs_nodes == y.needs_nodes &&
+            x.needs_gpus_per_node == y.needs_gpus_per_node && x.largest_free == y.largest_free &&
+            x.expected_start == y.expected_start && x.reserved_for == y.reserved_for,
+        "waiting[" << i << "] differ (job " << x.job << " vs " << y.job << ")");
   }
   ALLOT_CMP(a.stats.considered == b.stats.considered &&
                 a.stats.placement_searches == b.stats.placement_searches &&
@@ -165,12 +169,22 @@ struct Coverage {
               past_lookback = 0;
   std::map<WaitCode, std::size_t> codes;
   void add(const Coverage& o) {
-    scenarios += o.scenarios; cycles += o.cycles; starts += o.starts;
-    gang_starts += o.gang_starts; fractional_starts += o.fractional_starts;
-    backfilled += o.backfilled; preempting += o.preempting; preempted += o.preempted;
-    preempted_allocated += o.preempted_allocated; drained += o.drained; node_down += o.node_down;
-    promoted += o.promoted; demoted += o.demoted; reservations += o.reservations;
-    explanations += o.explanations; past_lookback += o.past_lookback;
+    scenarios += o.scenarios;
+    cycles += o.cycles;
+    starts += o.starts;
+    gang_starts += o.gang_starts;
+    fractional_starts += o.fractional_starts;
+    backfilled += o.backfilled;
+    preempting += o.preempting;
+    preempted += o.preempted;
+    preempted_allocated += o.preempted_allocated;
+    drained += o.drained;
+    node_down += o.node_down;
+    promoted += o.promoted;
+    demoted += o.demoted;
+    reservations += o.reservations;
+    explanations += o.explanations;
+    past_lookback += o.past_lookback;
     for (const auto& [k, v] : o.codes) codes[k] += v;
   }
   std::string str() const {
@@ -247,24 +261,26 @@ class Sim {
        << " core_property_tests --gtest_filter='Property/RandomScenarios.Invariants/0'";
     soft_[kind] = os.str();
   }
-#define SOFT(cond, kind, what)          \
-  do {                                  \
-    if (!(cond)) {                      \
-      std::ostringstream os_;           \
-      os_ << what;                      \
-      soft_fail(kind, os_.str());       \
-    }                                   \
+#define SOFT(cond, kind, what)    \
+  do {                            \
+    if (!(cond)) {                \
+      std::ostringstream os_;     \
+      os_ << what;                \
+      soft_fail(kind, os_.str()); \
+    }                             \
   } while (0)
-#define INV(cond, what)                 \
-  do {                                  \
-    if (!(cond)) {                      \
-      std::ostringstream os_;           \
-      os_ << what;                      \
-      return fail(os_.str());           \
-    }                                   \
+#define INV(cond, what)       \
+  do {                        \
+    if (!(cond)) {            \
+      std::ostringstream os_; \
+      os_ << what;            \
+      return fail(os_.str()); \
+    }                         \
   } while (0)
 
-  Scheduler& main() { return scheds_.front(); }
+  Scheduler& main() {
+    return scheds_.front();
+  }
 
   template <typename F>
   bool on_all(const char* what, F&& f) {
@@ -315,8 +331,9 @@ class Sim {
       for (Scheduler& s : scheds_) s.add_cluster("c" + std::to_string(c));
     }
     const int size_class = rng_.i(0, 9);
-    const int nnodes = size_class < 4 ? rng_.i(1, 8) : size_class < 8 ? rng_.i(9, 64)
-                                                                       : rng_.i(65, 200);
+    const int nnodes = size_class < 4   ? rng_.i(1, 8)
+                       : size_class < 8 ? rng_.i(9, 64)
+                                        : rng_.i(65, 200);
     // A few models per scenario; H100=0 H200=1 B200=2 A100=4 in the standard catalogue.
     std::vector<GpuModelId> models{0};
     if (rng_.chance(0.5)) models.push_back(1);
@@ -360,9 +377,8 @@ class Sim {
         }
         const int kids = rng_.i(1, level == 1 ? 5 : 3);
         for (int k = 0; k < kids; ++k) {
-          const double share = rng_.chance(0.03) ? 0.0
-                                                 : rng_.pick(std::vector<double>{
-                                                       0.5, 1, 1, 1, 2, 3, 10});
+          const double share =
+              rng_.chance(0.03) ? 0.0 : rng_.pick(std::vector<double>{0.5, 1, 1, 1, 2, 3, 10});
           std::optional<BudgetId> id;
           for (Scheduler& s : scheds_) {
             auto r = s.budgets().add(p, "b" + std::to_string(parent_.size()), share);
@@ -421,14 +437,16 @@ class Sim {
     if (nclusters_ > 1 && rng_.chance(0.3)) {
       j.clusters = {static_cast<ClusterId>(rng_.i(0, nclusters_ - 1))};
     }
-    j.min_runtime = rng_.chance(0.25) ? 0
-                                      : rng_.pick(std::vector<Duration>{
-                                            1, 60, 600, 1800, kHour, 4 * kHour, 8 * kHour});
+    j.min_runtime =
+        rng_.chance(0.25)
+            ? 0
+            : rng_.pick(std::vector<Duration>{1, 60, 600, 1800, kHour, 4 * kHour, 8 * kHour});
     j.resumable = rng_.chance(0.5);
     j.priority = static_cast<Priority>(rng_.i(0, 3));
     j.kind = static_cast<JobKind>(rng_.i(0, 3));
     if (j.kind == JobKind::Debug) {
-      j.min_runtime = std::min<Duration>(j.min_runtime, rng_.pick(std::vector<Duration>{0, 60, 900}));
+      j.min_runtime =
+          std::min<Duration>(j.min_runtime, rng_.pick(std::vector<Duration>{0, 60, 900}));
       if (s.total_gpus() > 4) s = Shape{1, rng_.i(1, 4), kWholeGpu};
     }
     j.submit_time = now_;
@@ -438,8 +456,8 @@ class Sim {
   std::optional<Duration> random_actual(JobSpec& j) {
     const int r = rng_.i(0, 99);
     if (r < 60) {
-      const Duration expected = rng_.pick(std::vector<Duration>{
-          300, 900, kHour, 3 * kHour, 12 * kHour, kDay, 2 * kDay});
+      const Duration expected =
+          rng_.pick(std::vector<Duration>{300, 900, kHour, 3 * kHour, 12 * kHour, kDay, 2 * kDay});
       j.expected_duration = expected;
       return std::max<Duration>(1, static_cast<Duration>(expected * rng_.real(0.3, 1.5)));
     }
@@ -491,7 +509,8 @@ class Sim {
   void charge(const ModelJob& j, Milli sign) {
     Milli m = 0;
     for (const GpuSlot& g : j.placement) m += g.milli;
-    for (BudgetId b = j.spec.budget; b != kNoBudget; b = parent_[b]) rate_[j.cluster][b] += sign * m;
+    for (BudgetId b = j.spec.budget; b != kNoBudget; b = parent_[b])
+      rate_[j.cluster][b] += sign * m;
   }
 
   void advance_to(Time t) {
@@ -569,7 +588,7 @@ class Sim {
     if (rng_.chance(0.15)) {
       const NodeId n = static_cast<NodeId>(rng_.i(0, static_cast<int>(node_gpus_.size()) - 1));
       const int h = rng_.i(0, 99);
-      const NodeHealth health = h < 25 ? NodeHealth::Unhealthy
+      const NodeHealth health = h < 25   ? NodeHealth::Unhealthy
                                 : h < 40 ? NodeHealth::Draining
                                 : h < 50 ? NodeHealth::Down
                                          : NodeHealth::Healthy;
@@ -599,7 +618,9 @@ class Sim {
     }
     return true;
   }
-  double arrival_rate() const { return arrival_; }
+  double arrival_rate() const {
+    return arrival_;
+  }
 
   void finish(JobId id) {
     if (!on_all("job_finished", [&](Scheduler& s) { return s.job_finished(id, now_); })) {
@@ -622,10 +643,12 @@ class Sim {
     ++cycle_;
     // Snapshot of what the caller can see, to prove plan_cycle leaves it alone.
     std::vector<std::pair<JobId, JobState>> before;
-    std::optional<CycleResult> planned;
+    std::optional<CycleResult> planned, lazy;
     if (opt_.plan_cycle) {
       for (const auto& [id, e] : main().jobs()) before.emplace_back(id, e.state);
       planned = plan_cycle(main(), now_);
+      Scheduler copy = main();
+      lazy = copy.cycle(now_, CycleOptions{/*explain_all=*/false});
       std::vector<std::pair<JobId, JobState>> after;
       for (const auto& [id, e] : main().jobs()) after.emplace_back(id, e.state);
       INV(before == after, "plan_cycle(copy) changed the caller's jobs");
@@ -633,15 +656,23 @@ class Sim {
           "plan_cycle(copy) changed the caller's pending count");
     }
     std::vector<CycleResult> results;
-    for (Scheduler& s : scheds_) results.push_back(s.cycle(now_));
+    // On odd seeds the twin runs without explain_all: it must still decide exactly the same.
+    const bool lazy_twin = seed_ % 2 == 1;
+    for (std::size_t i = 0; i < scheds_.size(); ++i) {
+      results.push_back(scheds_[i].cycle(now_, CycleOptions{!(i > 0 && lazy_twin)}));
+    }
     const CycleResult& r = results.front();
     for (std::size_t i = 1; i < results.size(); ++i) {
-      const std::string d = diff_results(r, results[i]);
-      INV(d.empty(), "determinism: the same events gave different decisions: " << d);
+      const std::string d = diff_results(r, results[i], lazy_twin);
+      INV(d.empty(), "determinism: the same events gave different decisions"
+                         << (lazy_twin ? " (twin without explain_all)" : "") << ": " << d);
     }
     if (planned) {
       const std::string d = diff_results(*planned, r);
       INV(d.empty(), "determinism: plan_cycle(copy, now) and cycle(now) differ: " << d);
+      const std::string l = diff_results(*lazy, r, /*decisions_only=*/true);
+      INV(l.empty(), "a cycle without explain_all decided differently: " << l);
+      INV(lazy->waiting.size() <= r.waiting.size(), "a lazy cycle explained more jobs");
     }
     return check_decisions(r) && check_state(r);
   }
@@ -652,7 +683,9 @@ class Sim {
     return n;
   }
 
-  const Node& node(NodeId n) { return main().nodes().at(n); }
+  const Node& node(NodeId n) {
+    return main().nodes().at(n);
+  }
 
   bool check_decisions(const CycleResult& r) {
     INV(r.now == now_, "result.now " << r.now << " != " << now_);
@@ -680,32 +713,33 @@ class Sim {
         INV(now_ >= j.started + j.spec.min_runtime &&
                 (!j.allocated || j.protected_until == kNever || now_ >= j.protected_until),
             "job " << s.job << " drained inside its minimum runtime (started " << j.started
-                   << ", min " << j.spec.min_runtime << ", protected until "
-                   << j.protected_until << ")");
+                   << ", min " << j.spec.min_runtime << ", protected until " << j.protected_until
+                   << ")");
       }
     }
     // 2. Class changes of running jobs.
     for (const ClassChange& c : r.class_changes) {
       INV(jobs_.count(c.job), "class change of unknown job " << c.job);
       ModelJob& j = jobs_.at(c.job);
-      INV(j.state == ModelJob::State::Running && !(stopped.count(c.job) && !was_preempted(r, c.job)),
+      INV(j.state == ModelJob::State::Running &&
+              !(stopped.count(c.job) && !was_preempted(r, c.job)),
           "class change of job " << c.job << " that is not running");
       INV(c.allocated != j.allocated, "class change of job " << c.job << " to its own class");
       if (c.allocated) {
         if (config_.funding == Funding::Lookback) {
           INV(j.spec.min_runtime > 0, "job " << c.job << " without a contract promoted");
         }
-        INV(c.protected_until == (config_.minimum_runtime_contract ? now_ + j.spec.min_runtime
-                                                                   : kNever),
+        INV(c.protected_until ==
+                (config_.minimum_runtime_contract ? now_ + j.spec.min_runtime : kNever),
             "promotion of job " << c.job << " with protected_until " << c.protected_until);
         ++cov_.promoted;
         j.allocated = j.ever_allocated = true;
         j.protected_until = c.protected_until;
         charge(j, +1);
       } else {
-        INV(now_ >= j.protected_until,
-            "job " << c.job << " demoted inside its protected period (until "
-                   << j.protected_until << ")");
+        INV(now_ >= j.protected_until, "job " << c.job
+                                              << " demoted inside its protected period (until "
+                                              << j.protected_until << ")");
         ++cov_.demoted;
         j.allocated = false;
         j.protected_until = now_;
@@ -725,9 +759,9 @@ class Sim {
       INV(it != starts.end(), "job " << s.job << " preempted for job " << s.for_job
                                      << " that did not start in this cycle");
       const StartDecision& req = *it->second;
-      INV(req.allocated, "allocated-for-unallocated: job " << s.job << " (allocated="
-                                                            << v.allocated << ") preempted for job "
-                                                            << s.for_job << " that starts unallocated");
+      INV(req.allocated, "allocated-for-unallocated: job " << s.job << " (allocated=" << v.allocated
+                                                           << ") preempted for job " << s.for_job
+                                                           << " that starts unallocated");
       INV(req.mode == StartMode::Preempting &&
               std::count(req.victims.begin(), req.victims.end(), s.job) == 1,
           "job " << s.job << " preempted for job " << s.for_job << " that does not list it");
@@ -767,8 +801,8 @@ class Sim {
         listed += st.reason == StopReason::Preempted && st.for_job == s.job;
       }
       INV(listed == s.victims.size(), "start of job " << s.job << " lists " << s.victims.size()
-                                                       << " victims but " << listed
-                                                       << " were preempted for it");
+                                                      << " victims but " << listed
+                                                      << " were preempted for it");
       INV((s.mode == StartMode::Preempting) == !s.victims.empty(),
           "start of job " << s.job << ": mode and victims disagree");
     }
@@ -797,9 +831,9 @@ class Sim {
       if (j.spec.min_runtime == 0 && config_.funding == Funding::Lookback) {
         INV(!s.allocated, "job " << s.job << " without a minimum runtime started allocated");
       }
-      const Time want = s.allocated ? (config_.minimum_runtime_contract ? now_ + j.spec.min_runtime
-                                                                         : kNever)
-                                    : now_;
+      const Time want =
+          s.allocated ? (config_.minimum_runtime_contract ? now_ + j.spec.min_runtime : kNever)
+                      : now_;
       INV(s.protected_until == want, "start of job " << s.job << ": protected_until "
                                                      << s.protected_until << ", expected " << want);
       j.state = ModelJob::State::Running;
@@ -826,13 +860,14 @@ class Sim {
       // same cycle; the stale reservation is returned and held for the rest of the cycle. Checked
       // softly so that the scenario goes on to the other invariants; the test still fails.
       SOFT(jobs_.count(res.job) && jobs_.at(res.job).state == ModelJob::State::Pending,
-          "reservation-holder-not-pending", "reservation on cluster " << res.cluster << " for job " << res.job
-              << " that is not pending after the cycle ("
-              << (starts.count(res.job) ? "it started in this cycle on cluster " +
-                                              std::to_string(starts.at(res.job)->cluster)
-                                        : std::string("gone"))
-              << ", " << nclusters_ << " clusters, mode "
-              << (starts.count(res.job) ? static_cast<int>(starts.at(res.job)->mode) : -1) << ")");
+           "reservation-holder-not-pending",
+           "reservation on cluster "
+               << res.cluster << " for job " << res.job << " that is not pending after the cycle ("
+               << (starts.count(res.job) ? "it started in this cycle on cluster " +
+                                               std::to_string(starts.at(res.job)->cluster)
+                                         : std::string("gone"))
+               << ", " << nclusters_ << " clusters, mode "
+               << (starts.count(res.job) ? static_cast<int>(starts.at(res.job)->mode) : -1) << ")");
       for (NodeId n : res.nodes) {
         INV(n < node_cluster_.size() && node_cluster_[n] == res.cluster,
             "reservation for job " << res.job << " names node " << n << " of another cluster");
@@ -882,20 +917,19 @@ class Sim {
     std::map<NodeId, std::set<int>> per_node;
     for (const GpuSlot& g : s.placement) {
       INV(g.node < node_gpus_.size(), "job " << s.job << " placed on unknown node " << g.node);
-      INV(g.gpu < node_gpus_[g.node], "job " << s.job << " placed on GPU " << g.gpu
-                                            << " of node " << g.node << " which has only "
-                                            << node_gpus_[g.node]);
+      INV(g.gpu < node_gpus_[g.node], "job " << s.job << " placed on GPU " << g.gpu << " of node "
+                                             << g.node << " which has only " << node_gpus_[g.node]);
       INV(node_cluster_[g.node] == s.cluster,
           "job " << s.job << " placed on node " << g.node << " of another cluster");
-      INV(node(g.node).schedulable(),
-          "job " << s.job << " started on node " << g.node << " that is not schedulable ("
-                 << to_string(node(g.node).health)
-                 << (node(g.node).cordoned ? ", cordoned" : "") << ")");
-      INV(j.spec.models.empty() || std::count(j.spec.models.begin(), j.spec.models.end(),
-                                              node_model_[g.node]) > 0,
+      INV(node(g.node).schedulable(), "job " << s.job << " started on node " << g.node
+                                             << " that is not schedulable ("
+                                             << to_string(node(g.node).health)
+                                             << (node(g.node).cordoned ? ", cordoned" : "") << ")");
+      INV(j.spec.models.empty() ||
+              std::count(j.spec.models.begin(), j.spec.models.end(), node_model_[g.node]) > 0,
           "job " << s.job << " placed on a GPU model it does not accept");
-      INV(g.milli == shape.gpu_milli, "job " << s.job << " got " << g.milli << " milli per GPU, asked "
-                                             << shape.gpu_milli);
+      INV(g.milli == shape.gpu_milli,
+          "job " << s.job << " got " << g.milli << " milli per GPU, asked " << shape.gpu_milli);
       INV(per_node[g.node].insert(g.gpu).second,
           "job " << s.job << " got GPU " << g.gpu << " of node " << g.node << " twice");
     }
@@ -932,8 +966,8 @@ class Sim {
       const JobState want = m.state == ModelJob::State::Pending   ? JobState::Pending
                             : m.state == ModelJob::State::Running ? JobState::Running
                                                                   : JobState::Stopping;
-      INV(e->state == want, "job " << id << " is " << to_string(e->state) << ", decisions say "
-                                   << to_string(want));
+      INV(e->state == want,
+          "job " << id << " is " << to_string(e->state) << ", decisions say " << to_string(want));
       if (m.state != ModelJob::State::Running) continue;
       INV(e->run.placement == m.placement && e->run.allocated == m.allocated &&
               e->run.protected_until == m.protected_until && e->run.cluster == m.cluster,
@@ -943,8 +977,8 @@ class Sim {
         const Node& nd = node(g.node);
         INV(nd.health != NodeHealth::Down, "job " << id << " still runs on down node " << g.node);
         if (nd.draining()) {
-          const Time deadline = std::max(m.started + m.spec.min_runtime,
-                                         m.allocated ? m.protected_until : Time{0});
+          const Time deadline =
+              std::max(m.started + m.spec.min_runtime, m.allocated ? m.protected_until : Time{0});
           INV(now_ < deadline, "job " << id << " still runs on draining node " << g.node
                                       << " past its contract (deadline " << deadline << ")");
         }
@@ -968,8 +1002,8 @@ class Sim {
         if (!children_[b].empty()) {
           MilliGpuSeconds sum = 0;
           for (BudgetId k : children_[b]) sum += s.usage(static_cast<ClusterId>(c), k);
-          INV(u == sum, "usage of budget " << b << " (" << u << ") != sum of its children ("
-                                           << sum << ")");
+          INV(u == sum,
+              "usage of budget " << b << " (" << u << ") != sum of its children (" << sum << ")");
         }
       }
     }
@@ -1129,9 +1163,8 @@ TEST(Reproducer, HolderThatStartsElsewhereKeepsNoReservation) {
   for (const StartDecision& d : r.starts) started.insert(d.job);
   ASSERT_TRUE(started.count(2)) << "job 2 should start on cluster 1";
   for (const Reservation& res : r.reservations) {
-    EXPECT_FALSE(started.count(res.job))
-        << "reservation on cluster " << res.cluster << " for job " << res.job
-        << " which started in the same cycle";
+    EXPECT_FALSE(started.count(res.job)) << "reservation on cluster " << res.cluster << " for job "
+                                         << res.job << " which started in the same cycle";
   }
   // Job 3 fits cluster 0 and is funded, but the stale reservation pushes it onto the reserved
   // node as evictable (unallocated) backfill instead of an allocated, protected start.
@@ -1214,12 +1247,13 @@ void run_loop_case(const LoopCase& lc) {
     const JobEntry* e = s.job(id);
     if (e && e->state == JobState::Running) ran[id] += horizon - t0;
   }
-  std::printf("loop min=%llds every=%llds margin=%.2f lookback=%lldh: %zu preemptions in 30 days "
-              "(bound %lld); job a ran %llds, job b ran %llds\n",
-              static_cast<long long>(lc.min_runtime), static_cast<long long>(lc.cycle_every),
-              lc.margin, static_cast<long long>(lc.lookback / kHour), preemptions,
-              static_cast<long long>(horizon / lc.min_runtime + 1),
-              static_cast<long long>(ran[1]), static_cast<long long>(ran[2]));
+  std::printf(
+      "loop min=%llds every=%llds margin=%.2f lookback=%lldh: %zu preemptions in 30 days "
+      "(bound %lld); job a ran %llds, job b ran %llds\n",
+      static_cast<long long>(lc.min_runtime), static_cast<long long>(lc.cycle_every), lc.margin,
+      static_cast<long long>(lc.lookback / kHour), preemptions,
+      static_cast<long long>(horizon / lc.min_runtime + 1), static_cast<long long>(ran[1]),
+      static_cast<long long>(ran[2]));
   // Both sides are served: neither is starved over 30 days.
   EXPECT_GT(ran[1], 0);
   EXPECT_GT(ran[2], 0);
@@ -1227,9 +1261,13 @@ void run_loop_case(const LoopCase& lc) {
 
 TEST(PreemptionLoop, EqualSharesWholeClusterJobsAreBounded) {
   const std::vector<LoopCase> cases = {
-      {kHour, 60, 0.0, 7 * kDay, 4},       {kHour, 60, 0.1, 7 * kDay, 4},
-      {10 * kMinute, 30, 0.0, kDay, 2},    {8 * kHour, 300, 0.0, 7 * kDay, 16},
-      {kHour, 5 * kMinute, 0.0, 6 * kHour, 1}, {1, 60, 0.0, kDay, 4}, {1, 60, 0.1, kDay, 4},
+      {kHour, 60, 0.0, 7 * kDay, 4},
+      {kHour, 60, 0.1, 7 * kDay, 4},
+      {10 * kMinute, 30, 0.0, kDay, 2},
+      {8 * kHour, 300, 0.0, 7 * kDay, 16},
+      {kHour, 5 * kMinute, 0.0, 6 * kHour, 1},
+      {1, 60, 0.0, kDay, 4},
+      {1, 60, 0.1, kDay, 4},
   };
   for (const LoopCase& lc : cases) {
     SCOPED_TRACE(testing::Message() << "min_runtime " << lc.min_runtime << " margin " << lc.margin);
