@@ -53,6 +53,9 @@ struct PolicyConfig {
   // Preemption searches per cluster and cycle: each one weighs every node with takeable work, so
   // they are rationed; a blocked job that did not get one waits for the next cycle.
   int max_preemption_attempts = 8;
+  // Work a resumable victim loses is at most what it did since its last checkpoint: victims are
+  // weighed by min(time run, this) for resumable jobs and by all their time run otherwise.
+  Duration assumed_checkpoint_interval = 30 * kMinute;
 
   // --- backfill and reservations ---
   bool backfill = true;  // jobs behind a blocked head may start where they do not delay it

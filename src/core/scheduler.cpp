@@ -155,6 +155,8 @@ struct Scheduler::ClusterScratch {
   std::vector<NodeId> opened_buffer;
   std::uint64_t mask_version = 0;
   int preemption_considered = 0;  // funded blocked jobs that reached the preemption step
+  mutable std::tuple<std::uint64_t, std::uint64_t, std::size_t> usable_free_key{~0ull, 0, 0};
+  mutable int usable_free = 0;
   bool head_blocked = false;
   Time now = 0;
 };
@@ -382,6 +384,7 @@ void Scheduler::add_pending(JobEntry& j) {
     flat_[pass_of(j.spec)].emplace(PendingKey{p, j.spec.submit_time, j.spec.id}, &j);
   }
   pending_total_.insert(j.spec.shape.total_milli());
+  pending_with_end_ += j.spec.expected_duration.has_value();
   if (j.spec.shape.fractional()) {
     pending_fraction_.insert(j.spec.shape.gpu_milli);
   } else {
@@ -399,6 +402,7 @@ void Scheduler::remove_pending(JobEntry& j) {
     flat_[pass_of(j.spec)].erase(PendingKey{p, j.spec.submit_time, j.spec.id});
   }
   pending_total_.erase(pending_total_.find(j.spec.shape.total_milli()));
+  pending_with_end_ -= j.spec.expected_duration.has_value();
   if (j.spec.shape.fractional()) {
     pending_fraction_.erase(pending_fraction_.find(j.spec.shape.gpu_milli));
   } else {
@@ -793,8 +797,11 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
       JobEntry& j = jobs_.at(id);
       if (j.run.allocated && j.run.protected_until > now_) continue;
       if (j.run.started == now_) continue;  // never undo this cycle's own decisions
+      const Duration ran = now_ - j.run.started;
+      const Duration at_risk =
+          j.spec.resumable ? std::min(ran, config_.assumed_checkpoint_interval) : ran;
       const double lost = static_cast<double>(total_milli(j.run.placement)) / kWholeGpu *
-                          static_cast<double>(now_ - j.run.started);
+                          static_cast<double>(at_risk);
       s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, lost});
     }
     if (s.exposed.size() == first) continue;
@@ -859,6 +866,32 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   out.reservations.insert(out.reservations.end(), s.made.begin(), s.made.end());
 }
 
+// Most whole GPUs free on one node that a job not yet considered could use: reserved nodes count
+// only where backfill may open them (see consider, step 2) or their holder has not had its turn.
+int Scheduler::usable_whole_free(ClusterId c, const ClusterScratch& s) const {
+  const auto key = std::make_tuple(pool_.version(), s.mask_version, s.made.size());
+  if (s.usable_free_key == key) return s.usable_free;
+  int best = 0;
+  for (NodeId n : cluster_nodes_[c]) {
+    const int free = pool_.whole_free(n);
+    if (free <= best || !nodes_[n].schedulable()) continue;
+    if (s.mask[n]) {
+      bool usable = true;  // a holder of last cycle that has not been considered yet
+      for (std::size_t i = 0; i < s.made.size(); ++i) {
+        if (s.made[i].job != s.reserved_by[n]) continue;
+        usable =
+            (s.made_funded[i] && config_.preemption && config_.backfill_unallocated_on_reserved) ||
+            pending_with_end_ > 0;  // work that declared its end may fit before the start
+      }
+      if (!usable) continue;
+    }
+    best = free;
+  }
+  s.usable_free_key = key;
+  s.usable_free = best;
+  return best;
+}
+
 // Whether any pending job could still start, or get a reservation, in this cluster pass. Only
 // conservative answers: "no" must be certain, since the walk stops on it.
 bool Scheduler::anything_can_start(ClusterId c, const ClusterScratch& s) const {
@@ -869,7 +902,7 @@ bool Scheduler::anything_can_start(ClusterId c, const ClusterScratch& s) const {
       s.preemption_considered < config_.max_preemption_attempts) {
     return true;
   }
-  if (!pending_per_node_.empty() && pool_.largest_whole_free(c, {}) >= *pending_per_node_.begin()) {
+  if (!pending_per_node_.empty() && usable_whole_free(c, s) >= *pending_per_node_.begin()) {
     return true;
   }
   return !pending_fraction_.empty() && pool_.largest_gpu_free(c) >= *pending_fraction_.begin();
@@ -998,7 +1031,9 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       for (std::size_t i = 0; i < s.made.size(); ++i) {
         const Reservation& r = s.made[i];
         if (r.job == j.spec.id || s.made_free[i] < per_node) continue;
-        const bool ends_in_time = end_by <= r.expected_start && protected_to <= r.expected_start;
+        // Only work that declared when it ends can be known to end in time.
+        const bool ends_in_time =
+            end_by != kNever && end_by <= r.expected_start && protected_to <= r.expected_start;
         // Unallocated work can be evicted when the holder is ready, if the holder may preempt.
         const bool allowed = allocated_pass == 1 ? ends_in_time : s.made_funded[i];
         if (!allowed) continue;
@@ -1085,6 +1120,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
         if (s.reserved_by[n] == j.spec.id) {
           s.reserved_by[n] = kNoJob;
           s.mask[n] = 0;
+          ++s.mask_version;  // nodes opened: cached failures no longer hold
         }
       }
       // Plan around the reservations of jobs ranked above this one (made this cycle); last

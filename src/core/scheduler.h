@@ -114,6 +114,7 @@ struct SchedulerState {
   std::multiset<int> pending_per_node_;    // whole-GPU requests: GPUs per node
   std::multiset<Milli> pending_fraction_;  // fractional requests: milli of one GPU
   std::multiset<Milli> pending_total_;     // every request: total milli
+  std::size_t pending_with_end_ = 0;       // pending jobs that declared an expected duration
   std::size_t pending_count_ = 0;
   std::vector<std::set<JobId>> running_;                // per cluster: Running jobs
   std::vector<std::vector<JobId>> jobs_on_node_;        // Running jobs touching each node
@@ -202,6 +203,7 @@ class Scheduler : private detail::SchedulerState {
   void schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
                         std::set<JobId>& started);
   bool anything_can_start(ClusterId c, const ClusterScratch& s) const;
+  int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
   int pass_of(const JobSpec& spec) const;
   void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                 std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);

@@ -215,3 +215,26 @@ TEST(NoPreemptionLoop, TwoTeamsWantingEverythingEvictEachOtherAtMostOncePerContr
 
 }  // namespace
 }  // namespace allot::core
+
+namespace allot::core {
+namespace {
+TEST(PreemptionChoice, AResumableVictimRisksOnlyWorkSinceItsLastCheckpoint) {
+  testing::World w;
+  w.add_nodes(2);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  JobSpec long_resumable = w.job(b, 8, 0);
+  long_resumable.resumable = true;
+  const JobId resumable = w.submit(long_resumable);
+  w.run();
+  w.now = 4 * kHour;
+  const JobId plain = w.submit(b, 8, 0);  // runs 1 h when asked, but would lose all of it
+  w.run();
+  w.now = 5 * kHour;
+  w.submit(a, 8, kHour);
+  auto r = w.run();
+  ASSERT_EQ(r.stops.size(), 1u);
+  EXPECT_EQ(r.stops[0].job, resumable) << "5 h run, but only 30 min at risk; the other loses 1 h";
+  EXPECT_TRUE(w.running(plain));
+}
+}  // namespace
+}  // namespace allot::core
