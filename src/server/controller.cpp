@@ -212,9 +212,8 @@ void Controller::rebuild() {
     }
   }
 
-  // Running jobs go back on their nodes: every other node is cordoned while each is restored, so
-  // the core's placement can only choose the job's own nodes (it has free GPUs there: nothing
-  // else holds them). The open ledger segment up to now is closed first.
+  // Running jobs go back on the GPUs they hold (Scheduler::restore_running). The open ledger
+  // segment up to now is closed first.
   std::vector<Active> queued;
   for (auto& rec : store_.active_jobs()) {
     last_job_id_ = std::max<JobId>(last_job_id_, rec.id);
@@ -245,28 +244,29 @@ void Controller::rebuild() {
       }
     }
     close_segment(a, now, batch);
-    auto names = placement_nodes(a.rec.placement_json);
-    for (const auto& [name, id] : node_ids_) {
-      sched_.set_cordoned(id, std::find(names.begin(), names.end(), name) == names.end());
-    }
+    // Back on exactly the GPUs it held, with its class and contract as recorded.
     bool restored = false;
-    if (sched_.submit(a.spec, now).ok()) {
-      auto res = sched_.cycle(now);
-      for (const auto& s : res.starts) {
-        if (s.job != a.rec.id) continue;
-        restored = true;
-        a.rec.allocated = s.allocated;
-        a.rec.protected_until = s.protected_until;
-        a.rec.placement_json = placement_json(s.placement, nodes_);
+    core::Placement placement;
+    auto slots = json::parse(a.rec.placement_json, nullptr, false);
+    auto cluster = cluster_ids_.find(a.rec.cluster);
+    if (slots.is_array() && cluster != cluster_ids_.end()) {
+      bool known = true;
+      for (const auto& slot : slots) {
+        auto node = node_ids_.find(slot.value("node", ""));
+        if (node == node_ids_.end()) {
+          known = false;
+          break;
+        }
+        placement.push_back(core::GpuSlot{node->second, slot.value<std::uint16_t>("gpu", 0),
+                                          slot.value<core::Milli>("milli", core::kWholeGpu)});
       }
-      for (const auto& cc : res.class_changes) {
-        auto it = active_.find(cc.job);
-        if (it == active_.end()) continue;
-        close_segment(it->second, now, batch);
-        it->second.rec.allocated = cc.allocated;
-        it->second.rec.protected_until = cc.protected_until;
-        batch.push_back(op::UpdateJob{it->second.rec});
-      }
+      const Time allocated_since = a.rec.allocated && a.rec.protected_until != core::kNever
+                                       ? a.rec.protected_until - a.spec.min_runtime
+                                       : a.rec.run_start;
+      restored = known && sched_
+                              .restore_running(a.spec, cluster->second, placement, a.rec.run_start,
+                                               a.rec.allocated, allocated_since, now)
+                              .ok();
     }
     active_[rec.id] = std::move(a);
     Active& act = active_[rec.id];

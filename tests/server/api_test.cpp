@@ -269,6 +269,8 @@ TEST_F(Api, RestartRebuildsRunningJobsQueueAndUsage) {
   auto after = h->get("/api/v1/jobs/1");
   EXPECT_EQ(after.body["state"], "running");
   EXPECT_EQ(after.body["placement"], before.body["placement"]);
+  EXPECT_EQ(after.body["protected_until"], before.body["protected_until"])
+      << "the contract runs from the original start, not from the restart";
   EXPECT_EQ(h->get("/api/v1/jobs/2").body["state"], "running");
   // The open segment up to the restart was written to the ledger.
   EXPECT_EQ(h->store().ledger_for_job(1).at(0).milli_seconds(), 8000 * 100);
@@ -280,8 +282,8 @@ TEST_F(Api, RestartRebuildsRunningJobsQueueAndUsage) {
   EXPECT_EQ(h->get("/api/v1/jobs/1").body["state"], "succeeded");
 }
 
-// Known bug (issue note): after a restart a new submit can collide with an existing job id.
-TEST_F(Api, DISABLED_IdsContinueAfterRestart) {
+// Ids continue after a restart: a new submit never reuses an existing job's id.
+TEST_F(Api, IdsContinueAfterRestart) {
   h->add_sim_nodes(1);
   ASSERT_EQ(h->post("/api/v1/jobs", job("a")).status, 201);
   h->sync();
