@@ -1358,6 +1358,8 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
     NodeId node;
   };
   std::vector<Ready> ready;
+  std::vector<std::pair<Time, int>> releases;  // reused for every node
+  std::map<JobId, bool> takeable;              // per job, not per node it spans
   for (NodeId n : cluster_nodes_[c]) {
     if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
       continue;
@@ -1367,12 +1369,16 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
     if (free_now < need) {
       // When does each job on the node give its GPUs back: its declared end, or, if this job
       // may preempt it, the end of its contract.
-      std::vector<std::pair<Time, int>> releases;
+      releases.clear();
       for (JobId vid : jobs_on_node_[n]) {
         const JobEntry& v = jobs_.at(vid);
         Time t = v.spec.expected_duration ? v.run.started + *v.spec.expected_duration : kNever;
-        VictimReason why;
-        if (can_preempt && preemptible_by(s, v, j, &why)) t = now_;
+        if (can_preempt) {
+          auto [it, fresh] = takeable.try_emplace(vid, false);
+          VictimReason why;
+          if (fresh) it->second = preemptible_by(s, v, j, &why);
+          if (it->second) t = now_;
+        }
         if (can_preempt && v.run.allocated && t == kNever) {
           // Past its contract it may become preemptible as standings move: plan on that.
           t = std::max(now_, v.run.protected_until);
