@@ -822,7 +822,12 @@ void ApiServer::Impl::install() {
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
           require(p.is_admin(), "revoke tokens (administrators only)");
-          std::int64_t id = std::stoll(req.matches[1]);
+          std::int64_t id = 0;
+          try {
+            id = std::stoll(req.matches[1]);
+          } catch (...) {
+            throw HttpError{404, "id", "no such token"};  // out of range: no token has it
+          }
           bool found = false;
           for (const auto& t : store.tokens()) found = found || t.id == id;
           if (!found) throw HttpError{404, "id", "no such token"};

@@ -143,6 +143,8 @@ TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
       h.call("DELETE", "/api/v1/tokens/" + std::to_string(created.body["id"].get<int>())).status,
       200);
   EXPECT_EQ(h.get("/api/v1/whoami", dan).status, 401);
+  // An id beyond any integer is simply not a token (not a server error).
+  EXPECT_EQ(h.call("DELETE", "/api/v1/tokens/99999999999999999999").status, 404);
   // Tokens are stored hashed.
   for (const auto& t : h.store().tokens()) EXPECT_NE(t.hash, dan);
 }
