@@ -56,6 +56,10 @@ struct PolicyConfig {
   // Work a resumable victim loses is at most what it did since its last checkpoint: victims are
   // weighed by min(time run, this) for resumable jobs and by all their time run otherwise.
   Duration assumed_checkpoint_interval = 30 * kMinute;
+  // A preemption may destroy allocated work (victims past their contract) of at most this many
+  // times the GPU time the requester's own contract guarantees (GPUs x minimum runtime). Stops a
+  // short request from throwing away hours of a long, non-resumable run. 0: no limit.
+  double max_allocated_loss_ratio = 1.0;
 
   // --- backfill and reservations ---
   bool backfill = true;  // jobs behind a blocked head may start where they do not delay it

@@ -797,12 +797,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
       JobEntry& j = jobs_.at(id);
       if (j.run.allocated && j.run.protected_until > now_) continue;
       if (j.run.started == now_) continue;  // never undo this cycle's own decisions
-      const Duration ran = now_ - j.run.started;
-      const Duration at_risk =
-          j.spec.resumable ? std::min(ran, config_.assumed_checkpoint_interval) : ran;
-      const double lost = static_cast<double>(total_milli(j.run.placement)) / kWholeGpu *
-                          static_cast<double>(at_risk);
-      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, lost});
+      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, work_at_risk(j)});
     }
     if (s.exposed.size() == first) continue;
     std::sort(s.exposed.begin() + static_cast<std::ptrdiff_t>(first), s.exposed.end(),
@@ -890,6 +885,16 @@ int Scheduler::usable_whole_free(ClusterId c, const ClusterScratch& s) const {
   s.usable_free_key = key;
   s.usable_free = best;
   return best;
+}
+
+// GPU-seconds a running job would lose if stopped now: all it did in this run, or for a resumable
+// job at most what it did since its last checkpoint.
+double Scheduler::work_at_risk(const JobEntry& j) const {
+  const Duration ran = now_ - j.run.started;
+  const Duration at_risk =
+      j.spec.resumable ? std::min(ran, config_.assumed_checkpoint_interval) : ran;
+  return static_cast<double>(total_milli(j.run.placement)) / kWholeGpu *
+         static_cast<double>(at_risk);
 }
 
 // Whether any pending job could still start, or get a reservation, in this cluster pass. Only
@@ -1320,6 +1325,17 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
   std::sort(victims.begin(), victims.end());
   victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
   if (victims.empty()) return false;  // it fits without victims only if a search above missed it
+  // Allocated work is not destroyed beyond what the requester is guaranteed to do in its place.
+  if (config_.max_allocated_loss_ratio > 0) {
+    double allocated_lost = 0;
+    for (JobId vid : victims) {
+      const JobEntry& v = jobs_.at(vid);
+      if (v.run.allocated) allocated_lost += work_at_risk(v);
+    }
+    const double contract = static_cast<double>(shape.total_milli()) / kWholeGpu *
+                            static_cast<double>(j.spec.min_runtime);
+    if (allocated_lost > config_.max_allocated_loss_ratio * contract) return false;
+  }
 
   // What-if: hand the victims' GPUs back, place, and undo if it still does not fit.
   const std::uint64_t generation = pool_.generation();

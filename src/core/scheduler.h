@@ -204,6 +204,7 @@ class Scheduler : private detail::SchedulerState {
                         std::set<JobId>& started);
   bool anything_can_start(ClusterId c, const ClusterScratch& s) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
+  double work_at_risk(const JobEntry& j) const;
   int pass_of(const JobSpec& spec) const;
   void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                 std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);

@@ -65,7 +65,9 @@ TEST_F(Preemption, UnfundedRequestPreemptsNothing) {
 }
 
 TEST_F(Preemption, NeverInsideTheMinimumRuntime) {
-  const JobId protected_job = w.submit(b, 8, 4 * kHour);
+  JobSpec checkpointing = w.job(b, 8, 4 * kHour);
+  checkpointing.resumable = true;  // so that it risks only its last 30 minutes of work
+  const JobId protected_job = w.submit(checkpointing);
   w.run();
   use(w, b, 0.8);  // within its allocation (so never demoted), but far worse off than a
   const JobId requester = w.submit(a, 8, kHour);
@@ -81,6 +83,24 @@ TEST_F(Preemption, NeverInsideTheMinimumRuntime) {
   EXPECT_EQ(stop->victim.requester_branch, a);
   EXPECT_TRUE(World::started(r, requester));
   EXPECT_NE(w.s.describe(*stop).find("past its minimum runtime"), std::string::npos);
+}
+
+TEST_F(Preemption, AShortRequestDoesNotThrowAwayHoursOfAllocatedWork) {
+  const JobId long_run = w.submit(b, 8, kHour);  // not resumable
+  w.run();
+  use(w, b, 0.8);
+  w.now += 4 * kHour;                                 // 32 GPU-hours would be lost
+  const JobId short_request = w.submit(a, 8, kHour);  // guarantees 8 GPU-hours
+  auto r = w.run();
+  EXPECT_TRUE(r.stops.empty());
+  EXPECT_TRUE(w.running(long_run));
+  EXPECT_TRUE(w.pending(short_request));
+  // A request whose contract is worth the loss may take the GPUs.
+  ASSERT_TRUE(w.s.job_finished(short_request, w.now).ok());
+  const JobId long_request = w.submit(a, 8, 4 * kHour);
+  r = w.run();
+  EXPECT_TRUE(World::started(r, long_request));
+  EXPECT_NE(World::stopped(r, long_run), nullptr);
 }
 
 TEST_F(Preemption, AllocatedVictimNeedsToStandWorseByTheMargin) {
