@@ -1372,10 +1372,10 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
     Time at;
     int free_now;
     NodeId node;
+    BlockId block;
   };
   std::vector<Ready> ready;
   std::vector<std::pair<Time, int>> releases;  // reused for every node
-  std::map<JobId, bool> takeable;              // per job, not per node it spans
   for (NodeId n : cluster_nodes_[c]) {
     if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
       continue;
@@ -1389,12 +1389,8 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
       for (JobId vid : jobs_on_node_[n]) {
         const JobEntry& v = jobs_.at(vid);
         Time t = v.spec.expected_duration ? v.run.started + *v.spec.expected_duration : kNever;
-        if (can_preempt) {
-          auto [it, fresh] = takeable.try_emplace(vid, false);
-          VictimReason why;
-          if (fresh) it->second = preemptible_by(s, v, j, &why);
-          if (it->second) t = now_;
-        }
+        VictimReason why;
+        if (can_preempt && preemptible_by(s, v, j, &why)) t = now_;
         if (can_preempt && v.run.allocated && t == kNever) {
           // Past its contract it may become preemptible as standings move: plan on that.
           t = std::max(now_, v.run.protected_until);
@@ -1414,7 +1410,7 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
         }
       }
     }
-    ready.push_back(Ready{at, free_now, n});
+    ready.push_back(Ready{at, free_now, n, nodes_[n].block});
   }
   Reservation r;
   r.job = j.spec.id;
@@ -1423,16 +1419,28 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
   auto earlier = [](const Ready& a, const Ready& b) {
     return std::tie(a.at, b.free_now, a.node) < std::tie(b.at, a.free_now, b.node);
   };
-  std::vector<Ready> chosen;
-  std::map<BlockId, std::vector<Ready>> by_block;
-  for (const Ready& x : ready) by_block[nodes_[x.node].block].push_back(x);
-  for (auto& [block, v] : by_block) {
-    if (static_cast<int>(v.size()) < shape.nodes) continue;
-    std::sort(v.begin(), v.end(), earlier);
-    v.resize(static_cast<std::size_t>(shape.nodes));
-    if (chosen.empty() || earlier(v.back(), chosen.back())) chosen = v;
+  // Within one block if one has enough candidates: the block whose `nodes`-th ready time is
+  // earliest; else the earliest candidates anywhere.
+  const std::size_t need_nodes = static_cast<std::size_t>(shape.nodes);
+  std::sort(ready.begin(), ready.end(), [&](const Ready& a, const Ready& b) {
+    return a.block != b.block ? a.block < b.block : earlier(a, b);
+  });
+  std::size_t best_first = ready.size();
+  for (std::size_t g = 0; g < ready.size();) {
+    std::size_t end = g;
+    while (end < ready.size() && ready[end].block == ready[g].block) ++end;
+    if (end - g >= need_nodes &&
+        (best_first == ready.size() ||
+         earlier(ready[g + need_nodes - 1], ready[best_first + need_nodes - 1]))) {
+      best_first = g;
+    }
+    g = end;
   }
-  if (chosen.empty()) {
+  std::vector<Ready> chosen;
+  if (best_first != ready.size()) {
+    chosen.assign(ready.begin() + static_cast<std::ptrdiff_t>(best_first),
+                  ready.begin() + static_cast<std::ptrdiff_t>(best_first + need_nodes));
+  } else {
     std::sort(ready.begin(), ready.end(), earlier);
     chosen.assign(ready.begin(), ready.begin() + shape.nodes);
   }
