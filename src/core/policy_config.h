@@ -30,7 +30,12 @@ struct PolicyConfig {
   Duration max_min_runtime = 8 * kHour;  // largest minimum runtime a job may declare
   Duration max_debug_min_runtime = 15 * kMinute;
   int max_debug_gpus = 4;        // a debug job asks for at most this many GPUs
-  bool debug_jobs_first = true;  // funded debug jobs are considered before all other work
+  bool debug_jobs_first = true;  // debug jobs are considered before all other work
+  // Debug jobs are funded (allocated, protected for their short contract, able to take GPUs from
+  // unallocated work) even when their budget is over its allocation, up to this many GPUs of
+  // running debug jobs per budget at a time.
+  bool debug_always_funded = true;
+  int max_debug_gpus_per_budget = 8;
 
   // --- lookback fair share ---
   Duration lookback = 7 * kDay;   // sliding window of usage

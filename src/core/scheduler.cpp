@@ -105,6 +105,7 @@ struct Scheduler::ClusterScratch {
   ClusterId cluster = 0;
   std::vector<MilliGpuSeconds> projected;   // usage + remaining contracts, per budget node
   std::vector<MilliGpuSeconds> rank_extra;  // unallocated starts this cycle (ranking only)
+  std::vector<int> debug_gpus;              // per budget: GPUs of allocated debug jobs running
   std::vector<double> allocation;           // milli-GPU-seconds owed over the window
   NodeMask mask;                            // nodes reserved for some holder
   std::vector<JobId> reserved_by;           // per node: the holder
@@ -603,6 +604,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   const std::size_t n = budgets_.size();
   s.projected.assign(n, 0);
   s.rank_extra.assign(n, 0);
+  s.debug_gpus.assign(n, 0);
   s.allocation.assign(n, 0.0);
   for (BudgetId b = 0; b < n; ++b) {
     s.projected[b] = usage_[c].total(b);
@@ -612,6 +614,9 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   // new contract only if it can still afford all the ones it has promised.
   for (JobId id : running_[c]) {
     const JobEntry& j = jobs_.at(id);
+    if (j.run.allocated && j.spec.kind == JobKind::Debug) {
+      s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
+    }
     const Time contract_end = j.run.allocated_since + j.spec.min_runtime;
     if (!j.run.allocated || contract_end <= now_) continue;
     const MilliGpuSeconds rest = total_milli(j.run.placement) * (contract_end - now_);
@@ -645,6 +650,13 @@ bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* lim
     }
     case Funding::Lookback:
       break;
+  }
+  // Debug work is funded whatever its budget's standing (it is small and short by validation), up
+  // to max_debug_gpus_per_budget running at once per budget, so that it starts within seconds.
+  if (config_.debug_always_funded && j.spec.kind == JobKind::Debug && j.spec.min_runtime > 0 &&
+      s.debug_gpus[j.spec.budget] + j.spec.shape.total_gpus() <=
+          config_.max_debug_gpus_per_budget) {
+    return true;
   }
   const MilliGpuSeconds cost = milli * j.spec.min_runtime;
   bool ok = j.spec.min_runtime > 0;
@@ -943,6 +955,9 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
     }
   }
   if (allocated) charge_rate(j, +1);
+  if (allocated && j.spec.kind == JobKind::Debug) {
+    s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
+  }
   // A holder that starts gives its reservation up.
   if (s.held_before(j.spec.id))
     for (std::size_t n = 0; n < s.reserved_by.size(); ++n) {

@@ -258,3 +258,36 @@ TEST(PreemptionChoice, AResumableVictimRisksOnlyWorkSinceItsLastCheckpoint) {
 }
 }  // namespace
 }  // namespace allot::core
+
+namespace allot::core {
+namespace {
+TEST(DebugJobs, AreFundedEvenFromABudgetOverItsAllocationUpToAPerBudgetCap) {
+  testing::World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  const JobId free_work = w.submit(b, 8, 0);
+  w.run();
+  w.now = 7 * kDay;
+  w.s.advance(w.now);
+  w.s.record_usage(0, a, w.now - kDay, w.now,
+                   static_cast<Milli>(1.5 * w.s.allocation(0, a) / kDay));  // /a is over
+  auto debug_job = [&](int gpus) {
+    JobSpec j = w.job(a, gpus, 10 * kMinute);
+    j.kind = JobKind::Debug;
+    return w.submit(j);
+  };
+  const JobId d1 = debug_job(4);
+  auto r = w.run();
+  ASSERT_TRUE(World::started(r, d1)) << "a debug job must not wait behind its budget's standing";
+  EXPECT_TRUE(w.allocated(d1));
+  ASSERT_NE(World::stopped(r, free_work), nullptr);
+  w.carry_out(r);
+  const JobId d2 = debug_job(4);
+  const JobId d3 = debug_job(4);  // beyond 8 debug GPUs running for /a: not funded
+  r = w.run_at(w.now + 60);
+  EXPECT_TRUE(w.allocated(d2));
+  ASSERT_NE(World::why(r, d3), nullptr);
+  EXPECT_FALSE(World::why(r, d3)->funded);
+}
+}  // namespace
+}  // namespace allot::core
