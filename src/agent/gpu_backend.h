@@ -1,0 +1,74 @@
+// GPU backends behind one interface: what GPUs a node has (discovery) and how they are doing
+// (samples). NVML (nvml_backend.cpp) loads libnvidia-ml.so.1 at run time with dlopen, so every
+// build has it and a machine without NVIDIA drivers still runs the agent; the fake backend
+// (fake_backend.cpp) reads a YAML description of a node with scripted telemetry and faults, so
+// that everything above the backend is tested without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace allot::agent {
+
+struct MigDevice {
+  std::string uuid;     // "MIG-..."
+  std::string profile;  // "1g.10gb", "3g.40gb", ...
+  int milli = 0;        // its share of the GPU's compute in thousandths (1g of 7 = 142)
+  std::int64_t memory_mib = 0;
+};
+
+struct GpuDevice {
+  int index = 0;
+  std::string uuid;   // "GPU-..."
+  std::string name;   // as the driver says: "NVIDIA H100 80GB HBM3"
+  std::string model;  // the scheduler's catalogue name derived from `name`: "H100"
+  std::int64_t memory_mib = 0;
+  std::string pci_bus_id;
+  bool mig_enabled = false;
+  std::vector<MigDevice> mig;  // empty unless MIG mode is on
+};
+
+// One reading of one GPU. Fields a backend cannot read stay at their defaults (-1 for "unknown").
+struct GpuSample {
+  int index = 0;
+  bool present = true;  // false: the GPU fell off the bus / the backend lost it
+  double util_pct = -1;
+  std::int64_t mem_used_mib = -1;
+  std::int64_t mem_total_mib = -1;
+  double temp_c = -1;
+  double power_w = -1;
+  std::int64_t ecc_uncorrected = -1;  // volatile (since boot) uncorrected ECC errors
+  std::int64_t ecc_corrected = -1;
+  std::vector<int> xids;  // XID / critical events seen since the previous sample
+  std::string error;      // why a field or the whole GPU could not be read
+};
+
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  virtual std::string name() const = 0;  // "nvml", "fake"
+  virtual core::Result<std::vector<GpuDevice>> discover() = 0;
+  // One sample per discovered GPU, in index order. `now` is seconds since the agent started
+  // (the fake backend's scripts run on it; NVML ignores it).
+  virtual core::Result<std::vector<GpuSample>> sample(double now) = 0;
+};
+
+// Fails with a clear reason when libnvidia-ml.so.1 cannot be loaded or initialised.
+// `library` overrides the file dlopen()ed (tests point it at missing or broken libraries).
+core::Result<std::unique_ptr<GpuBackend>> make_nvml_backend(
+    const std::string& library = "libnvidia-ml.so.1");
+
+// A YAML node description (see docs/agent.md "The fake backend").
+core::Result<std::unique_ptr<GpuBackend>> make_fake_backend(const std::string& yaml_path);
+// The same from YAML text (tests).
+core::Result<std::unique_ptr<GpuBackend>> make_fake_backend_from_text(const std::string& yaml);
+
+// "NVIDIA H100 80GB HBM3" -> "H100"; "NVIDIA B200" -> "B200"; unknown names pass through
+// upper-cased with spaces replaced by '-'.
+std::string catalog_model_name(const std::string& driver_name);
+
+}  // namespace allot::agent

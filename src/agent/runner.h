@@ -1,0 +1,106 @@
+// Runs jobs as real process trees, isolated from each other, and stops them.
+//
+// Each run is started through a small shim (`allot agent-shim`, a fresh single-threaded process)
+// that puts itself in the run's own session / process group and, where the machine allows, its
+// own cgroup v2 (memory.max and cpu.max from the job's limits; a cgroup v1 devices rule set where
+// that controller is mounted, so the job can open only its GPUs' /dev/nvidiaN); without cgroup v2
+// controllers it falls back to rlimits and says so. The shim redirects the job's stdout/stderr to
+// per-run log files, waits for it and writes its exit status to the run's state directory. So a
+// run survives a restart of the agent, and the restarted agent recovers it from the state
+// directory (recover()), exit code included.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/types.h"
+
+namespace allot::agent {
+
+struct RunKey {
+  core::JobId job = 0;
+  int run = 0;
+  auto operator<=>(const RunKey&) const = default;
+};
+
+struct LaunchSpec {
+  RunKey key;
+  std::vector<std::string> command;          // argv; command[0] looked up in PATH
+  std::map<std::string, std::string> env;    // added to the agent's environment
+  std::string workdir;                       // empty: the run's own directory under state_dir
+  std::int64_t memory_mib = 0;               // 0: no limit
+  double cpus = 0;                           // 0: no limit
+  std::vector<std::string> allowed_devices;  // e.g. /dev/nvidia3 (others of the GPU kind denied)
+  std::vector<std::string> denied_devices;   // every GPU device node of this machine not allowed
+  std::string
+      container_template;  // optional: "podman run --rm --device {devices} {image} {command}"
+  std::string container_image;
+};
+
+enum class RunPhase : std::uint8_t {
+  Running,
+  Stopping,  // SIGTERM sent; SIGKILL at kill_at
+  Exited,    // the exit status is known
+};
+
+struct RunStatus {
+  RunKey key;
+  RunPhase phase = RunPhase::Running;
+  pid_t pid = 0;  // the job's process (its process group id)
+  std::chrono::system_clock::time_point started;
+  bool stop_requested = false;   // stop() was called: an exit now counts as "preempted"
+  std::optional<int> exit_code;  // 128 + signal when killed by one
+  std::optional<int> signal;
+  std::string stdout_path, stderr_path;
+};
+
+struct RunnerOptions {
+  std::string state_dir;    // one directory per run: <state_dir>/runs/<job>.<run>/
+  std::string shim_binary;  // the allot binary (argv: agent-shim ...); default /proc/self/exe
+  std::string cgroup_root;  // "" = autodetect a writable cgroup v2 directory; "none" = don't
+  std::chrono::milliseconds default_grace{30000};
+};
+
+class Runner {
+ public:
+  explicit Runner(RunnerOptions options);
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // What isolation this machine allows, in words ("cgroup v2 at /sys/fs/cgroup/allot (memory,
+  // cpu), devices: cgroup v1" or "process group + rlimits: no cgroup v2 memory controller").
+  std::string isolation() const;
+
+  // Starts a run; fails if the key is already running here.
+  core::Result<RunStatus> launch(const LaunchSpec& spec);
+  // SIGTERM to the run's whole tree now, SIGKILL once `grace` has passed (see poll()).
+  void stop(const RunKey& key, std::chrono::milliseconds grace);
+  // SIGKILL now (fencing: the server no longer believes in this run).
+  void kill(const RunKey& key);
+  // Reaps exits, sends due SIGKILLs; returns every run it knows, in key order.
+  std::vector<RunStatus> poll();
+  // After a restart of the agent: runs found in state_dir (running ones keep running).
+  std::vector<RunStatus> recover();
+  // The exit was reported and acknowledged: drop the run's state (its logs stay).
+  void forget(const RunKey& key);
+
+  // Process ids of a running run's tree (for CPU / I/O telemetry).
+  std::vector<pid_t> processes(const RunKey& key) const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// The shim's entry point: argv as given to `allot agent-shim`. Never returns on success paths.
+int shim_main(int argc, char** argv);
+
+}  // namespace allot::agent

@@ -1,0 +1,66 @@
+// Telemetry: per-GPU samples at 1 Hz, aggregated per job over a reporting interval, plus the CPU
+// and I/O wait of each job's process tree read from /proc. The aggregator is pure (samples in,
+// summaries out); process_stats() reads /proc.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <vector>
+
+#include "agent/gpu_backend.h"
+#include "agent/runner.h"
+
+namespace allot::agent {
+
+// CPU and block-I/O delay accumulated by a set of processes, in clock ticks converted to seconds.
+struct ProcessTimes {
+  double cpu_seconds = 0;      // utime + stime
+  double io_wait_seconds = 0;  // delayacct_blkio_ticks (0 where the kernel does not account)
+  std::int64_t rss_mib = 0;
+};
+ProcessTimes process_times(const std::vector<pid_t>& pids);
+
+struct JobTelemetry {
+  RunKey key;
+  int samples = 0;
+  double seconds = 0;        // wall time covered
+  double gpu_util_mean = 0;  // over its GPUs and samples, percent
+  double gpu_util_peak = 0;
+  std::int64_t mem_used_peak_mib = 0;  // sum over its GPUs, peak over samples
+  std::int64_t mem_total_mib = 0;      // of its GPUs (or MIG slices)
+  double cpu_pct_mean = 0;             // 100 = one core
+  double io_wait_pct_mean = 0;         // I/O wait ÷ (CPU + I/O wait), percent
+};
+
+struct GpuTelemetry {
+  GpuSample last;
+  bool healthy = true;
+};
+
+// Which run holds which GPU indices (a fractional run holds part of one).
+using GpuHolders = std::map<RunKey, std::vector<int>>;
+
+class TelemetryAggregator {
+ public:
+  // One 1 Hz sample of every GPU, with the CPU/I/O totals of each run's processes at that time.
+  void add(double now, const std::vector<GpuSample>& gpus, const GpuHolders& holders,
+           const std::map<RunKey, ProcessTimes>& times);
+  // Aggregates since the previous take() (and resets them).
+  std::vector<JobTelemetry> take_jobs();
+  const std::vector<GpuSample>& last_gpus() const { return last_; }
+
+ private:
+  struct Acc {
+    int samples = 0;
+    double first = 0, last = 0;
+    double util_sum = 0, util_peak = 0;
+    std::int64_t mem_peak = 0, mem_total = 0;
+    ProcessTimes t0, t1;
+    bool have_t0 = false;
+  };
+  std::map<RunKey, Acc> acc_;
+  std::vector<GpuSample> last_;
+};
+
+}  // namespace allot::agent
