@@ -1,0 +1,628 @@
+#include "agent/agent.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "agent/job_env.h"
+#include "agent/reconcile.h"
+
+namespace allot::agent {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using core::Error;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+constexpr std::size_t kLogChunk = 256 * 1024;
+constexpr std::size_t kMaxDone = 10000;
+
+std::int64_t wall_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string key_name(const RunKey& k) {
+  return std::to_string(k.job) + "." + std::to_string(k.run);
+}
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+core::Result<std::unique_ptr<GpuBackend>> make_backend(const std::string& spec) {
+  if (spec.rfind("fake:", 0) == 0) return make_fake_backend(spec.substr(5));
+  if (spec == "nvml") return make_nvml_backend();
+  if (spec == "auto" || spec.empty()) {
+    auto nvml = make_nvml_backend();
+    if (!nvml.ok()) {
+      return Error{"backend", nvml.error().reason +
+                                  " (give --backend fake:FILE to run with a described node)"};
+    }
+    return nvml;
+  }
+  return Error{"backend", "must be auto, nvml or fake:FILE, not '" + spec + "'"};
+}
+
+Agent::Agent(AgentOptions options, std::unique_ptr<GpuBackend> backend)
+    : o_(std::move(options)), backend_(std::move(backend)) {
+  if (o_.runner.state_dir.empty()) o_.runner.state_dir = o_.state_dir;
+  if (o_.address.empty()) o_.address = o_.node;
+}
+
+Agent::~Agent() {
+  stop(kill_on_stop_);
+}
+
+void Agent::say(const std::string& line) {
+  if (o_.log) {
+    o_.log(line);
+    return;
+  }
+  char stamp[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&t));
+  std::fprintf(stderr, "%s allot agent %s: %s\n", stamp, o_.node.c_str(), line.c_str());
+}
+
+std::string Agent::isolation() const {
+  return runner_ ? runner_->isolation() : std::string("not started");
+}
+
+core::Status Agent::start() {
+  if (o_.node.empty()) return Error{"node", "give the node's name"};
+  if (o_.state_dir.empty()) return Error{"state_dir", "give a state directory"};
+  std::error_code ec;
+  fs::create_directories(fs::path(o_.state_dir) / "agent" / "runs", ec);
+  if (ec) return Error{"state_dir", "cannot create " + o_.state_dir + ": " + ec.message()};
+  auto found = backend_->discover();
+  if (!found.ok()) return Error{"backend", backend_->name() + ": " + found.error().message()};
+  devices_ = found.value();
+  if (devices_.empty()) return Error{"backend", backend_->name() + " found no GPU on this node"};
+  runner_ = std::make_unique<Runner>(o_.runner);
+  client_ = std::make_unique<ServerClient>(o_.server);
+  started_ = Clock::now();
+  load_state();
+  for (const auto& r : runner_->recover()) {
+    status_[r.key] = r;
+    if (!records_.count(r.key)) {
+      RunRecord rec;
+      rec.key = r.key;
+      rec.started_reported = true;  // it ran before the restart; a repeat report is harmless
+      records_[r.key] = rec;
+    }
+  }
+  for (auto it = records_.begin(); it != records_.end();) {
+    if (!status_.count(it->first)) {
+      drop_record(it->first);
+      it = records_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  say(std::to_string(devices_.size()) + " x " + devices_.front().model + " (" + backend_->name() +
+      "), isolation: " + runner_->isolation() + ", " + std::to_string(status_.size()) +
+      " run(s) recovered");
+  thread_ = std::thread([this] { loop(); });
+  return core::ok_status();
+}
+
+void Agent::stop(bool kill_runs) {
+  kill_on_stop_ = kill_runs;
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void Agent::loop() {
+  while (!stopping_) {
+    const auto begin = Clock::now();
+    step();
+    const auto next = begin + o_.poll;
+    while (!stopping_ && Clock::now() < next) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(next - Clock::now(), std::chrono::milliseconds(20)));
+    }
+  }
+  if (kill_on_stop_ && runner_) {
+    for (const auto& r : runner_->poll()) {
+      if (r.phase == RunPhase::Running) runner_->stop(r.key, std::chrono::milliseconds(2000));
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      bool alive = false;
+      for (const auto& r : runner_->poll()) alive = alive || r.phase != RunPhase::Exited;
+      if (!alive || Clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+void Agent::step() {
+  status_.clear();
+  for (auto& r : runner_->poll()) status_[r.key] = r;
+  const auto now = Clock::now();
+  if (now >= next_sample_) {
+    sample_gpus();
+    next_sample_ = now + o_.sample;
+  }
+  if (!registered_ && !try_register()) {
+    enforce_lease();
+    return;
+  }
+  fetch_and_reconcile();
+  ship_logs();
+  send_reports();
+  if (now >= next_heartbeat_) {
+    send_heartbeat();
+    next_heartbeat_ = now + o_.heartbeat;
+  }
+  if (now >= next_telemetry_) {
+    if (next_telemetry_ != Clock::time_point{}) send_telemetry();
+    next_telemetry_ = now + o_.telemetry;
+  }
+  enforce_lease();
+}
+
+void Agent::contact() {
+  last_contact_ = wall_seconds();
+  if (!reachable_) say("server reachable again");
+  reachable_ = true;
+  if (last_contact_ - last_contact_saved_ >= 2) {
+    write_atomically(fs::path(o_.state_dir) / "agent" / "last_contact",
+                     std::to_string(last_contact_) + "\n");
+    last_contact_saved_ = last_contact_;
+  }
+}
+
+void Agent::fail_contact(const Reply& r, const std::string& what) {
+  if (r.status == 0) {
+    if (reachable_) say("cannot reach the server at " + o_.server.url + " (" + r.error + ")");
+    reachable_ = false;
+    return;
+  }
+  if (r.status == 404 && what == "assignments") {
+    // The server does not know this node (a new database): register again.
+    registered_ = false;
+  }
+  say(what + " refused: HTTP " + std::to_string(r.status) + " " + r.error);
+}
+
+bool Agent::try_register() {
+  Registration reg;
+  reg.name = o_.node;
+  reg.cluster = o_.cluster;
+  reg.block = o_.block;
+  reg.address = o_.address;
+  reg.labels = o_.labels;
+  reg.devices = devices_;
+  reg.backend = backend_->name();
+  reg.isolation = runner_->isolation();
+  reg.version = kVersion;
+  auto body = registration_body(reg);
+  if (!body.ok()) {
+    say("cannot register: " + body.error().message());
+    return false;
+  }
+  auto r = client_->post("/api/v1/nodes", body.value());
+  if (!r.ok()) {
+    fail_contact(r, "registration");
+    return false;
+  }
+  contact();
+  if (r.body.is_object() && r.body.contains("lease_seconds") &&
+      r.body["lease_seconds"].is_number_integer()) {
+    lease_seconds_ = std::max(1, r.body["lease_seconds"].get<int>());
+  }
+  registered_ = true;
+  say("registered with " + o_.server.url + " (cluster " + o_.cluster + ", lease " +
+      std::to_string(lease_seconds_) + " s)");
+  return true;
+}
+
+void Agent::sample_gpus() {
+  const double t = std::chrono::duration<double>(Clock::now() - started_).count();
+  last_sample_ = backend_->sample(t);
+  if (!last_sample_.ok()) return;
+  GpuHolders holders;
+  std::map<RunKey, ProcessTimes> times;
+  for (const auto& [key, st] : status_) {
+    if (st.phase == RunPhase::Exited) continue;
+    auto rec = records_.find(key);
+    if (rec == records_.end() || rec->second.gpus.empty()) continue;
+    holders[key] = rec->second.gpus;
+    times[key] = process_times(runner_->processes(key));
+  }
+  telemetry_.add(t, last_sample_.value(), holders, times);
+}
+
+void Agent::fetch_and_reconcile() {
+  auto r = client_->get(node_path("/api/v1/agent/nodes/", o_.node, "/assignments"));
+  if (!r.ok()) {
+    fail_contact(r, "assignments");
+    return;
+  }
+  contact();
+  auto parsed = parse_assignments(r.body);
+  if (!parsed.ok()) {
+    say("assignments not understood, nothing changed: " + parsed.error().message());
+    return;
+  }
+  const auto& a = parsed.value();
+  lease_seconds_ = a.lease_seconds;
+  std::vector<LocalRun> local;
+  for (const auto& [key, st] : status_) {
+    local.push_back({key, st.phase, st.stop_requested});
+  }
+  const auto actions = reconcile(a, local, done_);
+  for (const auto& s : actions.stop) {
+    say("job " + key_name(s.key) + ": stopping (grace " + std::to_string(s.grace_seconds) + " s)");
+    runner_->stop(s.key, std::chrono::seconds(s.grace_seconds));
+  }
+  for (const auto& k : actions.kill) {
+    say("job " + key_name(k) + ": not assigned here any more, killing it");
+    runner_->kill(k);
+    auto& rec = records_[k];
+    rec.key = k;
+    rec.fenced = true;
+    save_record(rec);
+  }
+  for (const auto& k : actions.lost) {
+    const bool queued =
+        std::any_of(lost_.begin(), lost_.end(), [&](const Report& x) { return x.key == k; });
+    if (!queued) lost_.push_back({k, "lost", std::nullopt, std::nullopt});
+  }
+  for (const auto* l : actions.launch) launch(*l);
+}
+
+void Agent::launch(const Assignment& a) {
+  RunRecord rec;
+  rec.key = a.key;
+  rec.gpus = a.gpus;
+  std::set<std::string> mig_in_use;
+  for (const auto& [k, other] : records_) {
+    auto st = status_.find(k);
+    if (st == status_.end() || st->second.phase == RunPhase::Exited) continue;
+    for (const auto& u : other.uuids) {
+      if (u.rfind("MIG-", 0) == 0) mig_in_use.insert(u);
+    }
+  }
+  auto choice = choose_devices(a, devices_, mig_in_use);
+  if (!choice.ok()) {
+    rec.launch_failed = true;
+    rec.launch_error = choice.error().message();
+  } else {
+    rec.uuids = choice.value().uuids;
+    LaunchSpec spec;
+    spec.key = a.key;
+    spec.command = a.command;
+    spec.env = job_environment(a, choice.value(), o_.node);
+    spec.workdir = a.workdir;
+    spec.memory_mib = a.memory_mib;
+    spec.cpus = a.cpus;
+    gpu_device_files(choice.value(), devices_, o_.dev_dir, spec.allowed_devices,
+                     spec.denied_devices);
+    if (!a.container.empty()) {
+      spec.container_template = o_.container_template;
+      spec.container_image = a.container;
+    }
+    if (!a.container.empty() && o_.container_template.empty()) {
+      rec.launch_failed = true;
+      rec.launch_error = "the job asks for container " + a.container +
+                         " but this agent has no --container-template (see docs/agent.md)";
+    } else {
+      auto st = runner_->launch(spec);
+      if (!st.ok()) {
+        rec.launch_failed = true;
+        rec.launch_error = st.error().message();
+      } else {
+        status_[a.key] = st.value();
+      }
+    }
+  }
+  if (rec.launch_failed) {
+    say("job " + key_name(a.key) + ": cannot start: " + rec.launch_error);
+  } else {
+    std::string visible;
+    for (const auto& u : rec.uuids) visible += (visible.empty() ? "" : ",") + u;
+    say("job " + key_name(a.key) + ": started on " + visible);
+  }
+  records_[a.key] = rec;
+  save_record(rec);
+}
+
+void Agent::ship_logs() {
+  for (auto& [key, rec] : records_) {
+    auto st = status_.find(key);
+    if (st == status_.end() || rec.fenced) continue;
+    const std::pair<const char*, const std::string*> streams[] = {
+        {"stdout", &st->second.stdout_path}, {"stderr", &st->second.stderr_path}};
+    bool changed = false;
+    for (const auto& [stream, path] : streams) {
+      if (path->empty()) continue;
+      std::ifstream in(*path, std::ios::binary);
+      if (!in) continue;
+      auto& offset = rec.shipped[stream];
+      for (int chunks = 0; chunks < 8; ++chunks) {
+        in.clear();
+        in.seekg(offset);
+        std::string data(kLogChunk, '\0');
+        in.read(data.data(), static_cast<std::streamsize>(data.size()));
+        data.resize(static_cast<std::size_t>(in.gcount()));
+        if (data.empty()) break;
+        const std::string url = node_path("/api/v1/agent/nodes/", o_.node, "/logs") +
+                                "?job=" + std::to_string(key.job) +
+                                "&run=" + std::to_string(key.run) + "&stream=" + stream +
+                                "&offset=" + std::to_string(offset);
+        auto r = client_->post_bytes(url, data);
+        if (r.status == 409) {
+          offset = 0;  // the server has less than we thought: resend; it skips what it has
+          changed = true;
+          continue;
+        }
+        if (!r.ok()) {
+          if (r.status == 0) {
+            fail_contact(r, "logs");
+          } else {
+            // Refused for good (an ended run, a stale one): give up on this stream.
+            in.seekg(0, std::ios::end);
+            offset = static_cast<std::int64_t>(in.tellg());
+            changed = true;
+          }
+          break;
+        }
+        contact();
+        offset += static_cast<std::int64_t>(data.size());
+        changed = true;
+      }
+    }
+    if (changed) save_record(rec);
+  }
+}
+
+void Agent::send_reports() {
+  std::vector<Report> out;
+  std::vector<RunKey> finishing;
+  for (auto& [key, rec] : records_) {
+    auto st = status_.find(key);
+    if (rec.launch_failed) {
+      if (rec.shipped["stderr"] == 0) {
+        // The reason goes where its owner looks: the run's stderr (`allot logs --stderr`).
+        const std::string text =
+            "allot agent on " + o_.node + ": cannot start: " + rec.launch_error + "\n";
+        auto r = client_->post_bytes(node_path("/api/v1/agent/nodes/", o_.node, "/logs") +
+                                         "?job=" + std::to_string(key.job) + "&run=" +
+                                         std::to_string(key.run) + "&stream=stderr&offset=0",
+                                     text);
+        if (r.status == 0) continue;  // unreachable: try again next time
+        rec.shipped["stderr"] = static_cast<std::int64_t>(text.size());
+      }
+      out.push_back({key, "exited", 127, std::nullopt});
+      finishing.push_back(key);
+      continue;
+    }
+    if (st == status_.end()) continue;
+    const auto& s = st->second;
+    if (!rec.started_reported && !rec.fenced) out.push_back({key, "started", {}, {}});
+    if (s.phase != RunPhase::Exited) continue;
+    finishing.push_back(key);
+    if (rec.fenced) continue;
+    // Logs first, so that once the server has the exit it has every byte too.
+    std::error_code ec;
+    auto complete = [&](const std::string& path, const char* stream) {
+      if (path.empty()) return true;
+      auto size = fs::file_size(path, ec);
+      return ec || static_cast<std::int64_t>(size) <= rec.shipped[stream];
+    };
+    if (!complete(s.stdout_path, "stdout") || !complete(s.stderr_path, "stderr")) {
+      finishing.pop_back();
+      continue;
+    }
+    const char* event = rec.lease_lost ? "lost" : s.stop_requested ? "preempted" : "exited";
+    out.push_back({key, event, s.exit_code, s.signal});
+  }
+  for (const auto& l : lost_) out.push_back(l);
+  // Fenced runs that ended: nothing to tell the server.
+  for (auto it = finishing.begin(); it != finishing.end();) {
+    auto rec = records_.find(*it);
+    if (rec != records_.end() && rec->second.fenced) {
+      runner_->forget(*it);
+      drop_record(*it);
+      records_.erase(rec);
+      it = finishing.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (out.empty()) return;
+  auto r = client_->post(node_path("/api/v1/agent/nodes/", o_.node, "/reports"), reports_body(out));
+  if (!r.ok()) {
+    fail_contact(r, "reports");
+    return;
+  }
+  contact();
+  std::set<std::pair<RunKey, std::string>> answered;
+  if (r.body.is_object() && r.body.contains("results") && r.body["results"].is_array()) {
+    const auto& results = r.body["results"];
+    for (std::size_t i = 0; i < results.size() && i < out.size(); ++i) {
+      const auto& res = results[i];
+      if (res.contains("error")) {
+        say("job " + key_name(out[i].key) + " " + out[i].event + ": " +
+            res["error"].get<std::string>());
+      }
+      answered.insert({out[i].key, out[i].event});
+      if (out[i].event == "started") {
+        auto rec = records_.find(out[i].key);
+        if (rec != records_.end()) {
+          rec->second.started_reported = true;
+          save_record(rec->second);
+        }
+      }
+    }
+  }
+  for (const auto& k : finishing) {
+    // Any definite answer ends it here: done, or refused because the server moved on.
+    bool acked = false;
+    for (const auto& rep : out) {
+      if (rep.key == k && rep.event != "started" && answered.count({k, rep.event})) {
+        acked = true;
+      }
+    }
+    if (!acked) continue;
+    runner_->forget(k);
+    drop_record(k);
+    records_.erase(k);
+    add_done(k);
+  }
+  std::vector<Report> still;
+  for (const auto& l : lost_) {
+    if (answered.count({l.key, "lost"})) {
+      add_done(l.key);
+    } else {
+      still.push_back(l);
+    }
+  }
+  lost_ = std::move(still);
+}
+
+void Agent::send_heartbeat() {
+  HealthVerdict v = evaluate(devices_, last_sample_, o_.health);
+  if (!o_.health.script.empty()) {
+    const auto now = Clock::now();
+    if (now >= next_script_) {
+      script_verdict_ = run_health_script(o_.health.script, o_.health.script_timeout);
+      next_script_ = now + o_.health_script_every;
+    }
+    if (!script_verdict_.healthy) {
+      v.healthy = false;
+      v.reason += (v.reason.empty() ? "" : "; ") + script_verdict_.reason;
+    }
+  }
+  json body = {{"health", v.healthy ? "healthy" : "unhealthy"}};
+  if (!v.reason.empty()) body["reason"] = v.reason.substr(0, 512);
+  auto r = client_->post(node_path("/api/v1/nodes/", o_.node, "/heartbeat"), body);
+  if (!r.ok()) {
+    fail_contact(r, "heartbeat");
+    return;
+  }
+  contact();
+  if (r.body.is_object() && r.body.contains("lease_seconds") &&
+      r.body["lease_seconds"].is_number_integer()) {
+    lease_seconds_ = std::max(1, r.body["lease_seconds"].get<int>());
+  }
+}
+
+void Agent::send_telemetry() {
+  auto jobs = telemetry_.take_jobs();
+  std::vector<GpuSample> gpus;
+  if (last_sample_.ok()) gpus = last_sample_.value();
+  auto r = client_->post(node_path("/api/v1/agent/nodes/", o_.node, "/telemetry"),
+                         telemetry_body(wall_seconds(), gpus, jobs));
+  if (!r.ok()) {
+    fail_contact(r, "telemetry");
+    return;
+  }
+  contact();
+}
+
+void Agent::enforce_lease() {
+  if (last_contact_ == 0) return;  // never in contact: nothing was assigned by anyone
+  if (wall_seconds() - last_contact_ <= lease_seconds_) return;
+  for (auto& [key, st] : status_) {
+    if (st.phase == RunPhase::Exited) continue;
+    auto& rec = records_[key];
+    rec.key = key;
+    if (rec.lease_lost) continue;
+    say("job " + key_name(key) + ": no contact with the server for more than " +
+        std::to_string(lease_seconds_) + " s (the lease): stopping it");
+    rec.lease_lost = true;
+    save_record(rec);
+    runner_->stop(key, o_.lease_expiry_grace);
+  }
+}
+
+void Agent::load_state() {
+  const fs::path dir = fs::path(o_.state_dir) / "agent";
+  const auto lc = read_file(dir / "last_contact");
+  if (!lc.empty()) last_contact_ = last_contact_saved_ = std::atoll(lc.c_str());
+  std::ifstream done(dir / "done");
+  core::JobId job = 0;
+  int run = 0;
+  while (done >> job >> run) done_.insert({job, run});
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir / "runs", ec)) {
+    if (e.path().extension() != ".json") continue;
+    auto j = json::parse(read_file(e.path()), nullptr, false);
+    if (!j.is_object()) continue;
+    RunRecord r;
+    r.key.job = j.value("job", core::JobId{0});
+    r.key.run = j.value("run", 0);
+    if (r.key.job == 0) continue;
+    r.gpus = j.value("gpus", std::vector<int>{});
+    r.uuids = j.value("uuids", std::vector<std::string>{});
+    r.started_reported = j.value("started_reported", false);
+    r.fenced = j.value("fenced", false);
+    r.lease_lost = j.value("lease_lost", false);
+    r.shipped = j.value("shipped", std::map<std::string, std::int64_t>{});
+    records_[r.key] = r;
+  }
+}
+
+void Agent::save_record(const RunRecord& r) const {
+  if (r.launch_failed) return;  // reported at once; nothing to recover
+  json j = {{"job", r.key.job},
+            {"run", r.key.run},
+            {"gpus", r.gpus},
+            {"uuids", r.uuids},
+            {"started_reported", r.started_reported},
+            {"fenced", r.fenced},
+            {"lease_lost", r.lease_lost},
+            {"shipped", r.shipped}};
+  write_atomically(fs::path(o_.state_dir) / "agent" / "runs" / (key_name(r.key) + ".json"),
+                   j.dump());
+}
+
+void Agent::drop_record(const RunKey& k) {
+  std::error_code ec;
+  fs::remove(fs::path(o_.state_dir) / "agent" / "runs" / (key_name(k) + ".json"), ec);
+}
+
+void Agent::add_done(const RunKey& k) {
+  if (!done_.insert(k).second) return;
+  const fs::path path = fs::path(o_.state_dir) / "agent" / "done";
+  if (done_.size() > kMaxDone) {
+    // Keep the newest half (job ids grow), rewritten at once.
+    while (done_.size() > kMaxDone / 2) done_.erase(done_.begin());
+    std::string text;
+    for (const auto& d : done_) text += std::to_string(d.job) + " " + std::to_string(d.run) + "\n";
+    write_atomically(path, text);
+    return;
+  }
+  std::ofstream(path, std::ios::app) << k.job << " " << k.run << "\n";
+}
+
+}  // namespace allot::agent

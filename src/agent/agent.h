@@ -1,0 +1,136 @@
+// The node agent: one per GPU node. It discovers the node's GPUs, registers them with the server,
+// and then, on one loop thread, keeps the node's processes equal to the server's assignments
+// (reconcile.h), reports what started, exited and stopped, ships logs, sends health verdicts and
+// telemetry, and fences itself: when it cannot reach the server for longer than the lease, it
+// stops every job, so that a job the server moves elsewhere never runs twice
+// (docs/agent-protocol.md).
+//
+// The agent's own state (what it reported, log offsets, the last contact) lives in its state
+// directory beside the runner's, so an agent killed and restarted picks up its runs where they
+// are.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/gpu_backend.h"
+#include "agent/health.h"
+#include "agent/protocol.h"
+#include "agent/runner.h"
+#include "agent/server_client.h"
+#include "agent/telemetry.h"
+
+namespace allot::agent {
+
+struct AgentOptions {
+  ServerAddress server;
+  std::string node;  // the node's name; the token's scope
+  std::string cluster = "default";
+  std::string block;
+  std::string address;  // where gang peers reach this node (default: the node name)
+  std::map<std::string, std::string> labels;
+  std::string state_dir;  // required
+  std::string dev_dir = "/dev";
+  std::chrono::milliseconds poll{500};     // assignments and reports
+  std::chrono::milliseconds sample{1000};  // GPU telemetry samples
+  std::chrono::milliseconds heartbeat{5000};
+  std::chrono::milliseconds telemetry{10000};
+  std::chrono::milliseconds health_script_every{60000};
+  std::chrono::milliseconds lease_expiry_grace{5000};  // SIGTERM..SIGKILL when the lease runs out
+  HealthThresholds health;
+  std::string container_template;
+  RunnerOptions runner;                         // state_dir defaults to state_dir
+  std::function<void(const std::string&)> log;  // default: stderr, one line per event
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions options, std::unique_ptr<GpuBackend> backend);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Discovers the GPUs, recovers runs from the state directory and starts the loop thread. It
+  // registers with the server (retrying) from the loop, so it starts while the server is away.
+  core::Status start();
+  // Ends the loop. kill_runs: stop every job first (SIGTERM, grace, SIGKILL), as `allot up` does
+  // on exit; otherwise they keep running and a restarted agent recovers them.
+  void stop(bool kill_runs = false);
+
+  const std::vector<GpuDevice>& devices() const { return devices_; }
+  std::string isolation() const;
+  bool registered() const { return registered_; }
+
+ private:
+  struct RunRecord {
+    RunKey key;
+    std::vector<int> gpus;
+    std::vector<std::string> uuids;  // GPU or MIG devices it was given
+    bool started_reported = false;
+    bool fenced = false;      // killed because the server no longer lists it: nothing to report
+    bool lease_lost = false;  // stopped because the lease ran out: reported lost
+    bool launch_failed = false;
+    std::string launch_error;
+    std::map<std::string, std::int64_t> shipped;  // stream -> bytes the server has
+  };
+
+  void loop();
+  void step();
+  void say(const std::string& line);
+  bool try_register();
+  void sample_gpus();
+  void fetch_and_reconcile();
+  void launch(const Assignment& a);
+  void ship_logs();
+  void send_reports();
+  void send_heartbeat();
+  void send_telemetry();
+  void enforce_lease();
+  void contact();  // a successful exchange with the server
+  void fail_contact(const Reply& r, const std::string& what);
+
+  void load_state();
+  void save_record(const RunRecord& r) const;
+  void drop_record(const RunKey& k);
+  void add_done(const RunKey& k);
+
+  AgentOptions o_;
+  std::unique_ptr<GpuBackend> backend_;
+  std::unique_ptr<Runner> runner_;
+  std::unique_ptr<ServerClient> client_;
+  std::vector<GpuDevice> devices_;
+  std::chrono::steady_clock::time_point started_;
+
+  std::map<RunKey, RunRecord> records_;
+  std::map<RunKey, RunStatus> status_;  // from the last runner poll
+  std::set<RunKey> done_;               // finished and acknowledged: never launched again
+  std::vector<Report> lost_;            // to report
+  core::Result<std::vector<GpuSample>> last_sample_{core::Error{"gpus", "not sampled yet"}};
+  TelemetryAggregator telemetry_;
+  HealthVerdict script_verdict_;
+  std::chrono::steady_clock::time_point next_sample_{}, next_heartbeat_{}, next_telemetry_{},
+      next_script_{};
+
+  std::atomic<bool> registered_{false};
+  bool reachable_ = true;  // for logging transitions only
+  int lease_seconds_ = 30;
+  std::int64_t last_contact_ = 0;  // system clock seconds; persisted
+  std::int64_t last_contact_saved_ = 0;
+
+  std::atomic<bool> stopping_{false};
+  bool kill_on_stop_ = false;
+  std::thread thread_;
+};
+
+// What `--backend` names: "auto" (NVML if it loads and finds a GPU, else an error saying so),
+// "nvml", or "fake:PATH" (a YAML node description).
+core::Result<std::unique_ptr<GpuBackend>> make_backend(const std::string& spec);
+
+}  // namespace allot::agent

@@ -1,0 +1,73 @@
+// The agent's side of docs/agent-protocol.md: what the server's answers mean (parsed and checked:
+// an agent trusts nothing it is sent blindly) and the bodies the agent sends.
+#pragma once
+
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/gpu_backend.h"
+#include "agent/runner.h"
+#include "agent/telemetry.h"
+#include "core/status.h"
+
+namespace allot::agent {
+
+// One entry of `run`: what should run on this node.
+struct Assignment {
+  RunKey key;
+  std::string state;  // starting, running
+  std::vector<int> gpus;
+  int gpu_milli = 1000;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::string workdir;
+  std::int64_t memory_mib = 0;
+  double cpus = 0;
+  std::string container;
+  std::string owner, budget, name, kind;
+  bool resumable = false;
+  int grace_seconds = 30;
+  int rank = 0;
+  std::vector<std::string> nodes;
+  std::string rendezvous;  // host:port
+};
+
+struct StopOrder {
+  RunKey key;
+  int grace_seconds = 30;
+};
+
+struct Assignments {
+  std::vector<Assignment> run;
+  std::vector<StopOrder> stop;
+  int lease_seconds = 30;
+  std::int64_t server_time = 0;
+};
+
+core::Result<Assignments> parse_assignments(const nlohmann::json& body);
+
+// What the agent tells the server about a run.
+struct Report {
+  RunKey key;
+  std::string event;  // started, exited, preempted, lost
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+};
+
+struct Registration {
+  std::string name, cluster, block, address;
+  std::map<std::string, std::string> labels;
+  std::vector<GpuDevice> devices;  // all of one model
+  std::string backend, isolation, version;
+};
+
+// The body of POST /nodes. Fails when the node has no GPU or GPUs of several models.
+core::Result<nlohmann::json> registration_body(const Registration& r);
+nlohmann::json reports_body(const std::vector<Report>& reports);
+nlohmann::json telemetry_body(std::int64_t time, const std::vector<GpuSample>& gpus,
+                              const std::vector<JobTelemetry>& jobs);
+
+}  // namespace allot::agent

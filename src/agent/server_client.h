@@ -1,0 +1,48 @@
+// The agent's HTTP calls to the server (docs/agent-protocol.md), on one keep-alive connection.
+// cpp-httplib stays inside server_client.cpp. Not thread-safe: the agent loop alone uses it.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/status.h"
+
+namespace allot::agent {
+
+struct Reply {
+  int status = 0;  // 0: no answer (unreachable, timed out)
+  nlohmann::json body;
+  std::string error;  // transport error, or the server's error reason
+  bool ok() const { return status >= 200 && status < 300; }
+};
+
+struct ServerAddress {
+  std::string url;  // http://host:port or https://host:port
+  std::string token;
+  std::string cacert;     // PEM file to verify the server with (https)
+  bool insecure = false;  // https without verifying the certificate
+};
+
+class ServerClient {
+ public:
+  explicit ServerClient(ServerAddress addr);
+  ~ServerClient();
+  ServerClient(const ServerClient&) = delete;
+  ServerClient& operator=(const ServerClient&) = delete;
+
+  Reply get(const std::string& path);
+  Reply post(const std::string& path, const nlohmann::json& body);
+  // Raw bytes (logs).
+  Reply post_bytes(const std::string& path, const std::string& bytes);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "/api/v1/agent/nodes/n01/assignments" with the node name escaped.
+std::string node_path(const std::string& prefix, const std::string& node,
+                      const std::string& suffix);
+
+}  // namespace allot::agent

@@ -1,0 +1,169 @@
+// `allot agent`: the node agent (src/agent/agent.h) as a process, one per GPU node.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "agent/agent.h"
+#include "cli/commands.h"
+
+namespace allot::cli {
+namespace {
+
+void usage(FILE* out) {
+  std::fprintf(
+      out,
+      "usage: allot agent [options]\n"
+      "  --server URL           the server (default: $ALLOT_ADDR, else http://127.0.0.1:7400)\n"
+      "  --token T | --token-file F   the node's agent token (default: $ALLOT_TOKEN)\n"
+      "  --node NAME            this node's name: the token's scope (default: the host name)\n"
+      "  --cluster NAME         cluster to join (default 'default')\n"
+      "  --block NAME           topology block (NVLink domain, rack) for gang placement\n"
+      "  --label K=V            a node label (repeatable)\n"
+      "  --address HOST         where gang peers reach this node (default: the node name)\n"
+      "  --backend B            auto | nvml | fake:FILE (a YAML node; see docs/agent.md)\n"
+      "  --state-dir DIR        runs, logs and agent state (default /var/lib/allot/agent)\n"
+      "  --health-script CMD    extra health check: exit 0 healthy, else its first line is why\n"
+      "  --max-temp C           unhealthy above this GPU temperature (default 90)\n"
+      "  --max-ecc N            unhealthy above N uncorrected ECC errors (default 0)\n"
+      "  --container-template T e.g. 'podman run --rm {devices} {image} {command}'\n"
+      "  --cgroup-root DIR      cgroup v2 directory for jobs ('none': process groups only)\n"
+      "  --poll-ms N            assignment poll interval (default 500)\n"
+      "  --cacert FILE | --insecure   verify an https server with FILE / not at all\n"
+      "  --kill-on-exit         stop every job when the agent exits (default: they keep\n"
+      "                         running and a restarted agent recovers them)\n");
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "node";
+  std::string s(buf);
+  return s.substr(0, s.find('.'));
+}
+
+}  // namespace
+
+int agent_main(int argc, char** argv) {
+  agent::AgentOptions o;
+  std::string backend = "auto";
+  bool kill_on_exit = false;
+  if (const char* e = std::getenv("ALLOT_ADDR")) o.server.url = e;
+  if (const char* e = std::getenv("ALLOT_TOKEN")) o.server.token = e;
+  o.node = host_name();
+  o.state_dir = "/var/lib/allot/agent";
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "allot agent: %s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto number = [&](long lo, long hi) {
+      const std::string v = next();
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < lo || n > hi) {
+        std::fprintf(stderr, "allot agent: %s: '%s' must be a number from %ld to %ld\n", k.c_str(),
+                     v.c_str(), lo, hi);
+        std::exit(2);
+      }
+      return n;
+    };
+    if (k == "--help" || k == "-h") {
+      usage(stdout);
+      return 0;
+    } else if (k == "--server") {
+      o.server.url = next();
+    } else if (k == "--token") {
+      o.server.token = next();
+    } else if (k == "--token-file") {
+      const std::string path = next();
+      std::ifstream in(path);
+      if (!in || !std::getline(in, o.server.token)) {
+        std::fprintf(stderr, "allot agent: cannot read a token from %s\n", path.c_str());
+        return 2;
+      }
+    } else if (k == "--node") {
+      o.node = next();
+    } else if (k == "--cluster") {
+      o.cluster = next();
+    } else if (k == "--block") {
+      o.block = next();
+    } else if (k == "--label") {
+      const std::string kv = next();
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::fprintf(stderr, "allot agent: --label wants KEY=VALUE, not '%s'\n", kv.c_str());
+        return 2;
+      }
+      o.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+    } else if (k == "--address") {
+      o.address = next();
+    } else if (k == "--backend") {
+      backend = next();
+    } else if (k == "--state-dir") {
+      o.state_dir = next();
+    } else if (k == "--health-script") {
+      o.health.script = next();
+    } else if (k == "--max-temp") {
+      o.health.max_temp_c = static_cast<double>(number(1, 200));
+    } else if (k == "--max-ecc") {
+      o.health.max_ecc_uncorrected = number(0, 1'000'000'000);
+    } else if (k == "--container-template") {
+      o.container_template = next();
+    } else if (k == "--cgroup-root") {
+      o.runner.cgroup_root = next();
+    } else if (k == "--poll-ms") {
+      o.poll = std::chrono::milliseconds(number(10, 60'000));
+    } else if (k == "--cacert") {
+      o.server.cacert = next();
+    } else if (k == "--insecure") {
+      o.server.insecure = true;
+    } else if (k == "--kill-on-exit") {
+      kill_on_exit = true;
+    } else {
+      std::fprintf(stderr, "allot agent: unknown option '%s'\n\n", k.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (o.server.url.empty()) o.server.url = "http://127.0.0.1:7400";
+  if (o.server.url.find("://") == std::string::npos) o.server.url = "http://" + o.server.url;
+  if (o.server.token.empty()) {
+    std::fprintf(stderr,
+                 "allot agent: no token: give --token or --token-file (an admin creates one with "
+                 "'allot token create --role agent --scope %s')\n",
+                 o.node.c_str());
+    return 2;
+  }
+  auto b = agent::make_backend(backend);
+  if (!b.ok()) {
+    std::fprintf(stderr, "allot agent: %s\n", b.error().message().c_str());
+    return 1;
+  }
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  agent::Agent a(o, std::move(b.value()));
+  auto st = a.start();
+  if (!st.ok()) {
+    std::fprintf(stderr, "allot agent: %s\n", st.error().message().c_str());
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::fprintf(stderr, "allot agent: stopping%s\n",
+               kill_on_exit ? " and its jobs" : " (its jobs keep running)");
+  a.stop(kill_on_exit);
+  return 0;
+}
+
+}  // namespace allot::cli

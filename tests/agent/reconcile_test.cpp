@@ -1,0 +1,202 @@
+// Reconciliation rules (src/agent/reconcile.h): the server's assignments are the truth.
+#include "agent/reconcile.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace allot::agent {
+namespace {
+
+Assignment assigned(core::JobId job, int run, const std::string& state) {
+  Assignment a;
+  a.key = {job, run};
+  a.state = state;
+  a.gpus = {0};
+  a.command = {"true"};
+  return a;
+}
+
+TEST(Reconcile, StartsWhatIsPlacedAndNotHere) {
+  Assignments s;
+  s.run = {assigned(1, 1, "starting")};
+  auto act = reconcile(s, {}, {});
+  ASSERT_EQ(act.launch.size(), 1u);
+  EXPECT_EQ(act.launch[0]->key, (RunKey{1, 1}));
+  EXPECT_TRUE(act.kill.empty());
+  EXPECT_TRUE(act.lost.empty());
+}
+
+TEST(Reconcile, RunningHereIsLeftAlone) {
+  Assignments s;
+  s.run = {assigned(1, 1, "running")};
+  auto act = reconcile(s, {{{1, 1}, RunPhase::Running, false}}, {});
+  EXPECT_TRUE(act.launch.empty());
+  EXPECT_TRUE(act.kill.empty());
+  EXPECT_TRUE(act.lost.empty());
+  EXPECT_TRUE(act.stop.empty());
+}
+
+TEST(Reconcile, RunningThereButNotHereIsLost) {
+  Assignments s;
+  s.run = {assigned(1, 1, "running")};
+  auto act = reconcile(s, {}, {});
+  EXPECT_TRUE(act.launch.empty());
+  ASSERT_EQ(act.lost.size(), 1u);
+  EXPECT_EQ(act.lost[0], (RunKey{1, 1}));
+}
+
+TEST(Reconcile, NotAssignedAnyMoreIsKilled) {
+  Assignments s;  // the server lists nothing
+  auto act =
+      reconcile(s, {{{7, 2}, RunPhase::Running, false}, {{8, 1}, RunPhase::Exited, false}}, {});
+  ASSERT_EQ(act.kill.size(), 1u);
+  EXPECT_EQ(act.kill[0], (RunKey{7, 2}));  // an exited run needs no kill
+}
+
+TEST(Reconcile, AnOldRunOfAJobIsKilledWhileTheNewOneStarts) {
+  Assignments s;
+  s.run = {assigned(7, 3, "starting")};
+  auto act = reconcile(s, {{{7, 2}, RunPhase::Running, false}}, {});
+  ASSERT_EQ(act.kill.size(), 1u);
+  EXPECT_EQ(act.kill[0], (RunKey{7, 2}));
+  ASSERT_EQ(act.launch.size(), 1u);
+  EXPECT_EQ(act.launch[0]->key, (RunKey{7, 3}));
+}
+
+TEST(Reconcile, StopOrdersStopOnce) {
+  Assignments s;
+  s.stop = {{{3, 1}, 10}};
+  auto act = reconcile(s, {{{3, 1}, RunPhase::Running, false}}, {});
+  ASSERT_EQ(act.stop.size(), 1u);
+  EXPECT_EQ(act.stop[0].grace_seconds, 10);
+  EXPECT_TRUE(act.kill.empty());
+  act = reconcile(s, {{{3, 1}, RunPhase::Stopping, true}}, {});
+  EXPECT_TRUE(act.stop.empty());
+  EXPECT_TRUE(act.kill.empty());
+}
+
+TEST(Reconcile, AStopForARunNotHereIsReportedLost) {
+  Assignments s;
+  s.stop = {{{3, 1}, 10}};
+  auto act = reconcile(s, {}, {});
+  ASSERT_EQ(act.lost.size(), 1u);
+  act = reconcile(s, {}, {{3, 1}});
+  EXPECT_TRUE(act.lost.empty());
+}
+
+TEST(Reconcile, ARunReportedDoneIsNeverStartedAgainByAStaleSnapshot) {
+  Assignments s;
+  s.run = {assigned(5, 1, "starting"), assigned(6, 1, "running")};
+  auto act = reconcile(s, {}, {{5, 1}, {6, 1}});
+  EXPECT_TRUE(act.launch.empty());
+  EXPECT_TRUE(act.lost.empty());
+}
+
+// Property: over random states, a run is never both launched and present, never launched when
+// done, every live local run is either wanted or killed, and nothing is killed that is wanted.
+TEST(Reconcile, RandomStatesKeepTheRules) {
+  std::mt19937 rng(7);
+  for (int scenario = 0; scenario < 5000; ++scenario) {
+    Assignments s;
+    std::vector<LocalRun> local;
+    std::set<RunKey> done;
+    std::set<RunKey> used;
+    auto key = [&] {
+      return RunKey{static_cast<core::JobId>(1 + rng() % 6), static_cast<int>(1 + rng() % 3)};
+    };
+    for (int i = 0, n = static_cast<int>(rng() % 5); i < n; ++i) {
+      auto k = key();
+      if (!used.insert(k).second) continue;
+      s.run.push_back(assigned(k.job, k.run, rng() % 2 ? "starting" : "running"));
+    }
+    for (int i = 0, n = static_cast<int>(rng() % 3); i < n; ++i) {
+      auto k = key();
+      if (!used.insert(k).second) continue;
+      s.stop.push_back({k, 5});
+    }
+    std::set<RunKey> here;
+    for (int i = 0, n = static_cast<int>(rng() % 5); i < n; ++i) {
+      auto k = key();
+      if (!here.insert(k).second) continue;
+      local.push_back({k, static_cast<RunPhase>(rng() % 3), rng() % 2 == 0});
+    }
+    for (int i = 0, n = static_cast<int>(rng() % 3); i < n; ++i) {
+      auto k = key();
+      if (!here.count(k)) done.insert(k);
+    }
+    auto act = reconcile(s, local, done);
+    std::set<RunKey> wanted;
+    for (const auto& a : s.run) wanted.insert(a.key);
+    for (const auto& st : s.stop) wanted.insert(st.key);
+    for (const auto* a : act.launch) {
+      EXPECT_FALSE(here.count(a->key));
+      EXPECT_FALSE(done.count(a->key));
+      EXPECT_EQ(a->state, "starting");
+    }
+    for (const auto& k : act.kill) {
+      EXPECT_TRUE(here.count(k));
+      EXPECT_FALSE(wanted.count(k));
+    }
+    for (const auto& r : local) {
+      if (r.phase == RunPhase::Exited) continue;
+      const bool killed = std::find(act.kill.begin(), act.kill.end(), r.key) != act.kill.end();
+      EXPECT_NE(killed, wanted.count(r.key) > 0);
+    }
+    for (const auto& k : act.lost) {
+      EXPECT_FALSE(here.count(k));
+      EXPECT_FALSE(done.count(k));
+    }
+  }
+}
+
+TEST(Assignments, ParsesTheContractExample) {
+  auto body = nlohmann::json::parse(R"({"node": "n01", "lease_seconds": 30, "server_time": 17,
+ "run": [{"job": 12, "run": 1, "state": "starting", "gpus": [0, 1], "gpu_milli": 1000,
+          "command": ["python", "train.py"], "env": {"SEED": "1"}, "workdir": "/home/ann/exp",
+          "memory_mib": 65536, "cpus": 16, "container": "", "owner": "ann",
+          "budget": "/lab/nlp/olmo", "name": "train", "kind": "batch", "resumable": true,
+          "grace_seconds": 30, "rank": 0, "nodes": ["n01", "n02"], "rendezvous": "10.0.0.1:29512"}],
+ "stop": [{"job": 9, "run": 2, "grace_seconds": 30}]})");
+  auto a = parse_assignments(body);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  ASSERT_EQ(a.value().run.size(), 1u);
+  const auto& r = a.value().run[0];
+  EXPECT_EQ(r.key, (RunKey{12, 1}));
+  EXPECT_EQ(r.gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(r.env.at("SEED"), "1");
+  EXPECT_EQ(r.memory_mib, 65536);
+  EXPECT_DOUBLE_EQ(r.cpus, 16);
+  EXPECT_TRUE(r.resumable);
+  EXPECT_EQ(r.nodes.size(), 2u);
+  ASSERT_EQ(a.value().stop.size(), 1u);
+  EXPECT_EQ(a.value().stop[0].key, (RunKey{9, 2}));
+  EXPECT_EQ(a.value().lease_seconds, 30);
+}
+
+TEST(Assignments, RefusesWhatItCannotTrust) {
+  auto bad = [](const char* text) {
+    auto a = parse_assignments(nlohmann::json::parse(text));
+    return a.ok() ? std::string("ok") : a.error().field;
+  };
+  EXPECT_EQ(
+      bad(R"({"run": [{"job": 1, "run": 1, "state": "starting", "gpus": [], "command": ["x"]}]})"),
+      "run.gpus");
+  EXPECT_EQ(
+      bad(R"({"run": [{"job": 1, "run": 1, "state": "starting", "gpus": [99], "command": ["x"]}]})"),
+      "run.gpus");
+  EXPECT_EQ(bad(R"({"run": [{"job": 1, "state": "starting", "gpus": [0], "command": ["x"]}]})"),
+            "run");
+  EXPECT_EQ(
+      bad(R"({"run": [{"job": 1, "run": 1, "state": "weird", "gpus": [0], "command": ["x"]}]})"),
+      "run.state");
+  EXPECT_EQ(bad(R"({"run": [{"job": 1, "run": 1, "state": "starting", "gpus": [0]}]})"),
+            "run.command");
+  EXPECT_EQ(bad(R"({"lease_seconds": "long"})"), "assignments.lease_seconds");
+  EXPECT_EQ(bad(R"({"stop": [{"job": 1, "run": 0}]})"), "stop.run");
+  EXPECT_EQ(bad(R"([])"), "body");
+}
+
+}  // namespace
+}  // namespace allot::agent
