@@ -32,6 +32,8 @@ void usage(FILE* out) {
       "  --container-template T e.g. 'podman run --rm {devices} {image} {command}'\n"
       "  --cgroup-root DIR      cgroup v2 directory for jobs ('none': process groups only)\n"
       "  --poll-ms N            assignment poll interval (default 500)\n"
+      "  --heartbeat-ms N       health verdict interval (default 5000)\n"
+      "  --telemetry-ms N       telemetry report interval (default 10000; samples at 1 Hz)\n"
       "  --cacert FILE | --insecure   verify an https server with FILE / not at all\n"
       "  --kill-on-exit         stop every job when the agent exits (default: they keep\n"
       "                         running and a restarted agent recovers them)\n");
@@ -120,6 +122,10 @@ int agent_main(int argc, char** argv) {
       o.runner.cgroup_root = next();
     } else if (k == "--poll-ms") {
       o.poll = std::chrono::milliseconds(number(10, 60'000));
+    } else if (k == "--heartbeat-ms") {
+      o.heartbeat = std::chrono::milliseconds(number(10, 600'000));
+    } else if (k == "--telemetry-ms") {
+      o.telemetry = std::chrono::milliseconds(number(100, 3'600'000));
     } else if (k == "--cacert") {
       o.server.cacert = next();
     } else if (k == "--insecure") {

@@ -1,0 +1,269 @@
+// End to end: a real `allot server` and real `allot agent` processes (fake GPU backends) on
+// loopback; jobs are real processes. Each test builds its own cluster in a temporary directory.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "cluster.h"
+#include "proxy.h"
+
+namespace allot::e2e {
+namespace {
+
+// Short leases so that partitions play out in seconds: an agent gives its jobs up after 2 s
+// without the server; the server declares a node down after 8 s of silence.
+const std::vector<std::string> kFastServer = {
+    "--lease-seconds", "2", "--node-timeout-seconds", "8", "--stop-grace-seconds", "1"};
+
+std::map<int, std::string> uuids_of(Cluster& c, const std::string& node) {
+  std::map<int, std::string> out;
+  auto n = c.get("/api/v1/nodes/" + node);
+  for (const auto& d : n.body.value("devices", json::array())) {
+    out[d.value("index", -1)] = d.value("uuid", "");
+  }
+  return out;
+}
+
+double start_time(const std::string& line) {  // "start <run> <seconds.nanos>"
+  auto sp = line.rfind(' ');
+  return std::stod(line.substr(sp + 1));
+}
+
+TEST(EndToEnd, JobsRunAsProcessesOnTheirGpusAndEndWithTheirExitCode) {
+  Cluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8);
+  c.start_agent("n2", 8);
+
+  const auto a = c.submit(
+      {{"budget", "/lab/a"},
+       {"gpus_per_node", 2},
+       {"min_runtime", 60},
+       {"command", c.marked("a", "echo $CUDA_VISIBLE_DEVICES > " + c.out("a.env") +
+                                     "; echo hello from $ALLOT_JOB_ID; echo oops >&2; exit 3")}});
+  const auto b = c.submit({{"budget", "/lab/a"},
+                           {"gpus_per_node", 8},
+                           {"min_runtime", 60},
+                           {"command", c.marked("b", "exit 0")}});
+  ASSERT_TRUE(c.wait_state(a, "failed")) << c.history(a);
+  ASSERT_TRUE(c.wait_state(b, "succeeded")) << c.history(b);
+  auto ja = c.job(a);
+  EXPECT_EQ(ja["exit_code"], 3);
+  EXPECT_EQ(ja["runs"], 1);
+
+  // The job saw exactly the GPUs it was placed on, by UUID.
+  std::vector<std::string> want;
+  for (const auto& slot : ja["placement"]) {
+    want.push_back(uuids_of(c, slot["node"].get<std::string>()).at(slot["gpu"].get<int>()));
+  }
+  std::string joined;
+  for (const auto& u : want) joined += (joined.empty() ? "" : ",") + u;
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_EQ(slurp(c.out("a.env")), joined + "\n");
+
+  // Its output is retrievable through the server.
+  EXPECT_TRUE(eventually([&] {
+    auto r = c.get("/api/v1/jobs/" + std::to_string(a) + "/logs?stream=stdout");
+    return r.status == 200 && r.raw == "hello from " + std::to_string(a) + "\n";
+  })) << c.get("/api/v1/jobs/" + std::to_string(a) + "/logs?stream=stdout").raw;
+  auto err = c.get("/api/v1/jobs/" + std::to_string(a) + "/logs?stream=stderr");
+  EXPECT_EQ(err.raw, "oops\n");
+}
+
+TEST(EndToEnd, AMoreDeservingJobPreemptsWithSigtermThenSigkillAndTheVictimRequeues) {
+  Cluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.budget("/lab/b", 1);
+  c.start_agent("n1", 8);
+
+  // Unallocated (minimum runtime 0) and resumable; its first run ignores SIGTERM.
+  const auto victim = c.submit(
+      {{"budget", "/lab/a"},
+       {"gpus_per_node", 8},
+       {"min_runtime", 0},
+       {"resumable", true},
+       {"command",
+        c.marked("v", "if [ \"$ALLOT_RUN\" = 1 ]; then trap 'echo term >> " + c.out("v.term") +
+                          "' TERM; while true; do sleep 0.05; done; fi; exit 0")}});
+  ASSERT_TRUE(c.wait_state(victim, "running")) << c.history(victim);
+  const auto winner = c.submit({{"budget", "/lab/b"},
+                                {"gpus_per_node", 8},
+                                {"min_runtime", 60},
+                                {"command", c.marked("w", "sleep 1; exit 0")}});
+  ASSERT_TRUE(c.wait_state(winner, "succeeded", 30000ms)) << c.history(winner);
+  ASSERT_TRUE(c.wait_state(victim, "succeeded", 30000ms)) << c.history(victim);
+
+  EXPECT_EQ(slurp(c.out("v.term")), "term\n") << "the victim saw SIGTERM once";
+  auto v = c.job(victim);
+  EXPECT_EQ(v["runs"], 2);
+  const std::string h = c.history(victim);
+  EXPECT_NE(h.find("->preempting"), std::string::npos) << h;
+  EXPECT_NE(h.find("preempting->requeued"), std::string::npos) << h;
+  // It ignored SIGTERM, so the agent killed it: 128 + SIGKILL.
+  EXPECT_NE(h.find("137"), std::string::npos) << h;
+  // The winner started only after the victim's first run was gone.
+  const auto vs = lines_of(c.out("v.log"));
+  const auto ws = lines_of(c.out("w.log"));
+  ASSERT_EQ(vs.size(), 2u);
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_LT(start_time(vs[0]), start_time(ws[0]));
+  EXPECT_LT(start_time(ws[0]), start_time(vs[1]));
+}
+
+TEST(EndToEnd, AnUnhealthyNodeDrainsAsMinimumRuntimesExpire) {
+  Cluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8, {"--heartbeat-ms", "200"});
+  c.start_agent("n2", 8, {"--heartbeat-ms", "200"});
+  const auto j = c.submit({{"budget", "/lab/a"},
+                           {"gpus_per_node", 8},
+                           {"min_runtime", 4},
+                           {"resumable", true},
+                           {"command", c.marked("d", "sleep 600")}});
+  ASSERT_TRUE(c.wait_state(j, "running")) << c.history(j);
+  const std::string first = c.job(j)["placement"][0]["node"];
+  const std::string other = first == "n1" ? "n2" : "n1";
+  // An uncorrected ECC error climbs on GPU 5 of the node the job runs on.
+  std::ofstream(c.control_dir(first) + "/gpu5.ecc_uncorrected") << "3\n";
+  ASSERT_TRUE(eventually([&] {
+    return c.get("/api/v1/nodes/" + first).body.value("health", "") == "unhealthy";
+  })) << c.get("/api/v1/nodes/" + first).raw;
+  EXPECT_NE(c.get("/api/v1/nodes/" + first).body.value("health_reason", "").find("5"),
+            std::string::npos);
+  // The job keeps its minimum runtime, then is drained and requeued onto the healthy node.
+  ASSERT_TRUE(eventually([&] {
+    auto x = c.job(j);
+    return x.value("runs", 0) == 2 && x.value("state", "") == "running";
+  })) << c.history(j);
+  auto x = c.job(j);
+  EXPECT_EQ(x["placement"][0]["node"], other);
+  const auto starts = lines_of(c.out("d.log"));
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_GE(start_time(starts[1]) - start_time(starts[0]), 3.0) << "drained before its contract";
+  EXPECT_NE(c.history(j).find("drain"), std::string::npos) << c.history(j);
+}
+
+TEST(EndToEnd, AnAgentKilledMidJobIsRestartedAndReconciles) {
+  Cluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8);
+  // One job outlives the agent's absence; the other ends while the agent is away.
+  const auto longer = c.submit({{"budget", "/lab/a"},
+                                {"gpus_per_node", 4},
+                                {"min_runtime", 60},
+                                {"command", c.marked("l", "sleep 3; exit 0")}});
+  const auto shorter = c.submit({{"budget", "/lab/a"},
+                                 {"gpus_per_node", 4},
+                                 {"min_runtime", 60},
+                                 {"command", c.marked("s", "sleep 0.5; exit 4")}});
+  ASSERT_TRUE(c.wait_state(longer, "running")) << c.history(longer);
+  ASSERT_TRUE(c.wait_state(shorter, "running")) << c.history(shorter);
+  c.kill_agent("n1");
+  std::this_thread::sleep_for(1000ms);  // within the lease: the jobs keep running
+  c.start_agent("n1", 8);
+  ASSERT_TRUE(c.wait_state(shorter, "failed")) << c.history(shorter);
+  EXPECT_EQ(c.job(shorter)["exit_code"], 4);
+  ASSERT_TRUE(c.wait_state(longer, "succeeded")) << c.history(longer);
+  EXPECT_EQ(c.job(longer)["runs"], 1);
+  EXPECT_EQ(lines_of(c.out("l.log")).size(), 1u) << "started once";
+  EXPECT_EQ(lines_of(c.out("s.log")).size(), 1u) << "started once";
+}
+
+TEST(EndToEnd, AServerKilledAndRestartedRunsNothingTwice) {
+  Cluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8);
+  c.start_agent("n2", 8);
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(c.submit({{"budget", "/lab/a"},
+                            {"gpus_per_node", 8},
+                            {"min_runtime", 60},
+                            {"command", c.marked("j" + std::to_string(i), "sleep 2; exit 0")}}));
+  }
+  ASSERT_TRUE(eventually([&] {
+    int running = 0;
+    for (auto id : ids) running += c.state(id) == "running";
+    return running == 2;
+  }));
+  c.kill_server(SIGKILL);
+  std::this_thread::sleep_for(700ms);
+  c.start_server();
+  for (auto id : ids) ASSERT_TRUE(c.wait_state(id, "succeeded", 40000ms)) << c.history(id);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(lines_of(c.out("j" + std::to_string(i) + ".log")).size(), 1u)
+        << "job " << ids[i] << " started more than once:\n"
+        << c.history(ids[i]);
+    EXPECT_EQ(c.job(ids[i])["runs"], 1);
+  }
+}
+
+TEST(EndToEnd, APartitionedAgentGivesItsJobUpBeforeTheServerMovesIt) {
+  Cluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  Proxy proxy(std::stoi(c.url().substr(c.url().rfind(':') + 1)));
+  c.start_agent("n1", 8, {"--server", "http://127.0.0.1:" + std::to_string(proxy.port())});
+  const auto j = c.submit(
+      {{"budget", "/lab/a"},
+       {"gpus_per_node", 8},
+       {"min_runtime", 60},
+       {"resumable", true},
+       {"command", c.marked("p", "trap 'echo \"end $ALLOT_RUN $(date +%s.%N)\" >> " +
+                                     c.out("p.log") + "; exit 0' TERM; sleep 600 & wait")}});
+  ASSERT_TRUE(c.wait_state(j, "running")) << c.history(j);
+  c.start_agent("n2", 8);
+  proxy.cut();  // n1 can no longer reach the server; n1 and its job stay alive
+  ASSERT_TRUE(eventually([&] { return c.job(j).value("runs", 0) == 2; }, 30000ms)) << c.history(j);
+  ASSERT_TRUE(c.wait_state(j, "running")) << c.history(j);
+  EXPECT_EQ(c.job(j)["placement"][0]["node"], "n2");
+  EXPECT_EQ(c.get("/api/v1/nodes/n1").body.value("health", ""), "down");
+  // The first run ended (on its lease) before the second began.
+  const auto marks = lines_of(c.out("p.log"));
+  ASSERT_GE(marks.size(), 3u) << slurp(c.out("p.log"));
+  EXPECT_EQ(marks[0].rfind("start 1 ", 0), 0u) << marks[0];
+  EXPECT_EQ(marks[1].rfind("end 1 ", 0), 0u) << marks[1];
+  EXPECT_EQ(marks[2].rfind("start 2 ", 0), 0u) << marks[2];
+  EXPECT_LT(start_time(marks[1]), start_time(marks[2]));
+  // The partition heals: n1 comes back healthy and runs nothing.
+  proxy.restore();
+  ASSERT_TRUE(eventually([&] {
+    return c.get("/api/v1/nodes/n1").body.value("health", "") == "healthy";
+  })) << c.get("/api/v1/nodes/n1").raw;
+  EXPECT_EQ(c.state(j), "running");
+  EXPECT_EQ(c.job(j)["runs"], 2);
+}
+
+TEST(EndToEnd, TelemetryReachesTheServerPerJob) {
+  Cluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 2, {"--telemetry-ms", "1000"});
+  for (int g = 0; g < 2; ++g) {
+    std::ofstream(c.control_dir("n1") + "/gpu" + std::to_string(g) + ".util_pct") << "7\n";
+    std::ofstream(c.control_dir("n1") + "/gpu" + std::to_string(g) + ".mem_used_mib") << "5000\n";
+  }
+  const auto j = c.submit({{"budget", "/lab/a"},
+                           {"gpus_per_node", 2},
+                           {"min_runtime", 60},
+                           {"command", c.marked("t", "sleep 600")}});
+  ASSERT_TRUE(c.wait_state(j, "running")) << c.history(j);
+  json t;
+  ASSERT_TRUE(eventually([&] {
+    t = c.get("/api/v1/jobs/" + std::to_string(j) + "/telemetry").body;
+    return t.is_object() && t.value("samples", 0) >= 2;
+  })) << t.dump();
+  EXPECT_NEAR(t.value("gpu_util_mean", -1.0), 7.0, 0.5) << t.dump();
+  EXPECT_EQ(t.value("mem_used_peak_mib", 0), 10000) << t.dump();
+  auto n = c.get("/api/v1/nodes/n1").body;
+  EXPECT_FALSE(n.value("telemetry", json()).is_null()) << n.dump();
+}
+
+}  // namespace
+}  // namespace allot::e2e
