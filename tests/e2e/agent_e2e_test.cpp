@@ -11,6 +11,18 @@
 namespace allot::e2e {
 namespace {
 
+// A cluster whose directory (logs of every process) stays behind when the test fails.
+class TestCluster : public Cluster {
+ public:
+  using Cluster::Cluster;
+  ~TestCluster() {
+    if (::testing::Test::HasFailure()) {
+      keep();
+      std::fprintf(stderr, "logs of the failed test: %s\n", dir().c_str());
+    }
+  }
+};
+
 // Short leases so that partitions play out in seconds: an agent gives its jobs up after 2 s
 // without the server; the server declares a node down after 8 s of silence.
 const std::vector<std::string> kFastServer = {
@@ -31,7 +43,7 @@ double start_time(const std::string& line) {  // "start <run> <seconds.nanos>"
 }
 
 TEST(EndToEnd, JobsRunAsProcessesOnTheirGpusAndEndWithTheirExitCode) {
-  Cluster c(kFastServer);
+  TestCluster c(kFastServer);
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 8);
@@ -73,7 +85,7 @@ TEST(EndToEnd, JobsRunAsProcessesOnTheirGpusAndEndWithTheirExitCode) {
 }
 
 TEST(EndToEnd, AMoreDeservingJobPreemptsWithSigtermThenSigkillAndTheVictimRequeues) {
-  Cluster c(kFastServer);
+  TestCluster c(kFastServer);
   c.start_server();
   c.budget("/lab/a", 1);
   c.budget("/lab/b", 1);
@@ -114,7 +126,7 @@ TEST(EndToEnd, AMoreDeservingJobPreemptsWithSigtermThenSigkillAndTheVictimRequeu
 }
 
 TEST(EndToEnd, AnUnhealthyNodeDrainsAsMinimumRuntimesExpire) {
-  Cluster c(kFastServer);
+  TestCluster c(kFastServer);
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 8, {"--heartbeat-ms", "200"});
@@ -148,7 +160,7 @@ TEST(EndToEnd, AnUnhealthyNodeDrainsAsMinimumRuntimesExpire) {
 }
 
 TEST(EndToEnd, AnAgentKilledMidJobIsRestartedAndReconciles) {
-  Cluster c(kFastServer);
+  TestCluster c(kFastServer);
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 8);
@@ -175,7 +187,7 @@ TEST(EndToEnd, AnAgentKilledMidJobIsRestartedAndReconciles) {
 }
 
 TEST(EndToEnd, AServerKilledAndRestartedRunsNothingTwice) {
-  Cluster c(kFastServer);
+  TestCluster c(kFastServer);
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 8);
@@ -205,7 +217,7 @@ TEST(EndToEnd, AServerKilledAndRestartedRunsNothingTwice) {
 }
 
 TEST(EndToEnd, APartitionedAgentGivesItsJobUpBeforeTheServerMovesIt) {
-  Cluster c(kFastServer);
+  TestCluster c(kFastServer);
   c.start_server();
   c.budget("/lab/a", 1);
   Proxy proxy(std::stoi(c.url().substr(c.url().rfind(':') + 1)));
@@ -241,7 +253,7 @@ TEST(EndToEnd, APartitionedAgentGivesItsJobUpBeforeTheServerMovesIt) {
 }
 
 TEST(EndToEnd, TelemetryReachesTheServerPerJob) {
-  Cluster c(kFastServer);
+  TestCluster c(kFastServer);
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 2, {"--telemetry-ms", "1000"});

@@ -1,9 +1,9 @@
 // A real cluster for end-to-end tests: an `allot server` process on a loopback port and `allot
 // agent` processes with fake GPU backends, all started from the built binary, talking real HTTP.
-// Jobs are real processes (sh -c ...) that leave marks in the test's directory.
+// Jobs are real processes (sh -c ...) that leave marks in the test's directory. Failures to set
+// the cluster up throw (a test reports the exception; bench/submit_to_start.cpp uses it too).
 #pragma once
 
-#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,10 +132,11 @@ class Cluster {
       int st = 0;
       ::waitpid(p, &st, 0);
     }
-    if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_);
+    if (!keep_) std::filesystem::remove_all(dir_);
   }
 
   const std::string& dir() const { return dir_; }
+  void keep() { keep_ = true; }  // leave the directory (logs) for a person to read
   std::string out(const std::string& name) const { return dir_ + "/out/" + name; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
@@ -146,16 +148,17 @@ class Cluster {
                                      "--tick-ms",    "100"};
     argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
     server_.start(argv, dir_ + "/server.log");
-    ASSERT_TRUE(eventually([&] {
-      httplib::Client c("127.0.0.1", port_);
-      auto r = c.Get("/api/v1/health");
-      return r && r->status == 200;
-    })) << "the server did not come up; see "
-        << dir_ << "/server.log";
+    if (!eventually([&] {
+          httplib::Client c("127.0.0.1", port_);
+          auto r = c.Get("/api/v1/health");
+          return r && r->status == 200;
+        })) {
+      fail("the server did not come up; see " + dir_ + "/server.log");
+    }
     if (admin_.empty()) {
       std::ifstream in(dir_ + "/admin-token");
       std::getline(in, admin_);
-      ASSERT_FALSE(admin_.empty());
+      if (admin_.empty()) fail("the server printed no admin token");
     }
   }
   void kill_server(int sig = SIGKILL) { server_.signal(sig); }
@@ -179,7 +182,7 @@ class Cluster {
                                        {"role", "agent"},
                                        {"subject", "agent-" + name},
                                        {"scope", name}});
-      ASSERT_EQ(r.status, 201) << r.raw;
+      if (r.status != 201) fail("cannot create an agent token: " + r.raw);
       tokens_[name] = r.body["token"].get<std::string>();
       std::filesystem::create_directories(control_dir(name));
       std::ofstream(dir_ + "/" + name + ".yaml") << fake_node_yaml(name, gpus);
@@ -197,11 +200,12 @@ class Cluster {
     auto& p = agents_[name];
     p = std::make_unique<Process>();
     p->start(argv, dir_ + "/agent-" + name + ".log");
-    ASSERT_TRUE(eventually([&] {
-      auto n = get("/api/v1/nodes/" + name);
-      return n.status == 200 && n.body.value("health", "") == "healthy";
-    })) << "agent "
-        << name << " did not register; see " << dir_ << "/agent-" << name << ".log";
+    if (!eventually([&] {
+          auto n = get("/api/v1/nodes/" + name);
+          return n.status == 200 && n.body.value("health", "") == "healthy";
+        })) {
+      fail("agent " + name + " did not register; see " + dir_ + "/agent-" + name + ".log");
+    }
   }
   void kill_agent(const std::string& name, int sig = SIGKILL) {
     auto it = agents_.find(name);
@@ -227,15 +231,15 @@ class Cluster {
 
   void budget(const std::string& path, double share) {
     auto r = post("/api/v1/budgets", {{"path", path}, {"share", share}, {"members", {"admin"}}});
-    ASSERT_EQ(r.status, 200) << r.raw;
+    if (r.status != 200) fail("cannot set budget " + path + ": " + r.raw);
   }
 
   // Submits `spec` (idempotency key added) and returns the job id.
   std::uint64_t submit(json spec) {
     spec["idempotency_key"] = "k" + std::to_string(++submitted_);
     auto r = post("/api/v1/jobs", spec);
-    EXPECT_EQ(r.status, 201) << r.raw;
-    return r.status == 201 ? r.body["id"].get<std::uint64_t>() : 0;
+    if (r.status != 201) fail("submit refused: " + r.raw);
+    return r.body["id"].get<std::uint64_t>();
   }
   json job(std::uint64_t id) { return get("/api/v1/jobs/" + std::to_string(id)).body; }
   std::string state(std::uint64_t id) { return job(id).value("state", "?"); }
@@ -268,6 +272,12 @@ class Cluster {
   }
 
  private:
+  [[noreturn]] void fail(const std::string& why) {
+    keep_ = true;
+    throw std::runtime_error(why);
+  }
+
+  bool keep_ = false;
   std::vector<std::string> server_flags_;
   std::string dir_;
   int port_ = 0;
