@@ -55,8 +55,9 @@ std::string read_file(const fs::path& path) {
 
 }  // namespace
 
-core::Result<std::unique_ptr<GpuBackend>> make_backend(const std::string& spec) {
-  if (spec.rfind("fake:", 0) == 0) return make_fake_backend(spec.substr(5));
+core::Result<std::unique_ptr<GpuBackend>> make_backend(const std::string& spec,
+                                                       const std::string& node) {
+  if (spec.rfind("fake:", 0) == 0) return make_fake_backend(spec.substr(5), node);
   if (spec == "nvml") return make_nvml_backend();
   if (spec == "auto" || spec.empty()) {
     auto nvml = make_nvml_backend();

@@ -130,7 +130,8 @@ class Agent {
 };
 
 // What `--backend` names: "auto" (NVML if it loads and finds a GPU, else an error saying so),
-// "nvml", or "fake:PATH" (a YAML node description).
-core::Result<std::unique_ptr<GpuBackend>> make_backend(const std::string& spec);
+// "nvml", or "fake:PATH" (a YAML node description; `node` names the fake GPUs' UUIDs).
+core::Result<std::unique_ptr<GpuBackend>> make_backend(const std::string& spec,
+                                                       const std::string& node);
 
 }  // namespace allot::agent

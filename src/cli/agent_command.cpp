@@ -147,7 +147,7 @@ int agent_main(int argc, char** argv) {
                  o.node.c_str());
     return 2;
   }
-  auto b = agent::make_backend(backend);
+  auto b = agent::make_backend(backend, o.node);
   if (!b.ok()) {
     std::fprintf(stderr, "allot agent: %s\n", b.error().message().c_str());
     return 1;

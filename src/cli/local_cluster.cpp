@@ -94,7 +94,7 @@ core::Result<std::unique_ptr<LocalCluster>> LocalCluster::start(store::Store& st
     const fs::path control = fs::path(o.data_dir) / "agents" / name / "gpus";
     std::error_code ec;
     fs::create_directories(control, ec);
-    auto backend = agent::make_fake_backend_from_text(fake_node(name, o, control));
+    auto backend = agent::make_fake_backend_from_text(fake_node(name, o, control), name);
     if (!backend.ok()) return backend.error();
     auto st = launch(name, std::move(backend.value()), "block-" + std::to_string(i / 4));
     if (!st.ok()) return st.error();

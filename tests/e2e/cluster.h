@@ -170,7 +170,6 @@ class Cluster {
       << "name: NVIDIA H100 80GB HBM3\n"
       << "gpus: " << gpus << "\n"
       << "memory_mib: 81559\n"
-      << "uuid_seed: " << name << "\n"
       << "control_dir: " << control_dir(name) << "\n";
     return y.str();
   }
