@@ -32,11 +32,10 @@ core::Result<std::string> agent_token(store::Store& store, const fs::path& dir,
   return secret;
 }
 
-std::string fake_node(const std::string& name, const LocalClusterOptions& o,
-                      const fs::path& control) {
+std::string fake_node(const LocalClusterOptions& o, const fs::path& control) {
   return "model: " + o.model + "\nname: NVIDIA " + o.model +
          " 80GB HBM3\ngpus: " + std::to_string(o.gpus_per_node) +
-         "\nmemory_mib: 81559\nuuid_seed: " + name + "\ncontrol_dir: " + control.string() + "\n";
+         "\nmemory_mib: 81559\ncontrol_dir: " + control.string() + "\n";
 }
 
 }  // namespace
@@ -94,7 +93,7 @@ core::Result<std::unique_ptr<LocalCluster>> LocalCluster::start(store::Store& st
     const fs::path control = fs::path(o.data_dir) / "agents" / name / "gpus";
     std::error_code ec;
     fs::create_directories(control, ec);
-    auto backend = agent::make_fake_backend_from_text(fake_node(name, o, control), name);
+    auto backend = agent::make_fake_backend_from_text(fake_node(o, control), name);
     if (!backend.ok()) return backend.error();
     auto st = launch(name, std::move(backend.value()), "block-" + std::to_string(i / 4));
     if (!st.ok()) return st.error();
