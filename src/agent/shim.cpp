@@ -78,8 +78,8 @@ bool parse(int argc, char** argv, ShimArgs& a, std::string& why) {
       return false;
     }
   }
-  if (a.dir.empty()) why = "--dir is required";
   if (a.command.empty()) why = "no command after --";
+  if (a.dir.empty()) why = "--dir is required";
   return why.empty();
 }
 

@@ -214,6 +214,28 @@ TEST(NvmlBackend, NoEventSupportStillSamples) {
   EXPECT_EQ(s.value()[0].util_pct, 37);
 }
 
+TEST(NvmlBackend, ProbePrintsDiscoveryAndSamples) {
+  const std::string cmd =
+      std::string(NVML_PROBE) + " --library " + FAKE_NVML_LIBRARY + " --samples 2 --interval-ms 10";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("\"uuid\": \"GPU-5e1f0000-0000-0000-0000-000000000001\""), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"util_pct\": 37.0"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"sample_ms_max\""), std::string::npos) << out;
+
+  FILE* missing = popen((std::string(NVML_PROBE) + " --library /nonexistent.so 2>&1").c_str(), "r");
+  ASSERT_NE(missing, nullptr);
+  out.clear();
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, missing)) > 0;) out.append(buf, n);
+  EXPECT_NE(pclose(missing), 0);
+  EXPECT_NE(out.find("no NVIDIA driver on this machine"), std::string::npos) << out;
+}
+
 TEST(GpuNaming, CatalogModelNames) {
   EXPECT_EQ(catalog_model_name("NVIDIA H100 80GB HBM3"), "H100");
   EXPECT_EQ(catalog_model_name("NVIDIA H200"), "H200");
