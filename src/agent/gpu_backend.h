@@ -62,13 +62,24 @@ class GpuBackend {
 core::Result<std::unique_ptr<GpuBackend>> make_nvml_backend(
     const std::string& library = "libnvidia-ml.so.1");
 
-// A YAML node description (see docs/agent.md "The fake backend").
-core::Result<std::unique_ptr<GpuBackend>> make_fake_backend(const std::string& yaml_path);
-// The same from YAML text (tests).
-core::Result<std::unique_ptr<GpuBackend>> make_fake_backend_from_text(const std::string& yaml);
+// A YAML node description (see docs/agent.md "The fake backend"). `node` names the node in the
+// fake UUIDs ("GPU-fake-<node>-<i>") and in a control_dir with "{node}", unless the file sets
+// uuid_seed; so one file can describe many nodes of a local cluster.
+core::Result<std::unique_ptr<GpuBackend>> make_fake_backend(const std::string& yaml_path,
+                                                            const std::string& node = "");
+// The same from YAML text (tests); a relative control_dir is then relative to the working
+// directory (from a file: to the file's directory).
+core::Result<std::unique_ptr<GpuBackend>> make_fake_backend_from_text(const std::string& yaml,
+                                                                      const std::string& node = "");
 
 // "NVIDIA H100 80GB HBM3" -> "H100"; "NVIDIA B200" -> "B200"; unknown names pass through
 // upper-cased with spaces replaced by '-'.
 std::string catalog_model_name(const std::string& driver_name);
+
+// A MIG profile's name from its GPU-instance slices, compute slices and memory, in NVIDIA's form:
+// (1, 1, 9984) -> "1g.10gb"; a compute instance smaller than its GPU instance, (3, 1, 40192) ->
+// "1c.3g.40gb". Memory is rounded up to whole GiB, which gives NVIDIA's names on A100 and H100;
+// on H200 (whose names count 141 GB for the whole GPU) it can differ by one.
+std::string mig_profile_name(int gpu_slices, int compute_slices, std::int64_t memory_mib);
 
 }  // namespace allot::agent

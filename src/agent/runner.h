@@ -7,7 +7,8 @@
 // controllers it falls back to rlimits and says so. The shim redirects the job's stdout/stderr to
 // per-run log files, waits for it and writes its exit status to the run's state directory. So a
 // run survives a restart of the agent, and the restarted agent recovers it from the state
-// directory (recover()), exit code included.
+// directory (recover()), exit code included. The directory layout is in run_state.h; what each
+// isolation mechanism does and needs is in docs/agent.md, "Running jobs".
 #pragma once
 
 #include <sys/types.h>
@@ -39,8 +40,10 @@ struct LaunchSpec {
   double cpus = 0;                           // 0: no limit
   std::vector<std::string> allowed_devices;  // e.g. /dev/nvidia3 (others of the GPU kind denied)
   std::vector<std::string> denied_devices;   // every GPU device node of this machine not allowed
-  std::string
-      container_template;  // optional: "podman run --rm --device {devices} {image} {command}"
+  std::vector<std::string> gpu_uuids;  // its GPUs or MIG instances (a container's CDI devices)
+  // Optional (see container_command.h):
+  //   "podman run --rm --device={devices} --env={env} -w {workdir} {image} {command}"
+  std::string container_template;
   std::string container_image;
 };
 
@@ -56,15 +59,31 @@ struct RunStatus {
   pid_t pid = 0;  // the job's process (its process group id)
   std::chrono::system_clock::time_point started;
   bool stop_requested = false;   // stop() was called: an exit now counts as "preempted"
-  std::optional<int> exit_code;  // 128 + signal when killed by one
+  std::optional<int> exit_code;  // 128 + signal when killed by one; none: Exited, status unknown
   std::optional<int> signal;
+  std::string error;  // why it could not start (exit 127), or why its exit status is unknown
   std::string stdout_path, stderr_path;
+};
+
+// What this machine lets the runner do (found once, when the Runner is made).
+struct Isolation {
+  std::string cgroup;          // cgroup v2 directory the runs are made under; "" = none
+  bool memory_limit = false;   // by cgroup v2 memory.max
+  bool memory_rlimit = false;  // by RLIMIT_AS instead (no memory controller)
+  bool cpu_limit = false;      // by cgroup v2 cpu.max
+  std::string devices_cgroup;  // cgroup v1 devices directory; "" = GPU devices not isolated
+  std::string description;     // what isolation() says
 };
 
 struct RunnerOptions {
   std::string state_dir;    // one directory per run: <state_dir>/runs/<job>.<run>/
   std::string shim_binary;  // the allot binary (argv: agent-shim ...); default /proc/self/exe
   std::string cgroup_root;  // "" = autodetect a writable cgroup v2 directory; "none" = don't
+  std::string devices_cgroup_root;  // the same for the cgroup v1 devices hierarchy
+  // Without a cgroup v2 memory controller, memory is limited by RLIMIT_AS, which counts address
+  // space: CUDA reserves far more of it than it uses, so a GPU job under RLIMIT_AS fails to
+  // start. Jobs with GPUs therefore get no RLIMIT_AS unless this is set.
+  bool rlimit_gpu_jobs = false;
   std::chrono::milliseconds default_grace{30000};
 };
 
@@ -78,12 +97,13 @@ class Runner {
   // What isolation this machine allows, in words ("cgroup v2 at /sys/fs/cgroup/allot (memory,
   // cpu), devices: cgroup v1" or "process group + rlimits: no cgroup v2 memory controller").
   std::string isolation() const;
+  const Isolation& capabilities() const;
 
   // Starts a run; fails if the key is already running here.
   core::Result<RunStatus> launch(const LaunchSpec& spec);
   // SIGTERM to the run's whole tree now, SIGKILL once `grace` has passed (see poll()).
   void stop(const RunKey& key, std::chrono::milliseconds grace);
-  // SIGKILL now (fencing: the server no longer believes in this run).
+  // SIGKILL now (fencing: the server no longer believes in this run). Counts as a stop.
   void kill(const RunKey& key);
   // Reaps exits, sends due SIGKILLs; returns every run it knows, in key order.
   std::vector<RunStatus> poll();
@@ -94,6 +114,8 @@ class Runner {
 
   // Process ids of a running run's tree (for CPU / I/O telemetry).
   std::vector<pid_t> processes(const RunKey& key) const;
+  // The same for every running run at once (one scan of /proc where there is no cgroup).
+  std::map<RunKey, std::vector<pid_t>> processes() const;
 
  private:
   struct Impl;

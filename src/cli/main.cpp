@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "agent/runner.h"
 #include "cli/commands.h"
 
 namespace {
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  if (cmd == "agent-shim") return allot::agent::shim_main(argc - 1, argv + 1);
   if (cmd == "demo") return allot::cli::demo_main(argc - 1, argv + 1);
   if (cmd == "sim") return allot::cli::sim_main(argc - 1, argv + 1);
   if (cmd == "server") return allot::cli::server_main(argc - 1, argv + 1);

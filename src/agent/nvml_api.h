@@ -1,0 +1,117 @@
+// The part of NVML's C ABI (nvml.h, NVIDIA Management Library) the agent calls, declared here so
+// that no build needs NVIDIA's headers: the backend loads libnvidia-ml.so.1 with dlopen() and
+// resolves these functions by name. Layouts follow NVIDIA's published nvml.h; only the types,
+// constants and signatures the NVML backend uses are given. The test tree's fake NVML library
+// implements the same signatures (it static_asserts them against the function types below).
+#pragma once
+
+namespace allot::agent::nvml {
+
+using nvmlReturn_t = int;  // an enum in nvml.h
+struct nvmlDevice_st;
+using nvmlDevice_t = nvmlDevice_st*;
+struct nvmlEventSet_st;
+using nvmlEventSet_t = nvmlEventSet_st*;
+
+constexpr nvmlReturn_t NVML_SUCCESS = 0;
+constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
+constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
+constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
+constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
+constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
+constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
+constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
+
+constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
+constexpr unsigned NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;
+
+constexpr unsigned NVML_DEVICE_MIG_ENABLE = 1;
+constexpr int NVML_TEMPERATURE_GPU = 0;              // nvmlTemperatureSensors_t
+constexpr int NVML_MEMORY_ERROR_TYPE_CORRECTED = 0;  // nvmlMemoryErrorType_t
+constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;
+constexpr int NVML_VOLATILE_ECC = 0;  // nvmlEccCounterType_t: counts since the driver loaded
+constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x0000000000000008ULL;
+
+struct nvmlMemory_t {  // bytes
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+struct nvmlUtilization_t {  // percent over the driver's last sample period
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];  // NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];  // NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE: "00000000:18:00.0"
+};
+
+struct nvmlDeviceAttributes_t {  // of a MIG device (nvmlDeviceGetAttributes_v2 takes MIG handles)
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;  // MiB
+};
+
+struct nvmlEventData_t {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the XID for nvmlEventTypeXidCriticalError
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+// Function types, one per symbol resolved (the name in nvml.h is the comment).
+using InitFn = nvmlReturn_t (*)();                         // nvmlInit_v2
+using ShutdownFn = nvmlReturn_t (*)();                     // nvmlShutdown
+using ErrorStringFn = const char* (*)(nvmlReturn_t);       // nvmlErrorString
+using DeviceGetCountFn = nvmlReturn_t (*)(unsigned int*);  // nvmlDeviceGetCount_v2
+using DeviceGetHandleByIndexFn = nvmlReturn_t (*)(unsigned int,
+                                                  nvmlDevice_t*);  // nvmlDeviceGetHandleByIndex_v2
+using DeviceGetStringFn = nvmlReturn_t (*)(nvmlDevice_t, char*,
+                                           unsigned int);  // nvmlDeviceGetUUID, nvmlDeviceGetName
+using DeviceGetMemoryInfoFn = nvmlReturn_t (*)(nvmlDevice_t,
+                                               nvmlMemory_t*);  // nvmlDeviceGetMemoryInfo
+using DeviceGetPciInfoFn = nvmlReturn_t (*)(nvmlDevice_t,
+                                            nvmlPciInfo_t*);  // nvmlDeviceGetPciInfo_v3
+using DeviceGetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* current,
+                                            unsigned int* pending);  // nvmlDeviceGetMigMode
+using DeviceGetUintFn =
+    nvmlReturn_t (*)(nvmlDevice_t,
+                     unsigned int*);  // nvmlDeviceGetMaxMigDeviceCount,
+                                      // nvmlDeviceGetGpuInstanceId, nvmlDeviceGetPowerUsage (mW)
+using DeviceGetMigDeviceHandleByIndexFn =
+    nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
+                     nvmlDevice_t*);  // nvmlDeviceGetMigDeviceHandleByIndex
+using DeviceGetAttributesFn =
+    nvmlReturn_t (*)(nvmlDevice_t, nvmlDeviceAttributes_t*);  // nvmlDeviceGetAttributes_v2
+using DeviceGetUtilizationRatesFn =
+    nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);  // nvmlDeviceGetUtilizationRates
+using DeviceGetTemperatureFn = nvmlReturn_t (*)(nvmlDevice_t, int sensor,
+                                                unsigned int*);  // nvmlDeviceGetTemperature
+using DeviceGetTotalEccErrorsFn =
+    nvmlReturn_t (*)(nvmlDevice_t, int error_type, int counter_type,
+                     unsigned long long*);                   // nvmlDeviceGetTotalEccErrors
+using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);  // nvmlEventSetCreate
+using EventSetFreeFn = nvmlReturn_t (*)(nvmlEventSet_t);     // nvmlEventSetFree
+using DeviceRegisterEventsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long,
+                                                nvmlEventSet_t);  // nvmlDeviceRegisterEvents
+using EventSetWaitFn = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*,
+                                        unsigned int timeout_ms);  // nvmlEventSetWait_v2
+
+}  // namespace allot::agent::nvml

@@ -1,0 +1,501 @@
+// The runner: starts each run through the shim (shim.cpp) with posix_spawn, follows it through
+// the records the shim writes in the run's directory (run_state.h), signals its whole tree to
+// stop it, and finds the runs again after the agent restarts.
+#include "agent/runner.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "agent/cgroup.h"
+#include "agent/container_command.h"
+#include "agent/proc.h"
+#include "agent/run_state.h"
+
+extern char** environ;
+
+namespace allot::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// How long launch() waits for the shim to say the job runs (or could not start).
+constexpr auto kLaunchTimeout = std::chrono::seconds(10);
+
+std::string run_name(const RunKey& k) {
+  return std::to_string(k.job) + "." + std::to_string(k.run);
+}
+
+std::optional<RunKey> parse_run_name(const std::string& name) {
+  const std::size_t dot = name.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == name.size()) return std::nullopt;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (i != dot && (name[i] < '0' || name[i] > '9')) return std::nullopt;
+  }
+  RunKey k;
+  k.job = std::stoull(name.substr(0, dot));
+  k.run = std::stoi(name.substr(dot + 1));
+  return k;
+}
+
+// Names this agent's cgroups apart from another agent's on the same machine (tests run many).
+std::string instance_of(const std::string& state_dir) {
+  std::error_code ec;
+  const std::string path = fs::absolute(state_dir, ec).lexically_normal().string();
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : path) h = (h ^ c) * 16777619u;
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", h);
+  return std::string("agent-") + buf;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "/proc/self/exe";
+}
+
+std::string tail_of(const std::string& path, std::size_t bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const off_t size = lseek(fd, 0, SEEK_END);
+  const off_t from = size > static_cast<off_t>(bytes) ? size - static_cast<off_t>(bytes) : 0;
+  std::string out(static_cast<std::size_t>(size - from), '\0');
+  const ssize_t n = pread(fd, out.data(), out.size(), from);
+  close(fd);
+  out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+bool has_gpus(const LaunchSpec& spec) {
+  auto cuda = spec.env.find("CUDA_VISIBLE_DEVICES");
+  return !spec.allowed_devices.empty() || !spec.gpu_uuids.empty() ||
+         (cuda != spec.env.end() && !cuda->second.empty());
+}
+
+std::string describe(const CgroupPlan& p, const Isolation& iso, bool rlimit_gpu_jobs) {
+  const std::string rlimit =
+      std::string("memory by RLIMIT_AS") + (rlimit_gpu_jobs ? "" : " for jobs without GPUs");
+  std::string d;
+  if (!p.v2_parent.empty()) {
+    d = "cgroup v2 at " + p.v2_parent;
+    if (iso.memory_limit && iso.cpu_limit) {
+      d += " (memory, cpu)";
+    } else if (iso.cpu_limit) {
+      d += " (cpu; " + rlimit + ")";
+    } else if (iso.memory_limit) {
+      d += " (memory; no CPU limit)";
+    } else {
+      d += " (no memory or cpu controller: " + rlimit + ", no CPU limit)";
+    }
+  } else {
+    d = "process group + rlimits: " + p.v2_note + " (" + rlimit + ", no CPU limit)";
+  }
+  if (!p.devices_parent.empty()) {
+    d += ", devices: cgroup v1 at " + p.devices_parent;
+  } else {
+    d += ", devices: not isolated (" + p.devices_note + ")";
+  }
+  return d;
+}
+
+}  // namespace
+
+struct Runner::Impl {
+  struct Run {
+    RunStatus status;
+    RunFiles files;
+    std::uint64_t job_start = 0;
+    pid_t shim_pid = 0;
+    std::uint64_t shim_start = 0;
+    bool our_child = false;  // spawned by this Runner, so waitpid() reaps it
+    std::string cgroup, devices_cgroup;
+    std::int64_t kill_at_ms = 0;  // when SIGKILL is due; 0 = not stopping
+    bool killed = false;
+  };
+
+  RunnerOptions options;
+  std::string shim;
+  CgroupPlan plan;
+  Isolation iso;
+  mutable std::mutex mu;
+  std::map<RunKey, Run> runs;
+
+  std::string runs_dir() const { return options.state_dir + "/runs"; }
+
+  // A run's tree: its cgroup's members where it has one, else its session's.
+  std::vector<pid_t> members(const Run& r) const {
+    if (!r.cgroup.empty()) return cgroup_members(r.cgroup);
+    if (!r.devices_cgroup.empty()) return cgroup_members(r.devices_cgroup);
+    if (r.status.pid <= 0) return {};
+    return session_members({r.status.pid})[r.status.pid];
+  }
+
+  void signal_tree(const Run& r, int sig) const {
+    if (sig == SIGKILL && !r.cgroup.empty()) {
+      kill_cgroup(r.cgroup);
+    } else if (sig == SIGKILL && !r.devices_cgroup.empty()) {
+      kill_cgroup(r.devices_cgroup);
+    } else {
+      for (pid_t pid : members(r)) ::kill(pid, sig);
+    }
+    // The process group at once too, while its leader is known to be this run's process.
+    if (process_alive(r.status.pid, r.job_start)) ::kill(-r.status.pid, sig);
+  }
+
+  void set_exit(Run& r, const ExitRecord& e) {
+    r.status.phase = RunPhase::Exited;
+    r.status.exit_code = e.exit_code;
+    if (e.signal > 0) r.status.signal = e.signal;
+    r.status.error = e.error;
+  }
+
+  // Brings one run's status up to date: its exit, a due SIGKILL.
+  void refresh(Run& r) {
+    if (r.status.phase == RunPhase::Exited) return;
+    if (r.our_child) {
+      int st = 0;
+      if (waitpid(r.shim_pid, &st, WNOHANG) == r.shim_pid) r.our_child = false;
+    }
+    if (auto e = read_exit_record(r.files)) return set_exit(r, *e);
+    const bool job_alive = process_alive(r.status.pid, r.job_start);
+    const bool shim_alive = r.shim_pid > 0 && process_alive(r.shim_pid, r.shim_start);
+    if (!job_alive && !shim_alive) {
+      if (auto e = read_exit_record(r.files)) return set_exit(r, *e);  // written as it ended
+      signal_tree(r, SIGKILL);  // whatever of the tree the shim could not clean up
+      r.status.phase = RunPhase::Exited;
+      r.status.error = "the shim ended without recording the exit status";
+      return;
+    }
+    if (r.kill_at_ms > 0 && !r.killed && epoch_ms() >= r.kill_at_ms) {
+      signal_tree(r, SIGKILL);
+      r.killed = true;
+    }
+  }
+
+  std::vector<std::string> shim_argv(const LaunchSpec& spec, const std::string& dir,
+                                     const std::vector<std::string>& command) const {
+    const std::string name = run_name(spec.key);
+    std::vector<std::string> a = {shim, "agent-shim", "--dir", dir};
+    if (!spec.workdir.empty()) a.insert(a.end(), {"--workdir", spec.workdir});
+    if (!plan.v2_parent.empty()) a.insert(a.end(), {"--cgroup", plan.v2_parent + "/" + name});
+    if (spec.memory_mib > 0) {
+      if (iso.memory_limit) {
+        a.insert(a.end(), {"--memory-mib", std::to_string(spec.memory_mib)});
+      } else if (!has_gpus(spec) || options.rlimit_gpu_jobs) {
+        a.insert(a.end(), {"--rlimit-as-mib", std::to_string(spec.memory_mib)});
+      }
+    }
+    if (spec.cpus > 0 && iso.cpu_limit) a.insert(a.end(), {"--cpus", std::to_string(spec.cpus)});
+    if (!plan.devices_parent.empty()) {
+      a.insert(a.end(), {"--devices-cgroup", plan.devices_parent + "/" + name});
+      for (const std::string& d : spec.denied_devices) a.insert(a.end(), {"--deny", d});
+    }
+    a.emplace_back("--");
+    a.insert(a.end(), command.begin(), command.end());
+    return a;
+  }
+
+  // The job's environment: the agent's, with the spec's variables replacing any of the same name.
+  static std::vector<std::string> environment(const std::map<std::string, std::string>& env) {
+    std::vector<std::string> out;
+    for (char** e = environ; e && *e; ++e) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq && env.count(std::string(*e, static_cast<std::size_t>(eq - *e)))) continue;
+      out.emplace_back(*e);
+    }
+    for (const auto& [name, value] : env) out.push_back(name + "=" + value);
+    return out;
+  }
+
+  core::Result<pid_t> spawn(const std::vector<std::string>& argv,
+                            const std::vector<std::string>& env, const RunFiles& files) const {
+    std::vector<char*> a, e;
+    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    for (const std::string& s : env) e.push_back(const_cast<char*>(s.c_str()));
+    e.push_back(nullptr);
+    const std::string log = files.path("shim.log");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, shim.c_str(), &fa, &attr, a.data(), e.data());
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return core::Error{"shim", "cannot start " + shim + ": " + std::strerror(rc)};
+    return pid;
+  }
+
+  // Waits until the shim has recorded the job's start (or why it could not start).
+  core::Status await_start(Run& r) {
+    const auto deadline = std::chrono::steady_clock::now() + kLaunchTimeout;
+    auto pause = std::chrono::microseconds(200);
+    while (true) {
+      if (auto p = read_pid_record(r.files)) {
+        r.status.pid = p->job_pid;
+        r.job_start = p->job_start;
+        r.shim_start = p->shim_start;
+        r.cgroup = p->cgroup;
+        r.devices_cgroup = p->devices_cgroup;
+        r.status.started =
+            std::chrono::system_clock::time_point(std::chrono::milliseconds(p->started_ms));
+        refresh(r);
+        return core::ok_status();
+      }
+      if (auto e = read_exit_record(r.files)) {
+        set_exit(r, *e);
+        return core::ok_status();
+      }
+      int st = 0;
+      if (r.our_child && waitpid(r.shim_pid, &st, WNOHANG) == r.shim_pid) {
+        r.our_child = false;
+        if (read_pid_record(r.files) || read_exit_record(r.files)) continue;
+        return core::Error{"shim", "the shim ended before starting the job: " +
+                                       tail_of(r.files.path("shim.log"), 400)};
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(r.shim_pid, SIGKILL);
+        return core::Error{"shim", "the shim did not start the job within 10 s"};
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(10000));
+    }
+  }
+
+  Run load(const RunKey& key, const RunFiles& files) {
+    Run r;
+    r.files = files;
+    r.status.key = key;
+    r.status.stdout_path = files.path("stdout");
+    r.status.stderr_path = files.path("stderr");
+    if (auto p = read_pid_record(files)) {
+      r.status.pid = p->job_pid;
+      r.job_start = p->job_start;
+      r.shim_pid = p->shim_pid;
+      r.shim_start = p->shim_start;
+      r.cgroup = p->cgroup;
+      r.devices_cgroup = p->devices_cgroup;
+      r.status.started =
+          std::chrono::system_clock::time_point(std::chrono::milliseconds(p->started_ms));
+    }
+    if (auto s = read_stop_record(files)) {
+      r.status.stop_requested = true;
+      r.status.phase = RunPhase::Stopping;
+      r.kill_at_ms = s->kill_at_ms;
+    }
+    refresh(r);
+    return r;
+  }
+};
+
+Runner::Runner(RunnerOptions options) : impl_(new Impl) {
+  impl_->options = std::move(options);
+  if (impl_->options.state_dir.empty()) impl_->options.state_dir = ".";
+  impl_->shim = impl_->options.shim_binary.empty() ? self_exe() : impl_->options.shim_binary;
+  std::error_code ec;
+  fs::create_directories(impl_->runs_dir(), ec);
+  const std::string instance = instance_of(impl_->options.state_dir);
+  impl_->plan =
+      plan_cgroups(impl_->options.cgroup_root, impl_->options.devices_cgroup_root, instance);
+  Isolation& iso = impl_->iso;
+  iso.cgroup = impl_->plan.v2_parent;
+  iso.memory_limit = impl_->plan.memory;
+  iso.memory_rlimit = !impl_->plan.memory;
+  iso.cpu_limit = impl_->plan.cpu;
+  iso.devices_cgroup = impl_->plan.devices_parent;
+  iso.description = describe(impl_->plan, iso, impl_->options.rlimit_gpu_jobs);
+}
+
+Runner::~Runner() {
+  // The runs go on: a new Runner on the same state_dir recovers them. This agent's cgroup
+  // directories go only if no run is left in them (rmdir fails otherwise).
+  for (const std::string& dir : {impl_->plan.v2_parent, impl_->plan.devices_parent}) {
+    if (!dir.empty()) rmdir(dir.c_str());
+  }
+  delete impl_;
+}
+
+std::string Runner::isolation() const {
+  return impl_->iso.description;
+}
+
+const Isolation& Runner::capabilities() const {
+  return impl_->iso;
+}
+
+core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
+  if (spec.command.empty()) return core::Error{"command", "empty"};
+  if (spec.key.job == 0 || spec.key.run <= 0) {
+    return core::Error{"run", "a run needs a job id and a run number from 1"};
+  }
+  const std::string what =
+      "job " + std::to_string(spec.key.job) + " run " + std::to_string(spec.key.run);
+  std::vector<std::string> command = spec.command;
+  if (!spec.container_template.empty()) {
+    ContainerJob c{spec.container_image, spec.gpu_uuids, spec.env,    spec.workdir,
+                   spec.memory_mib,      spec.cpus,      spec.command};
+    auto expanded = container_command(spec.container_template, c);
+    if (!expanded.ok()) return expanded.error();
+    command = std::move(expanded.value());
+  }
+  std::lock_guard lock(impl_->mu);
+  if (auto it = impl_->runs.find(spec.key); it != impl_->runs.end()) {
+    return core::Error{"run", what + (it->second.status.phase == RunPhase::Exited
+                                          ? " has run here already and is not forgotten"
+                                          : " is already running here")};
+  }
+  const RunFiles files{impl_->runs_dir() + "/" + run_name(spec.key)};
+  std::error_code ec;
+  fs::create_directories(files.dir, ec);
+  if (ec) return core::Error{"state_dir", "cannot create " + files.dir + ": " + ec.message()};
+  if (auto p = read_pid_record(files);
+      p && (process_alive(p->job_pid, p->job_start) || process_alive(p->shim_pid, p->shim_start))) {
+    return core::Error{"run", what + " is already running here (found in " + files.dir + ")"};
+  }
+  for (const char* stale : {"pid", "exit", "stop"}) unlink(files.path(stale).c_str());
+
+  Impl::Run r;
+  r.files = files;
+  r.status.key = spec.key;
+  r.status.stdout_path = files.path("stdout");
+  r.status.stderr_path = files.path("stderr");
+  r.status.started = std::chrono::system_clock::now();
+  auto pid =
+      impl_->spawn(impl_->shim_argv(spec, files.dir, command), Impl::environment(spec.env), files);
+  if (!pid.ok()) return pid.error();
+  r.shim_pid = pid.value();
+  r.our_child = true;
+  if (auto st = impl_->await_start(r); !st.ok()) {
+    if (r.our_child) waitpid(r.shim_pid, nullptr, WNOHANG);
+    return st.error();
+  }
+  RunStatus status = r.status;
+  impl_->runs.emplace(spec.key, std::move(r));
+  return status;
+}
+
+void Runner::stop(const RunKey& key, std::chrono::milliseconds grace) {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->runs.find(key);
+  if (it == impl_->runs.end()) return;
+  Impl::Run& r = it->second;
+  impl_->refresh(r);
+  if (r.status.phase == RunPhase::Exited) return;
+  const std::int64_t kill_at = epoch_ms() + std::max<std::int64_t>(0, grace.count());
+  r.status.stop_requested = true;
+  if (r.kill_at_ms == 0 || kill_at < r.kill_at_ms) r.kill_at_ms = kill_at;
+  write_stop_record(r.files, {r.kill_at_ms});
+  r.status.phase = RunPhase::Stopping;
+  impl_->signal_tree(r, SIGTERM);
+  if (grace.count() <= 0) {
+    impl_->signal_tree(r, SIGKILL);
+    r.killed = true;
+  }
+}
+
+void Runner::kill(const RunKey& key) {
+  stop(key, std::chrono::milliseconds(0));
+}
+
+std::vector<RunStatus> Runner::poll() {
+  std::lock_guard lock(impl_->mu);
+  std::vector<RunStatus> out;
+  for (auto& [key, r] : impl_->runs) {
+    impl_->refresh(r);
+    out.push_back(r.status);
+  }
+  return out;
+}
+
+std::vector<RunStatus> Runner::recover() {
+  std::lock_guard lock(impl_->mu);
+  if (DIR* dir = opendir(impl_->runs_dir().c_str())) {
+    while (const dirent* e = readdir(dir)) {
+      auto key = parse_run_name(e->d_name);
+      if (!key || impl_->runs.count(*key)) continue;
+      const RunFiles files{impl_->runs_dir() + "/" + e->d_name};
+      // A run that never recorded a start or an end was forgotten (or never started).
+      if (access(files.path("pid").c_str(), F_OK) != 0 &&
+          access(files.path("exit").c_str(), F_OK) != 0) {
+        continue;
+      }
+      impl_->runs.emplace(*key, impl_->load(*key, files));
+    }
+    closedir(dir);
+  }
+  std::vector<RunStatus> out;
+  for (auto& [key, r] : impl_->runs) {
+    impl_->refresh(r);
+    out.push_back(r.status);
+  }
+  return out;
+}
+
+void Runner::forget(const RunKey& key) {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->runs.find(key);
+  if (it == impl_->runs.end()) return;
+  impl_->refresh(it->second);
+  if (it->second.status.phase != RunPhase::Exited) return;  // only an ended run is forgotten
+  for (const char* f : {"pid", "exit", "stop"}) unlink(it->second.files.path(f).c_str());
+  impl_->runs.erase(it);
+}
+
+std::vector<pid_t> Runner::processes(const RunKey& key) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->runs.find(key);
+  if (it == impl_->runs.end() || it->second.status.phase == RunPhase::Exited) return {};
+  std::vector<pid_t> pids = impl_->members(it->second);
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
+std::map<RunKey, std::vector<pid_t>> Runner::processes() const {
+  std::lock_guard lock(impl_->mu);
+  std::map<RunKey, std::vector<pid_t>> out;
+  std::vector<pid_t> sessions;
+  for (const auto& [key, r] : impl_->runs) {
+    if (r.status.phase == RunPhase::Exited) continue;
+    if (!r.cgroup.empty() || !r.devices_cgroup.empty()) {
+      std::vector<pid_t> pids = impl_->members(r);
+      std::sort(pids.begin(), pids.end());
+      out[key] = std::move(pids);
+    } else if (r.status.pid > 0) {
+      sessions.push_back(r.status.pid);
+    }
+  }
+  if (sessions.empty()) return out;
+  auto members = session_members(sessions);
+  for (const auto& [key, r] : impl_->runs) {
+    if (r.status.phase == RunPhase::Exited || !r.cgroup.empty() || !r.devices_cgroup.empty()) {
+      continue;
+    }
+    if (r.status.pid > 0) out[key] = members[r.status.pid];
+  }
+  return out;
+}
+
+}  // namespace allot::agent

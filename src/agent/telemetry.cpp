@@ -1,0 +1,123 @@
+// Per-run telemetry: process times from /proc, and the aggregation of 1 Hz samples into the
+// figures each telemetry post carries.
+#include "agent/telemetry.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "agent/proc.h"
+
+namespace allot::agent {
+
+ProcessTimes process_times(const std::vector<pid_t>& pids) {
+  static const double tick = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  static const std::int64_t page = sysconf(_SC_PAGESIZE);
+  ProcessTimes t;
+  std::int64_t rss_bytes = 0;
+  for (pid_t pid : pids) {
+    auto s = read_proc_stat(pid);
+    if (!s) continue;  // ended between the listing and now
+    t.cpu_seconds += static_cast<double>(s->utime + s->stime) * tick +
+                     static_cast<double>(s->cutime + s->cstime) * tick;
+    t.io_wait_seconds += static_cast<double>(s->blkio_ticks) * tick;
+    rss_bytes += s->rss_pages * page;
+  }
+  t.rss_mib = rss_bytes / (1024 * 1024);
+  return t;
+}
+
+void TelemetryAggregator::add(double now, const std::vector<GpuSample>& gpus,
+                              const GpuHolders& holders,
+                              const std::map<RunKey, ProcessTimes>& times) {
+  last_ = gpus;
+  auto gpu = [&](int index) -> const GpuSample* {
+    if (index >= 0 && static_cast<std::size_t>(index) < gpus.size() &&
+        gpus[static_cast<std::size_t>(index)].index == index) {
+      return &gpus[static_cast<std::size_t>(index)];
+    }
+    for (const GpuSample& s : gpus) {
+      if (s.index == index) return &s;
+    }
+    return nullptr;
+  };
+  auto sample_run = [&](const RunKey& key) -> Acc& {
+    Acc& a = acc_[key];
+    if (!a.based) {  // a new run: its first sample is the base
+      a.first = now;
+      a.based = true;
+    }
+    a.last = now;
+    ++a.samples;
+    return a;
+  };
+  for (const auto& [key, indices] : holders) {
+    Acc& a = sample_run(key);
+    double util = 0;
+    int known = 0;
+    std::int64_t mem = 0, total = 0;
+    for (int i : indices) {
+      const GpuSample* s = gpu(i);
+      if (!s || !s->present) continue;
+      if (s->util_pct >= 0) {
+        util += s->util_pct;
+        ++known;
+      }
+      if (s->mem_used_mib >= 0) mem += s->mem_used_mib;
+      if (s->mem_total_mib >= 0) total += s->mem_total_mib;
+    }
+    if (known > 0) {
+      const double mean = util / known;
+      a.util_sum += mean;
+      a.util_peak = std::max(a.util_peak, mean);
+      ++a.util_samples;
+    }
+    a.mem_peak = std::max(a.mem_peak, mem);
+    if (total > 0) a.mem_total = total;
+  }
+  for (const auto& [key, t] : times) {
+    Acc& a = holders.count(key) ? acc_[key] : sample_run(key);
+    if (!a.have_t0) {
+      a.t0 = t;
+      a.have_t0 = true;
+    }
+    a.t1 = t;
+  }
+}
+
+std::vector<JobTelemetry> TelemetryAggregator::take_jobs() {
+  std::vector<JobTelemetry> out;
+  for (auto it = acc_.begin(); it != acc_.end();) {
+    Acc& a = it->second;
+    if (a.samples == 0) {  // not sampled in this interval: it has ended
+      it = acc_.erase(it);
+      continue;
+    }
+    JobTelemetry j;
+    j.key = it->first;
+    j.samples = a.samples;
+    j.seconds = a.last - a.first;
+    if (a.util_samples > 0) j.gpu_util_mean = a.util_sum / a.util_samples;
+    j.gpu_util_peak = a.util_peak;
+    j.mem_used_peak_mib = a.mem_peak;
+    j.mem_total_mib = a.mem_total;
+    const double cpu = std::max(0.0, a.t1.cpu_seconds - a.t0.cpu_seconds);
+    const double io = std::max(0.0, a.t1.io_wait_seconds - a.t0.io_wait_seconds);
+    if (j.seconds > 0) j.cpu_pct_mean = 100 * cpu / j.seconds;
+    if (cpu + io > 0) j.io_wait_pct_mean = 100 * io / (cpu + io);
+    out.push_back(j);
+    // The next interval starts from this one's last sample.
+    Acc next;
+    next.first = a.last;
+    next.based = true;
+    next.t0 = a.t1;
+    next.t1 = a.t1;
+    next.have_t0 = a.have_t0;
+    next.mem_total = a.mem_total;
+    a = next;
+    ++it;
+  }
+  return out;
+}
+
+}  // namespace allot::agent
