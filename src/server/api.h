@@ -21,6 +21,12 @@ struct ApiOptions {
   std::string tls_key;
   int threads = 32;
   std::size_t max_body = 1 << 20;
+  // Job logs from the agents (server/logs.h); `allot server` uses "<database>.logs". Empty: the
+  // log routes answer 503.
+  std::string logs_dir;
+  // Seconds after a run's end when its logs count as complete even without the agent's final
+  // post.
+  int logs_settle_seconds = 30;
 };
 
 struct Route {
