@@ -37,39 +37,6 @@ core::Result<std::string> create_token(store::Store& store, const std::string& n
 
 namespace {
 
-const char* kRoutes[][2] = {
-    {"GET", "/api/v1/health"},
-    {"GET", "/api/v1/whoami"},
-    {"POST", "/api/v1/jobs"},
-    {"GET", "/api/v1/jobs"},
-    {"GET", "/api/v1/jobs/{id}"},
-    {"POST", "/api/v1/jobs/{id}/cancel"},
-    {"GET", "/api/v1/jobs/{id}/why"},
-    {"GET", "/api/v1/jobs/{id}/events"},
-    {"GET", "/api/v1/jobs/{id}/telemetry"},
-    {"GET", "/api/v1/jobs/{id}/logs"},
-    {"GET", "/api/v1/budgets"},
-    {"POST", "/api/v1/budgets"},
-    {"GET", "/api/v1/budgets/audit"},
-    {"GET", "/api/v1/nodes"},
-    {"POST", "/api/v1/nodes"},
-    {"GET", "/api/v1/nodes/{name}"},
-    {"POST", "/api/v1/nodes/{name}/heartbeat"},
-    {"POST", "/api/v1/nodes/{name}/drain"},
-    {"POST", "/api/v1/nodes/{name}/undrain"},
-    {"POST", "/api/v1/nodes/{name}/cordon"},
-    {"POST", "/api/v1/nodes/{name}/uncordon"},
-    {"GET", "/api/v1/usage"},
-    {"GET", "/api/v1/report"},
-    {"GET", "/api/v1/agent/nodes/{name}/assignments"},
-    {"POST", "/api/v1/agent/nodes/{name}/reports"},
-    {"POST", "/api/v1/agent/nodes/{name}/telemetry"},
-    {"POST", "/api/v1/agent/nodes/{name}/logs"},
-    {"GET", "/api/v1/tokens"},
-    {"POST", "/api/v1/tokens"},
-    {"DELETE", "/api/v1/tokens/{id}"},
-};
-
 std::string to_regex(const std::string& path) {
   std::string out;
   for (std::size_t i = 0; i < path.size(); ++i) {
@@ -277,8 +244,9 @@ std::optional<core::Time> run_end(const std::vector<store::JobEvent>& events, in
 }  // namespace
 
 struct ApiServer::Impl {
-  store::Store& store;
-  Controller& ctl;
+  // Null when the Impl only lists its routes (ApiServer::routes()).
+  store::Store* store;
+  Controller* ctl;
   ApiOptions opts;
   std::unique_ptr<httplib::Server> svr;
   std::thread thread;
@@ -286,17 +254,19 @@ struct ApiServer::Impl {
   std::unordered_map<std::string, Principal> token_cache;
   std::unique_ptr<LogStore> logs;
 
-  Impl(store::Store& s, Controller& c, ApiOptions o) : store(s), ctl(c), opts(std::move(o)) {
+  std::vector<Route> routes;  // every route install() registered, in order
+
+  Impl(store::Store* s, Controller* c, ApiOptions o) : store(s), ctl(c), opts(std::move(o)) {
     if (!opts.logs_dir.empty()) logs = std::make_unique<LogStore>(opts.logs_dir);
   }
 
-  json node_out(const store::NodeRecord& n) { return node_json(n, ctl.node_telemetry(n.name)); }
+  json node_out(const store::NodeRecord& n) { return node_json(n, ctl->node_telemetry(n.name)); }
   // An agent call: checks the token may act for the node and that the node exists, and counts as
   // contact with it.
   std::string agent_call(const httplib::Request& req, const Principal& p) {
     const std::string name = req.matches[1];
     require(can_act_for_node(p, name), "act for node " + name);
-    if (!ctl.contact(name)) throw HttpError{404, "name", "no such node " + name};
+    if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
     return name;
   }
 
@@ -324,7 +294,7 @@ struct ApiServer::Impl {
       auto it = token_cache.find(hash);
       if (it != token_cache.end()) return it->second;
     }
-    auto t = store.token_by_hash(hash);
+    auto t = store->token_by_hash(hash);
     if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
     Principal p{t->id, t->role, t->subject, t->scope};
     std::lock_guard lk(token_mu);
@@ -394,6 +364,8 @@ struct ApiServer::Impl {
         send_error(res, 500, "", e.what());
       }
     };
+    routes.push_back({method, path});
+    if (!svr) return;  // listing only
     auto re = to_regex(path);
     if (method == "GET") svr->Get(re, handler);
     if (method == "POST") svr->Post(re, handler);
@@ -407,7 +379,7 @@ struct ApiServer::Impl {
     } catch (...) {
       throw HttpError{400, "id", "must be a job id"};
     }
-    auto j = store.job(id);
+    auto j = store->job(id);
     if (!j || !can_see_job(p, *j)) throw HttpError{404, "id", "no such job"};
     return *j;
   }
@@ -423,7 +395,7 @@ struct ApiServer::Impl {
 
 void ApiServer::Impl::install() {
   route("GET", "/api/v1/health", [this](const auto&, auto& res) {
-    auto snap = ctl.snapshot();
+    auto snap = ctl->snapshot();
     send(res, 200, {{"status", "ok"}, {"cycles", snap ? snap->cycles : 0}});
   });
   route("GET", "/api/v1/whoami", [this](const auto& req, auto& res) {
@@ -441,7 +413,7 @@ void ApiServer::Impl::install() {
         req.has_header("Idempotency-Key")) {
       body["idempotency_key"] = req.get_header_value("Idempotency-Key");
     }
-    auto snap = ctl.snapshot();
+    auto snap = ctl->snapshot();
     auto parsed =
         parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets, snap->policy);
     if (!parsed.ok()) check(parsed.error());
@@ -456,9 +428,9 @@ void ApiServer::Impl::install() {
       }
       send(res, 200, job_json(existing));
     };
-    if (auto existing = store.job_by_key(p.subject, pj.idempotency_key)) return replay(*existing);
+    if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) return replay(*existing);
     store::JobRecord rec;
-    rec.id = ctl.next_job_id();
+    rec.id = ctl->next_job_id();
     rec.owner = p.subject;
     rec.idempotency_key = pj.idempotency_key;
     rec.name = pj.name;
@@ -466,13 +438,13 @@ void ApiServer::Impl::install() {
     rec.spec_json = pj.canonical_json;
     rec.state = "pending";
     rec.reason = "submitted";
-    rec.submit_time = ctl.now();
+    rec.submit_time = ctl->now();
     rec.updated_at = rec.submit_time;
-    auto st = store.write(
+    auto st = store->write(
         {op::InsertJob{rec}, op::AddEvent{{rec.id, rec.submit_time, "", "pending", "submitted"}}});
     if (!st.ok()) {
       if (st.error().field == "idempotency_key") {
-        if (auto existing = store.job_by_key(p.subject, pj.idempotency_key)) {
+        if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) {
           return replay(*existing);
         }
       }
@@ -482,7 +454,7 @@ void ApiServer::Impl::install() {
     spec.id = rec.id;
     spec.owner = rec.owner;
     spec.submit_time = rec.submit_time;
-    ctl.submitted(rec, spec);
+    ctl->submitted(rec, spec);
     send(res, 201, job_json(rec));
   });
 
@@ -525,7 +497,7 @@ void ApiServer::Impl::install() {
       q.budgets_within = {p.scope};
       q.owner_or_within = p.subject;
     }
-    auto rows = store.jobs(q);
+    auto rows = store->jobs(q);
     json out = {{"jobs", json::array()}};
     for (const auto& j : rows) out["jobs"].push_back(job_json(j));
     out["next"] = static_cast<int>(rows.size()) == q.limit ? json(rows.back().id) : json(nullptr);
@@ -543,8 +515,8 @@ void ApiServer::Impl::install() {
           auto body = parse_body(req, {"reason"}, true);
           auto reason = str_field(body, "reason", false, 512);
           auto j = visible_job(p, req.matches[1]);
-          auto r =
-              ctl.cancel(j.id, "cancelled by " + p.subject + (reason.empty() ? "" : ": " + reason));
+          auto r = ctl->cancel(j.id,
+                               "cancelled by " + p.subject + (reason.empty() ? "" : ": " + reason));
           if (!r.ok()) check(r.error(), 409);
           send(res, 200, job_json(r.value()));
         });
@@ -553,7 +525,7 @@ void ApiServer::Impl::install() {
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
           auto j = visible_job(p, req.matches[1]);
-          auto snap = ctl.snapshot();
+          auto snap = ctl->snapshot();
           json out = {{"id", j.id}, {"state", j.state}};
           auto it = snap->why.find(j.id);
           if (it != snap->why.end()) {
@@ -580,7 +552,7 @@ void ApiServer::Impl::install() {
           auto p = authenticate(req);
           auto j = visible_job(p, req.matches[1]);
           json out = {{"id", j.id}, {"events", json::array()}};
-          for (const auto& e : store.job_events(j.id)) {
+          for (const auto& e : store->job_events(j.id)) {
             out["events"].push_back(
                 {{"time", e.time}, {"from", e.from}, {"to", e.to}, {"reason", e.reason}});
           }
@@ -592,14 +564,14 @@ void ApiServer::Impl::install() {
           auto p = authenticate(req);
           check_query(req, {});
           auto j = visible_job(p, req.matches[1]);
-          auto snap = ctl.snapshot();
+          auto snap = ctl->snapshot();
           json out = {{"id", j.id},
                       {"run", j.runs},
                       {"current", nullptr},
                       {"total", nullptr},
                       {"flags", json::array()}};
           const auto spec = parsed_or(j.spec_json, json::object());
-          for (const auto& t : store.telemetry(j.id)) {
+          for (const auto& t : store->telemetry(j.id)) {
             if (t.run == 0) out["total"] = telemetry_json(t);
             if (t.run != j.runs || j.runs == 0) continue;
             out["current"] = telemetry_json(t);
@@ -647,9 +619,9 @@ void ApiServer::Impl::install() {
           auto st = parse_job_status(j.state).value_or(JobStatus::Pending);
           if (j.runs == 0) {
             complete = is_terminal(st);
-          } else if (auto end = run_end(store.job_events(j.id), run)) {
+          } else if (auto end = run_end(store->job_events(j.id), run)) {
             complete =
-                r.next >= r.length && (r.final || ctl.now() >= *end + opts.logs_settle_seconds);
+                r.next >= r.length && (r.final || ctl->now() >= *end + opts.logs_settle_seconds);
           }
           res.status = 200;
           res.set_header("Allot-Next-Offset", std::to_string(r.next));
@@ -664,7 +636,7 @@ void ApiServer::Impl::install() {
   route("GET", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
     not_agent(p);
-    auto snap = ctl.snapshot();
+    auto snap = ctl->snapshot();
     const auto& tree = *snap->budgets;
     json out = {{"budgets", json::array()}};
     for (core::BudgetId id = 0; id < tree.size(); ++id) {
@@ -710,7 +682,7 @@ void ApiServer::Impl::install() {
     }
     if (!share && !members) throw HttpError{400, "share", "give a share, members, or both"};
     require(can_manage_budget(p, path), "change budget " + path);
-    auto r = ctl.set_budget(path, share, members, p.subject);
+    auto r = ctl->set_budget(path, share, members, p.subject);
     if (!r.ok()) check(r.error());
     send(res, 200,
          {{"path", r.value().path}, {"share", r.value().share}, {"members", r.value().members}});
@@ -726,7 +698,7 @@ void ApiServer::Impl::install() {
                   "read the audit log of " + path);
           auto limit = static_cast<int>(query_int(req, "limit", 100, 1, 1000));
           json out = {{"entries", json::array()}};
-          for (const auto& a : store.audit(path == "/" ? "" : path, limit)) {
+          for (const auto& a : store->audit(path == "/" ? "" : path, limit)) {
             out["entries"].push_back({{"id", a.id},
                                       {"time", a.time},
                                       {"actor", a.actor},
@@ -743,13 +715,13 @@ void ApiServer::Impl::install() {
     auto p = authenticate(req);
     not_agent(p);
     json out = {{"nodes", json::array()}};
-    for (const auto& n : store.nodes()) out["nodes"].push_back(node_out(n));
+    for (const auto& n : store->nodes()) out["nodes"].push_back(node_out(n));
     send(res, 200, out);
   });
   route("GET", "/api/v1/nodes/{name}", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
     require(p.role != "agent" || p.scope == req.matches[1].str(), "read another node");
-    auto n = store.node(req.matches[1]);
+    auto n = store->node(req.matches[1]);
     if (!n) throw HttpError{404, "name", "no such node"};
     send(res, 200, node_out(*n));
   });
@@ -783,11 +755,11 @@ void ApiServer::Impl::install() {
       n.labels_json = l->dump();
     }
     parse_agent_fields(body, n);
-    auto r = ctl.register_node(n);
+    auto r = ctl->register_node(n);
     if (!r.ok()) check(r.error(), r.error().field == "name" ? 409 : 400);
-    ctl.contact(n.name);
+    ctl->contact(n.name);
     auto out = node_out(r.value().first);
-    out["lease_seconds"] = ctl.options().lease_seconds;
+    out["lease_seconds"] = ctl->options().lease_seconds;
     send(res, r.value().second ? 201 : 200, out);
   });
   route("POST", "/api/v1/nodes/{name}/heartbeat",
@@ -802,9 +774,9 @@ void ApiServer::Impl::install() {
             throw HttpError{400, "health", "an agent reports healthy or unhealthy"};
           }
           // Contact first: a node marked down for silence is back before its verdict applies.
-          if (!ctl.contact(name)) throw HttpError{404, "name", "no such node " + name};
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
           if (!health.empty()) {
-            auto cur = store.node(name);
+            auto cur = store->node(name);
             // An agent does not undo an operator's drain or down by reporting healthy; its own
             // verdicts (healthy, unhealthy) it may change.
             if (!cur || (cur->health != "healthy" && cur->health != "unhealthy") ||
@@ -813,12 +785,12 @@ void ApiServer::Impl::install() {
             }
           }
           if (!health.empty()) {
-            auto r = ctl.set_node(name, health, reason, std::nullopt);
+            auto r = ctl->set_node(name, health, reason, std::nullopt);
             if (!r.ok()) check(r.error(), 404);
           }
-          auto st = ctl.heartbeat(name);
+          auto st = ctl->heartbeat(name);
           if (!st.ok()) check(st.error(), 404);
-          send(res, 200, {{"ok", true}, {"lease_seconds", ctl.options().lease_seconds}});
+          send(res, 200, {{"ok", true}, {"lease_seconds", ctl->options().lease_seconds}});
         });
   auto node_admin = [this](const std::string& path, std::string health,
                            std::optional<bool> cordon) {
@@ -829,7 +801,7 @@ void ApiServer::Impl::install() {
             auto body = parse_body(req, {"reason"}, true);
             auto reason = str_field(body, "reason", false, 512);
             if (reason.empty()) reason = "by " + p.subject;
-            auto r = ctl.set_node(req.matches[1], health, reason, cordon);
+            auto r = ctl->set_node(req.matches[1], health, reason, cordon);
             if (!r.ok()) check(r.error(), 404);
             send(res, 200, node_out(r.value()));
           });
@@ -848,12 +820,12 @@ void ApiServer::Impl::install() {
   };
   // Ledger entries plus the open segments of jobs running now, clipped to [from, to).
   auto usage_entries = [this](core::Time from, core::Time to) {
-    auto entries = store.ledger(from, to);
+    auto entries = store->ledger(from, to);
     store::JobQuery q;
     q.states = {"starting", "running", "preempting"};
     q.limit = 100000;
-    const auto now = ctl.now();
-    for (const auto& j : store.jobs(q)) {
+    const auto now = ctl->now();
+    for (const auto& j : store->jobs(q)) {
       if (j.seg_start > 0 && now > j.seg_start) {
         entries.push_back(
             {0, j.id, j.owner, j.budget, j.cluster, j.seg_start, now, j.milli, j.allocated});
@@ -869,7 +841,7 @@ void ApiServer::Impl::install() {
         [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
           check_query(req, {"from", "to", "by", "budget"});
-          auto [from, to] = period(req, ctl.now());
+          auto [from, to] = period(req, ctl->now());
           auto by = req.has_param("by") ? req.get_param_value("by") : std::string("budget");
           if (by != "budget" && by != "user") throw HttpError{400, "by", "must be budget or user"};
           auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
@@ -908,11 +880,11 @@ void ApiServer::Impl::install() {
       [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
         auto p = authenticate(req);
         check_query(req, {"from", "to", "budget"});
-        auto [from, to] = period(req, ctl.now());
+        auto [from, to] = period(req, ctl->now());
         auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
         if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
         require(can_see_budget_usage(p, scope), "see the report of " + scope);
-        auto snap = ctl.snapshot();
+        auto snap = ctl->snapshot();
         const auto& tree = *snap->budgets;
         std::map<std::string, std::pair<double, double>> used;
         // Utilization: measured GPU use over the GPU-time measured, from telemetry, for the
@@ -923,7 +895,7 @@ void ApiServer::Impl::install() {
         };
         std::map<std::string, Util> util;
         std::map<JobId, const store::TelemetryRecord*> measured;
-        const auto tel = store.telemetry_between(from, to);
+        const auto tel = store->telemetry_between(from, to);
         for (const auto& t : tel) measured[t.job] = &t;
         auto ancestors = [](std::string path, auto fn) {
           for (;;) {
@@ -994,11 +966,11 @@ void ApiServer::Impl::install() {
           auto p = authenticate(req);
           check_query(req, {});
           const auto name = agent_call(req, p);
-          auto snap = ctl.snapshot();
-          const int grace = ctl.options().stop_grace_seconds;
+          auto snap = ctl->snapshot();
+          const int grace = ctl->options().stop_grace_seconds;
           json out = {{"node", name},
-                      {"lease_seconds", ctl.options().lease_seconds},
-                      {"server_time", ctl.now()},
+                      {"lease_seconds", ctl->options().lease_seconds},
+                      {"server_time", ctl->now()},
                       {"run", json::array()},
                       {"stop", json::array()}};
           auto it = snap->assignments.find(name);
@@ -1058,14 +1030,14 @@ void ApiServer::Impl::install() {
             integer_in(r, "exit_code", -1024, 1024, where, ev == "exited");
             integer_in(r, "signal", 1, 128, where);
           }
-          if (!ctl.contact(name)) throw HttpError{404, "name", "no such node " + name};
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
           json out = {{"results", json::array()}};
           for (const auto& r : *reps) {
             std::optional<int> code, sig;
             if (r.contains("exit_code")) code = r["exit_code"].get<int>();
             if (r.contains("signal")) sig = r["signal"].get<int>();
-            auto x = ctl.agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
-                                      r["event"].get<std::string>(), code, sig);
+            auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
+                                       r["event"].get<std::string>(), code, sig);
             if (x.error.empty()) {
               out["results"].push_back({{"job", r["job"]}, {"state", x.state}});
             } else {
@@ -1131,11 +1103,11 @@ void ApiServer::Impl::install() {
             number_in(j, "io_wait_pct_mean", 0, 100, w);
             parts.push_back(std::move(part));
           }
-          if (!ctl.contact(name)) throw HttpError{404, "name", "no such node " + name};
-          const auto now = ctl.now();
-          ctl.set_node_telemetry(name, json{{"time", now}, {"gpus", gpus}}.dump());
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+          const auto now = ctl->now();
+          ctl->set_node_telemetry(name, json{{"time", now}, {"gpus", gpus}}.dump());
           // Each entry counts for the job's current run on this node only.
-          auto snap = ctl.snapshot();
+          auto snap = ctl->snapshot();
           std::map<JobId, const AssignedRun*> here;
           if (auto it = snap->assignments.find(name); it != snap->assignments.end()) {
             for (const auto& r : it->second.run) here[r.job] = &r;
@@ -1178,14 +1150,14 @@ void ApiServer::Impl::install() {
             batch.push_back(store::op::AddTelemetry{d});
           }
           if (!batch.empty()) {
-            auto st = store.write(std::move(batch));
+            auto st = store->write(std::move(batch));
             if (!st.ok()) throw HttpError{503, "store", st.error().reason};
           }
           send(res, 200,
                {{"ok", true},
                 {"accepted", parts.size() - ignored.size()},
                 {"ignored", ignored},
-                {"lease_seconds", ctl.options().lease_seconds}});
+                {"lease_seconds", ctl->options().lease_seconds}});
         });
   route("POST", "/api/v1/agent/nodes/{name}/logs",
         [this](const httplib::Request& req, httplib::Response& res) {
@@ -1210,8 +1182,8 @@ void ApiServer::Impl::install() {
             throw HttpError{400, "final", "must be true or false"};
           }
           if (!logs) throw HttpError{503, "logs", "this server keeps no logs (no logs directory)"};
-          if (!ctl.contact(name)) throw HttpError{404, "name", "no such node " + name};
-          auto job = store.job(id);
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+          auto job = store->job(id);
           if (!job || run > job->runs) throw HttpError{404, "job", "no such job run"};
           if (run == job->runs) {
             // The node must hold (or have held) part of this run.
@@ -1237,7 +1209,7 @@ void ApiServer::Impl::install() {
     auto p = authenticate(req);
     require(p.is_admin(), "list tokens (administrators only)");
     json out = {{"tokens", json::array()}};
-    for (const auto& t : store.tokens()) {
+    for (const auto& t : store->tokens()) {
       out["tokens"].push_back({{"id", t.id},
                                {"name", t.name},
                                {"role", t.role},
@@ -1269,9 +1241,9 @@ void ApiServer::Impl::install() {
       throw HttpError{400, "scope", "only manager and agent tokens have a scope"};
     }
     require(p.is_admin(), "create tokens (administrators only)");
-    auto secret = create_token(store, name, role, subject, scope, ctl.now());
+    auto secret = create_token(*store, name, role, subject, scope, ctl->now());
     if (!secret.ok()) check(secret.error(), 409);
-    auto rec = store.token_by_hash(sha256_hex(secret.value()));
+    auto rec = store->token_by_hash(sha256_hex(secret.value()));
     send(res, 201,
          {{"id", rec ? rec->id : 0},
           {"token", secret.value()},
@@ -1290,9 +1262,9 @@ void ApiServer::Impl::install() {
             throw HttpError{404, "id", "no such token"};  // out of range: no token has it
           }
           bool found = false;
-          for (const auto& t : store.tokens()) found = found || t.id == id;
+          for (const auto& t : store->tokens()) found = found || t.id == id;
           if (!found) throw HttpError{404, "id", "no such token"};
-          auto st = store.write({op::RevokeToken{id, ctl.now()}});
+          auto st = store->write({op::RevokeToken{id, ctl->now()}});
           if (!st.ok()) check(st.error(), 503);
           {
             std::lock_guard lk(token_mu);
@@ -1303,16 +1275,17 @@ void ApiServer::Impl::install() {
 }
 
 ApiServer::ApiServer(store::Store& store, Controller& controller, ApiOptions options)
-    : impl_(std::make_unique<Impl>(store, controller, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(&store, &controller, std::move(options))) {}
 
 ApiServer::~ApiServer() {
   stop();
 }
 
 std::vector<Route> ApiServer::routes() {
-  std::vector<Route> out;
-  for (const auto& r : kRoutes) out.push_back({r[0], r[1]});
-  return out;
+  // What install() registers is the list: an Impl without a server only records them.
+  Impl listing(nullptr, nullptr, {});
+  listing.install();
+  return listing.routes;
 }
 
 core::Result<int> ApiServer::start() {

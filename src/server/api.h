@@ -41,7 +41,8 @@ class ApiServer {
   // Binds and starts serving on a background thread; returns the bound port.
   core::Result<int> start();
   void stop();
-  // Every route the server answers (for the OpenAPI check).
+  // Every route the server answers (for the OpenAPI check): exactly what start() registers, read
+  // from the same install() code, so a route cannot be served without being listed.
   static std::vector<Route> routes();
 
  private:
