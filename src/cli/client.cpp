@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -38,6 +39,7 @@ struct Args {
   std::vector<std::string> pos;
   std::map<std::string, std::string> opt;  // --key value (flags: "1")
   std::vector<std::string> rest;           // after --
+  std::vector<std::string> env;            // --env K=V, repeatable
   bool has(const std::string& k) const { return opt.count(k) > 0; }
   std::string get(const std::string& k, const std::string& def = "") const {
     auto it = opt.find(k);
@@ -45,7 +47,8 @@ struct Args {
   }
 };
 
-const std::vector<std::string> kFlags = {"json", "resumable", "insecure", "all", "help"};
+const std::vector<std::string> kFlags = {"json", "resumable", "insecure", "all",
+                                         "help", "stderr",    "follow"};
 
 Args parse_args(int argc, char** argv, int first) {
   Args a;
@@ -55,10 +58,24 @@ Args parse_args(int argc, char** argv, int first) {
       for (++i; i < argc; ++i) a.rest.push_back(argv[i]);
       break;
     }
+    if (s == "-f") {
+      a.opt["follow"] = "1";
+      continue;
+    }
     if (s.rfind("--", 0) == 0) {
       auto key = s.substr(2);
       if (auto eq = key.find('='); eq != std::string::npos) {
-        a.opt[key.substr(0, eq)] = key.substr(eq + 1);
+        if (key.substr(0, eq) == "env") {
+          a.env.push_back(key.substr(eq + 1));
+        } else {
+          a.opt[key.substr(0, eq)] = key.substr(eq + 1);
+        }
+      } else if (key == "env") {
+        if (i + 1 >= argc) {
+          std::fprintf(stderr, "allot: --env needs NAME=VALUE\n");
+          std::exit(kUsage);
+        }
+        a.env.push_back(argv[++i]);
       } else if (std::find(kFlags.begin(), kFlags.end(), key) != kFlags.end()) {
         a.opt[key] = "1";
       } else if (i + 1 < argc) {
@@ -120,13 +137,37 @@ Conn connection(const Args& a) {
   return c;
 }
 
-json request(const Conn& c, const std::string& method, const std::string& path,
-             const json* body = nullptr) {
-  httplib::Client cli(c.addr);
+void configure(httplib::Client& cli, const Conn& c) {
   cli.set_connection_timeout(5);
   cli.set_read_timeout(60);
   if (!c.cacert.empty()) cli.set_ca_cert_path(c.cacert.c_str());
   if (c.insecure) cli.enable_server_certificate_verification(false);
+}
+
+[[noreturn]] void unreachable(const Conn& c, httplib::Error e) {
+  die(kUnreachable, "cannot reach the server at " + c.addr + " (" + httplib::to_string(e) +
+                        "): is it running? set --addr or ALLOT_ADDR");
+}
+
+// Exits with the error the server gave (its field and reason) and the matching exit code.
+[[noreturn]] void refused(int status, const std::string& body) {
+  auto j = json::parse(body, nullptr, false);
+  std::string msg = "server refused (" + std::to_string(status) + ")";
+  if (!j.is_discarded() && j.contains("error")) {
+    auto f = j["error"].value("field", "");
+    msg += ": " + (f.empty() ? "" : f + ": ") + j["error"].value("reason", "");
+  }
+  int code = status == 401 || status == 403 ? kAuth
+             : status == 404                ? kNotFound
+             : status >= 500                ? kServer
+                                            : kRefused;
+  die(code, msg);
+}
+
+json request(const Conn& c, const std::string& method, const std::string& path,
+             const json* body = nullptr) {
+  httplib::Client cli(c.addr);
+  configure(cli, c);
   httplib::Headers h = {{"Authorization", "Bearer " + c.token}};
   const std::string payload = body ? body->dump() : std::string();
   httplib::Result r = method == "GET"      ? cli.Get(path.c_str(), h)
@@ -136,25 +177,9 @@ json request(const Conn& c, const std::string& method, const std::string& path,
     // One retry: submits carry an idempotency key, so a retried request never makes two jobs.
     r = cli.Post(path.c_str(), h, payload, "application/json");
   }
-  if (!r) {
-    die(kUnreachable, "cannot reach the server at " + c.addr + " (" +
-                          httplib::to_string(r.error()) +
-                          "): is it running? set --addr or ALLOT_ADDR");
-  }
-  auto j = json::parse(r->body, nullptr, false);
-  if (r->status >= 400) {
-    std::string msg = "server refused (" + std::to_string(r->status) + ")";
-    if (!j.is_discarded() && j.contains("error")) {
-      auto f = j["error"].value("field", "");
-      msg += ": " + (f.empty() ? "" : f + ": ") + j["error"].value("reason", "");
-    }
-    int code = r->status == 401 || r->status == 403 ? kAuth
-               : r->status == 404                   ? kNotFound
-               : r->status >= 500                   ? kServer
-                                                    : kRefused;
-    die(code, msg);
-  }
-  return j;
+  if (!r) unreachable(c, r.error());
+  if (r->status >= 400) refused(r->status, r->body);
+  return json::parse(r->body, nullptr, false);
 }
 
 std::string qs_escape(const std::string& s) {
@@ -198,6 +223,31 @@ long long parse_count(const std::string& field, const std::string& s) {
   return v;
 }
 
+// "64G", "512M", "1T", "65536" (MiB) -> MiB.
+long long parse_mib(const std::string& field, const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string unit = end ? std::string(end) : "";
+  for (auto& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (!unit.empty() && unit.back() == 'B') unit.pop_back();
+  if (!unit.empty() && unit.back() == 'I') unit.pop_back();
+  const double mult = unit.empty() || unit == "M" ? 1
+                      : unit == "G"               ? 1024
+                      : unit == "T"               ? 1024.0 * 1024
+                                                  : -1;
+  if (s.empty() || end == s.c_str() || mult < 0 || v < 0) {
+    die(kUsage, field + ": '" + s + "' is not a size like 64G, 512M or 1T");
+  }
+  return static_cast<long long>(v * mult + 0.5);
+}
+
+double parse_number(const std::string& field, const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || v < 0) die(kUsage, field + ": '" + s + "' is not a number");
+  return v;
+}
+
 json yaml_to_json(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Map: {
@@ -218,6 +268,8 @@ json yaml_to_json(const YAML::Node& n) {
       char* end = nullptr;
       long long v = std::strtoll(s.c_str(), &end, 10);
       if (!s.empty() && *end == '\0') return v;
+      double d = std::strtod(s.c_str(), &end);
+      if (!s.empty() && *end == '\0') return d;
       return s;
     }
     default:
@@ -287,6 +339,52 @@ std::string ago(long long t) {
   return std::to_string(d / 86400) + "d";
 }
 
+// A YAML job spec holds the fields of POST /jobs, with a few written the way people write them:
+// durations ("2h") for min_runtime and expected_duration, sizes ("64G") for memory (memory_mib),
+// gpus for gpus_per_node, model/cluster for one-entry models/clusters, env values of any scalar.
+json from_yaml_spec(const std::string& file, json body) {
+  if (!body.is_object()) die(kUsage, file + ": a job spec is a mapping of fields");
+  for (const char* k : {"min_runtime", "expected_duration"}) {
+    if (body.contains(k) && body[k].is_string()) {
+      body[k] = parse_duration(file + ": " + k, body[k].get<std::string>());
+    }
+  }
+  auto rename = [&](const char* from, const char* to) {
+    if (!body.contains(from)) return;
+    if (body.contains(to)) die(kUsage, file + ": give " + from + " or " + to + ", not both");
+    body[to] = body[from];
+    body.erase(from);
+  };
+  rename("gpus", "gpus_per_node");
+  rename("memory", "memory_mib");
+  if (body.contains("memory_mib") && body["memory_mib"].is_string()) {
+    body["memory_mib"] = parse_mib(file + ": memory", body["memory_mib"].get<std::string>());
+  }
+  for (const char* k : {"model", "cluster"}) {
+    if (body.contains(k) && body[k].is_string()) {
+      body[std::string(k) + "s"] = json::array({body[k]});
+      body.erase(k);
+    }
+  }
+  if (body.contains("env") && body["env"].is_object()) {
+    for (auto& [k, v] : body["env"].items()) {
+      if (v.is_number_integer()) v = std::to_string(v.get<long long>());
+      if (v.is_number_float()) v = json(v).dump();
+      if (v.is_boolean()) v = v.get<bool>() ? "true" : "false";
+    }
+  }
+  if (body.contains("command") && body["command"].is_string()) {
+    body["command"] = json::array({"/bin/sh", "-c", body["command"]});
+  }
+  if (body.contains("command") && body["command"].is_array()) {
+    for (auto& v : body["command"]) {
+      if (v.is_number_integer()) v = std::to_string(v.get<long long>());
+      if (v.is_number_float()) v = json(v).dump();
+    }
+  }
+  return body;
+}
+
 int cmd_submit(const Args& a, const Conn& c) {
   json body = json::object();
   if (!a.pos.empty()) {
@@ -295,7 +393,7 @@ int cmd_submit(const Args& a, const Conn& c) {
     } catch (const std::exception& e) {
       die(kUsage, a.pos[0] + ": " + e.what());
     }
-    if (!body.is_object()) die(kUsage, a.pos[0] + ": a job spec is a mapping of fields");
+    body = from_yaml_spec(a.pos[0], body);
   }
   if (a.has("budget")) body["budget"] = a.get("budget");
   if (a.has("name")) body["name"] = a.get("name");
@@ -312,6 +410,16 @@ int cmd_submit(const Args& a, const Conn& c) {
   if (a.has("cluster")) body["clusters"] = {a.get("cluster")};
   if (a.has("resumable")) body["resumable"] = true;
   if (a.has("key")) body["idempotency_key"] = a.get("key");
+  if (a.has("workdir")) body["workdir"] = a.get("workdir");
+  if (a.has("memory")) body["memory_mib"] = parse_mib("--memory", a.get("memory"));
+  if (a.has("cpus")) body["cpus"] = parse_number("--cpus", a.get("cpus"));
+  if (a.has("container")) body["container"] = a.get("container");
+  for (const auto& kv : a.env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) die(kUsage, "--env: '" + kv + "' is not NAME=VALUE");
+    if (!body.contains("env") || !body["env"].is_object()) body["env"] = json::object();
+    body["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
   if (!a.rest.empty()) body["command"] = a.rest;
   if (!body.contains("idempotency_key")) body["idempotency_key"] = random_key();
   if (!body.contains("budget"))
@@ -590,6 +698,40 @@ int cmd_token(const Args& a, const Conn& c) {
   die(kUsage, "token: ls, create or revoke");
 }
 
+// `allot logs JOB`: the job's output as its agents uploaded it; -f follows until the run ended
+// and every byte is in.
+int cmd_logs(const Args& a, const Conn& c) {
+  need_id(a, "logs");
+  std::string base = "/api/v1/jobs/" + a.pos[0] +
+                     "/logs?stream=" + std::string(a.has("stderr") ? "stderr" : "stdout");
+  if (a.has("node")) base += "&node=" + qs_escape(a.get("node"));
+  if (a.has("run")) base += "&run=" + std::to_string(parse_count("--run", a.get("run")));
+  httplib::Client cli(c.addr);
+  configure(cli, c);
+  const httplib::Headers h = {{"Authorization", "Bearer " + c.token}};
+  long long offset = 0;
+  for (;;) {
+    auto r = cli.Get((base + "&offset=" + std::to_string(offset)).c_str(), h);
+    if (!r) unreachable(c, r.error());
+    if (r->status >= 400) refused(r->status, r->body);
+    const long long start = std::atoll(r->get_header_value("Allot-Offset").c_str());
+    if (start > offset) {
+      std::fprintf(stderr,
+                   "allot: [%lld bytes dropped here: the server keeps the first and the "
+                   "last 32 MiB of a stream]\n",
+                   start - offset);
+    }
+    std::fwrite(r->body.data(), 1, r->body.size(), stdout);
+    std::fflush(stdout);
+    offset = std::atoll(r->get_header_value("Allot-Next-Offset").c_str());
+    const bool complete = r->get_header_value("Allot-Complete") == "true";
+    if (!r->body.empty()) continue;  // more may be there already
+    if (complete || !a.has("follow")) break;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return kOk;
+}
+
 void client_usage(const std::string& cmd) {
   std::fprintf(
       stderr,
@@ -597,9 +739,11 @@ void client_usage(const std::string& cmd) {
       "ALLOT_TOKEN; ~/.config/allot/config)\n"
       "  submit [job.yaml] [--budget B --gpus N --nodes N --gpu-milli M --min-runtime 2h\n"
       "         --expected 4h --priority high --kind debug --model H100 --cluster C\n"
-      "         --resumable --name N --key K] [-- command args...]\n"
+      "         --resumable --name N --key K --env K=V (repeatable) --workdir /abs/dir\n"
+      "         --memory 64G --cpus 16 --container IMAGE] [-- command args...]\n"
       "  ls [--state S[,S]] [--owner U] [--budget B] [--limit N] [--all] [--json]\n"
       "  show ID | why ID | cancel ID [--reason R]\n"
+      "  logs ID [--stderr] [--node N] [--run R] [-f]\n"
       "  budget tree | budget set PATH [--share X] [--members a,b] |\n"
       "  budget usage [--since 7d | --from T --to T] [--by budget|user] [--budget B]\n"
       "  nodes | drain NODE [--reason R] | undrain NODE | cordon NODE | uncordon NODE\n"
@@ -613,7 +757,7 @@ void client_usage(const std::string& cmd) {
 bool is_client_command(const std::string& cmd) {
   static const std::vector<std::string> cmds = {"submit",   "ls",     "show",  "why",     "cancel",
                                                 "budget",   "nodes",  "drain", "undrain", "cordon",
-                                                "uncordon", "report", "token"};
+                                                "uncordon", "report", "token", "logs"};
   return std::find(cmds.begin(), cmds.end(), cmd) != cmds.end();
 }
 
@@ -637,6 +781,7 @@ int client_main(int argc, char** argv) {
   }
   if (cmd == "report") return cmd_report(a, c);
   if (cmd == "token") return cmd_token(a, c);
+  if (cmd == "logs") return cmd_logs(a, c);
   client_usage(cmd);
   return kUsage;
 }

@@ -25,6 +25,9 @@ struct ServerArgs {
   int sim_nodes = 0;
   core::Duration sim_default = 300;
   int threads = 32;
+  int lease_seconds = 30;
+  int node_timeout_seconds = 45;
+  int stop_grace_seconds = 30;
 };
 
 void usage(bool up) {
@@ -40,7 +43,14 @@ void usage(bool up) {
                "  --threads N          HTTP worker threads (default 32)\n"
                "  --sim-nodes N        simulated nodes of 8 H100 (default %s)\n"
                "  --sim-duration S     simulated run time of jobs without expected_duration "
-               "(default 300)\n",
+               "(default 300)\n"
+               "  --lease-seconds S    how long agents keep their jobs without reaching the "
+               "server (default 30)\n"
+               "  --node-timeout-seconds S  a node silent this long is marked down (default 45; "
+               "more than lease + 5)\n"
+               "  --stop-grace-seconds S    SIGTERM to SIGKILL when a job is stopped (default "
+               "30)\n"
+               "job logs go to <data>.logs/\n",
                up ? "up" : "server", up ? "a fresh temporary directory" : "./allot.db",
                up ? "11" : "0");
 }
@@ -90,6 +100,12 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.sim_nodes = number("a count");
     } else if (k == "--sim-duration") {
       a.sim_default = number("seconds");
+    } else if (k == "--lease-seconds") {
+      a.lease_seconds = number("seconds");
+    } else if (k == "--node-timeout-seconds") {
+      a.node_timeout_seconds = number("seconds");
+    } else if (k == "--stop-grace-seconds") {
+      a.stop_grace_seconds = number("seconds");
     } else {
       std::fprintf(stderr, "allot: unknown option '%s'\n", k.c_str());
       usage(up);
@@ -97,6 +113,13 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
     }
   }
   return true;
+}
+
+std::string dash(std::string s) {
+  for (auto& c : s) {
+    if (c == '_') c = '-';
+  }
+  return s;
 }
 
 void write_private(const std::string& path, const std::string& text) {
@@ -116,6 +139,17 @@ int serve(ServerArgs a, bool up) {
       a.data = "allot.db";
     }
   }
+  server::ControllerOptions co;
+  co.tick = std::chrono::milliseconds(a.tick_ms);
+  co.sim_default_duration = a.sim_default;
+  co.lease_seconds = a.lease_seconds;
+  co.node_timeout_seconds = a.node_timeout_seconds;
+  co.stop_grace_seconds = a.stop_grace_seconds;
+  if (auto v = server::validate(co); !v.ok()) {
+    std::fprintf(stderr, "allot: --%s: %s\n", dash(v.error().field).c_str(),
+                 v.error().reason.c_str());
+    return 2;
+  }
   auto opened = store::open_sqlite(a.data);
   if (!opened.ok()) {
     std::fprintf(stderr, "allot: %s\n", opened.error().message().c_str());
@@ -129,11 +163,11 @@ int serve(ServerArgs a, bool up) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
-  server::ControllerOptions co;
-  co.tick = std::chrono::milliseconds(a.tick_ms);
-  co.sim_default_duration = a.sim_default;
   server::Controller ctl(st, co);
-  ctl.start();
+  if (auto s = ctl.start(); !s.ok()) {
+    std::fprintf(stderr, "allot: %s\n", s.error().message().c_str());
+    return 1;
+  }
   const auto now = ctl.now();
   std::string admin;
   if (st.tokens().empty() || up) {
@@ -166,6 +200,7 @@ int serve(ServerArgs a, bool up) {
   ao.tls_cert = a.tls_cert;
   ao.tls_key = a.tls_key;
   ao.threads = a.threads;
+  ao.logs_dir = a.data + ".logs";
   server::ApiServer api(st, ctl, ao);
   auto port = api.start();
   if (!port.ok()) {

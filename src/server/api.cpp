@@ -10,6 +10,8 @@
 
 #include "server/auth.h"
 #include "server/job_spec.h"
+#include "server/logs.h"
+#include "server/telemetry.h"
 
 namespace allot::server {
 
@@ -34,35 +36,6 @@ core::Result<std::string> create_token(store::Store& store, const std::string& n
 }
 
 namespace {
-
-const char* kRoutes[][2] = {
-    {"GET", "/api/v1/health"},
-    {"GET", "/api/v1/whoami"},
-    {"POST", "/api/v1/jobs"},
-    {"GET", "/api/v1/jobs"},
-    {"GET", "/api/v1/jobs/{id}"},
-    {"POST", "/api/v1/jobs/{id}/cancel"},
-    {"GET", "/api/v1/jobs/{id}/why"},
-    {"GET", "/api/v1/jobs/{id}/events"},
-    {"GET", "/api/v1/budgets"},
-    {"POST", "/api/v1/budgets"},
-    {"GET", "/api/v1/budgets/audit"},
-    {"GET", "/api/v1/nodes"},
-    {"POST", "/api/v1/nodes"},
-    {"GET", "/api/v1/nodes/{name}"},
-    {"POST", "/api/v1/nodes/{name}/heartbeat"},
-    {"POST", "/api/v1/nodes/{name}/drain"},
-    {"POST", "/api/v1/nodes/{name}/undrain"},
-    {"POST", "/api/v1/nodes/{name}/cordon"},
-    {"POST", "/api/v1/nodes/{name}/uncordon"},
-    {"GET", "/api/v1/usage"},
-    {"GET", "/api/v1/report"},
-    {"GET", "/api/v1/agent/nodes/{name}/assignments"},
-    {"POST", "/api/v1/agent/nodes/{name}/reports"},
-    {"GET", "/api/v1/tokens"},
-    {"POST", "/api/v1/tokens"},
-    {"DELETE", "/api/v1/tokens/{id}"},
-};
 
 std::string to_regex(const std::string& path) {
   std::string out;
@@ -106,9 +79,19 @@ json job_json(const store::JobRecord& j) {
   return o;
 }
 
-json node_json(const store::NodeRecord& n) {
+json parsed_or(const std::string& text, json fallback) {
+  auto j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? fallback : j;
+}
+
+// `gpus`: the node's latest GPU telemetry ({"time": ..., "gpus": [...]}), "" if none.
+json node_json(const store::NodeRecord& n, const std::string& gpus) {
   auto labels = json::parse(n.labels_json, nullptr, false);
   return {{"name", n.name},
+          {"address", n.address},
+          {"devices", parsed_or(n.devices_json, json::array())},
+          {"agent", parsed_or(n.agent_json, json::object())},
+          {"telemetry", gpus.empty() ? json() : parsed_or(gpus, json())},
           {"cluster", n.cluster},
           {"model", n.model},
           {"gpus", n.gpus},
@@ -128,18 +111,164 @@ struct HttpError {
   std::string reason;
 };
 
+// Field checks for nested objects of agent bodies; `where` prefixes the field ("devices[2].").
+// `name`: the object's own field name ("devices[2]"), "" for the body.
+void known_fields(const json& o, const std::set<std::string>& known, const std::string& name) {
+  if (!o.is_object()) throw HttpError{400, name.empty() ? "body" : name, "must be an object"};
+  for (const auto& [k, v] : o.items()) {
+    if (!known.count(k)) throw HttpError{400, name.empty() ? k : name + "." + k, "unknown field"};
+  }
+}
+std::optional<double> number_in(const json& o, const std::string& f, double lo, double hi,
+                                const std::string& where, bool required = false) {
+  auto it = o.find(f);
+  if (it == o.end()) {
+    if (required) throw HttpError{400, where + f, "required"};
+    return std::nullopt;
+  }
+  if (!it->is_number() || it->get<double>() < lo || it->get<double>() > hi) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "must be a number between %g and %g", lo, hi);
+    throw HttpError{400, where + f, buf};
+  }
+  return it->get<double>();
+}
+std::optional<std::int64_t> integer_in(const json& o, const std::string& f, std::int64_t lo,
+                                       std::int64_t hi, const std::string& where,
+                                       bool required = false) {
+  auto it = o.find(f);
+  if (it == o.end()) {
+    if (required) throw HttpError{400, where + f, "required"};
+    return std::nullopt;
+  }
+  if (!it->is_number_integer() ||
+      (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
+      it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi) {
+    throw HttpError{
+        400, where + f,
+        "must be an integer between " + std::to_string(lo) + " and " + std::to_string(hi)};
+  }
+  return it->get<std::int64_t>();
+}
+std::string string_in(const json& o, const std::string& f, std::size_t max,
+                      const std::string& where, bool required = false) {
+  auto it = o.find(f);
+  if (it == o.end()) {
+    if (required) throw HttpError{400, where + f, "required"};
+    return "";
+  }
+  if (!it->is_string() || it->get<std::string>().size() > max) {
+    throw HttpError{400, where + f,
+                    "must be a string of at most " + std::to_string(max) + " characters"};
+  }
+  for (unsigned char c : it->get<std::string>()) {
+    if (c < 0x20 || c == 0x7f)
+      throw HttpError{400, where + f, "must not contain control characters"};
+  }
+  return it->get<std::string>();
+}
+const json& list_in(const json& o, const std::string& f, std::size_t max,
+                    const std::string& where) {
+  static const json empty = json::array();
+  auto it = o.find(f);
+  if (it == o.end()) return empty;
+  if (!it->is_array() || it->size() > max) {
+    throw HttpError{400, where + f,
+                    "must be a list of at most " + std::to_string(max) + " entries"};
+  }
+  return *it;
+}
+
+constexpr std::int64_t kMaxMib = 16LL * 1024 * 1024;  // 16 TiB
+
+// The node registration body's agent fields, validated; they become the record's JSON columns.
+void parse_agent_fields(const json& body, store::NodeRecord& n) {
+  if (body.contains("address")) {
+    n.address = string_in(body, "address", 255, "");
+    for (unsigned char c : n.address) {
+      if (!(std::isalnum(c) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']' ||
+            c == '_' || c == '%')) {
+        throw HttpError{400, "address", "must be a host name or IP address, optionally with :port"};
+      }
+    }
+  }
+  const auto& devs = list_in(body, "devices", 64, "");
+  json devices = json::array();
+  for (std::size_t i = 0; i < devs.size(); ++i) {
+    const auto where = "devices[" + std::to_string(i) + "].";
+    const auto& d = devs[i];
+    known_fields(d, {"index", "uuid", "name", "memory_mib", "pci_bus_id", "mig"},
+                 "devices[" + std::to_string(i) + "]");
+    json out = {{"index", integer_in(d, "index", 0, 63, where, true).value()},
+                {"uuid", string_in(d, "uuid", 128, where)},
+                {"name", string_in(d, "name", 128, where)},
+                {"memory_mib", integer_in(d, "memory_mib", 0, kMaxMib, where).value_or(0)},
+                {"pci_bus_id", string_in(d, "pci_bus_id", 64, where)},
+                {"mig", json::array()}};
+    const auto& mig = list_in(d, "mig", 64, where);
+    for (std::size_t k = 0; k < mig.size(); ++k) {
+      const auto mw = where + "mig[" + std::to_string(k) + "].";
+      known_fields(mig[k], {"uuid", "profile", "milli"}, where + "mig[" + std::to_string(k) + "]");
+      out["mig"].push_back({{"uuid", string_in(mig[k], "uuid", 128, mw)},
+                            {"profile", string_in(mig[k], "profile", 32, mw)},
+                            {"milli", integer_in(mig[k], "milli", 1, 1000, mw, true).value()}});
+    }
+    devices.push_back(std::move(out));
+  }
+  n.devices_json = devices.dump();
+  if (auto a = body.find("agent"); a != body.end()) {
+    known_fields(*a, {"version", "backend", "isolation"}, "agent");
+    json out = {{"version", string_in(*a, "version", 64, "agent.")},
+                {"backend", string_in(*a, "backend", 32, "agent.")},
+                {"isolation", string_in(*a, "isolation", 128, "agent.")}};
+    n.agent_json = out.dump();
+  }
+}
+
+// The time a run ended, from the job's events: the run-th start, then the first transition out
+// of holding GPUs. nullopt while it runs (or never ran).
+std::optional<core::Time> run_end(const std::vector<store::JobEvent>& events, int run) {
+  int starts = 0;
+  for (const auto& e : events) {
+    if (e.to == "starting") {
+      ++starts;
+      continue;
+    }
+    if (starts == run && e.to != "running" && e.to != "preempting" && e.to != e.from) {
+      return e.time;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 struct ApiServer::Impl {
-  store::Store& store;
-  Controller& ctl;
+  // Null when the Impl only lists its routes (ApiServer::routes()).
+  store::Store* store;
+  Controller* ctl;
   ApiOptions opts;
   std::unique_ptr<httplib::Server> svr;
   std::thread thread;
   std::mutex token_mu;
   std::unordered_map<std::string, Principal> token_cache;
+  std::unique_ptr<LogStore> logs;
 
-  Impl(store::Store& s, Controller& c, ApiOptions o) : store(s), ctl(c), opts(std::move(o)) {}
+  std::vector<Route> routes;  // every route install() registered, in order
+
+  Impl(store::Store* s, Controller* c, ApiOptions o) : store(s), ctl(c), opts(std::move(o)) {
+    if (!opts.logs_dir.empty()) logs = std::make_unique<LogStore>(opts.logs_dir);
+  }
+
+  json node_out(const store::NodeRecord& n) { return node_json(n, ctl->node_telemetry(n.name)); }
+  // An agent call: checks the token may act for the node and that the node exists, and counts as
+  // contact with it.
+  std::string agent_call(const httplib::Request& req, const Principal& p) {
+    const std::string name = req.matches[1];
+    require(can_act_for_node(p, name), "act for node " + name);
+    if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+    return name;
+  }
 
   static void send_error(httplib::Response& res, int status, const std::string& field,
                          const std::string& reason) {
@@ -165,7 +294,7 @@ struct ApiServer::Impl {
       auto it = token_cache.find(hash);
       if (it != token_cache.end()) return it->second;
     }
-    auto t = store.token_by_hash(hash);
+    auto t = store->token_by_hash(hash);
     if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
     Principal p{t->id, t->role, t->subject, t->scope};
     std::lock_guard lk(token_mu);
@@ -235,6 +364,8 @@ struct ApiServer::Impl {
         send_error(res, 500, "", e.what());
       }
     };
+    routes.push_back({method, path});
+    if (!svr) return;  // listing only
     auto re = to_regex(path);
     if (method == "GET") svr->Get(re, handler);
     if (method == "POST") svr->Post(re, handler);
@@ -248,7 +379,7 @@ struct ApiServer::Impl {
     } catch (...) {
       throw HttpError{400, "id", "must be a job id"};
     }
-    auto j = store.job(id);
+    auto j = store->job(id);
     if (!j || !can_see_job(p, *j)) throw HttpError{404, "id", "no such job"};
     return *j;
   }
@@ -264,7 +395,7 @@ struct ApiServer::Impl {
 
 void ApiServer::Impl::install() {
   route("GET", "/api/v1/health", [this](const auto&, auto& res) {
-    auto snap = ctl.snapshot();
+    auto snap = ctl->snapshot();
     send(res, 200, {{"status", "ok"}, {"cycles", snap ? snap->cycles : 0}});
   });
   route("GET", "/api/v1/whoami", [this](const auto& req, auto& res) {
@@ -282,7 +413,7 @@ void ApiServer::Impl::install() {
         req.has_header("Idempotency-Key")) {
       body["idempotency_key"] = req.get_header_value("Idempotency-Key");
     }
-    auto snap = ctl.snapshot();
+    auto snap = ctl->snapshot();
     auto parsed =
         parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets, snap->policy);
     if (!parsed.ok()) check(parsed.error());
@@ -297,9 +428,9 @@ void ApiServer::Impl::install() {
       }
       send(res, 200, job_json(existing));
     };
-    if (auto existing = store.job_by_key(p.subject, pj.idempotency_key)) return replay(*existing);
+    if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) return replay(*existing);
     store::JobRecord rec;
-    rec.id = ctl.next_job_id();
+    rec.id = ctl->next_job_id();
     rec.owner = p.subject;
     rec.idempotency_key = pj.idempotency_key;
     rec.name = pj.name;
@@ -307,13 +438,13 @@ void ApiServer::Impl::install() {
     rec.spec_json = pj.canonical_json;
     rec.state = "pending";
     rec.reason = "submitted";
-    rec.submit_time = ctl.now();
+    rec.submit_time = ctl->now();
     rec.updated_at = rec.submit_time;
-    auto st = store.write(
+    auto st = store->write(
         {op::InsertJob{rec}, op::AddEvent{{rec.id, rec.submit_time, "", "pending", "submitted"}}});
     if (!st.ok()) {
       if (st.error().field == "idempotency_key") {
-        if (auto existing = store.job_by_key(p.subject, pj.idempotency_key)) {
+        if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) {
           return replay(*existing);
         }
       }
@@ -323,7 +454,7 @@ void ApiServer::Impl::install() {
     spec.id = rec.id;
     spec.owner = rec.owner;
     spec.submit_time = rec.submit_time;
-    ctl.submitted(rec, spec);
+    ctl->submitted(rec, spec);
     send(res, 201, job_json(rec));
   });
 
@@ -366,7 +497,7 @@ void ApiServer::Impl::install() {
       q.budgets_within = {p.scope};
       q.owner_or_within = p.subject;
     }
-    auto rows = store.jobs(q);
+    auto rows = store->jobs(q);
     json out = {{"jobs", json::array()}};
     for (const auto& j : rows) out["jobs"].push_back(job_json(j));
     out["next"] = static_cast<int>(rows.size()) == q.limit ? json(rows.back().id) : json(nullptr);
@@ -384,8 +515,8 @@ void ApiServer::Impl::install() {
           auto body = parse_body(req, {"reason"}, true);
           auto reason = str_field(body, "reason", false, 512);
           auto j = visible_job(p, req.matches[1]);
-          auto r =
-              ctl.cancel(j.id, "cancelled by " + p.subject + (reason.empty() ? "" : ": " + reason));
+          auto r = ctl->cancel(j.id,
+                               "cancelled by " + p.subject + (reason.empty() ? "" : ": " + reason));
           if (!r.ok()) check(r.error(), 409);
           send(res, 200, job_json(r.value()));
         });
@@ -394,7 +525,7 @@ void ApiServer::Impl::install() {
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
           auto j = visible_job(p, req.matches[1]);
-          auto snap = ctl.snapshot();
+          auto snap = ctl->snapshot();
           json out = {{"id", j.id}, {"state", j.state}};
           auto it = snap->why.find(j.id);
           if (it != snap->why.end()) {
@@ -421,18 +552,91 @@ void ApiServer::Impl::install() {
           auto p = authenticate(req);
           auto j = visible_job(p, req.matches[1]);
           json out = {{"id", j.id}, {"events", json::array()}};
-          for (const auto& e : store.job_events(j.id)) {
+          for (const auto& e : store->job_events(j.id)) {
             out["events"].push_back(
                 {{"time", e.time}, {"from", e.from}, {"to", e.to}, {"reason", e.reason}});
           }
           send(res, 200, out);
         });
 
+  route("GET", "/api/v1/jobs/{id}/telemetry",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          check_query(req, {});
+          auto j = visible_job(p, req.matches[1]);
+          auto snap = ctl->snapshot();
+          json out = {{"id", j.id},
+                      {"run", j.runs},
+                      {"current", nullptr},
+                      {"total", nullptr},
+                      {"flags", json::array()}};
+          const auto spec = parsed_or(j.spec_json, json::object());
+          for (const auto& t : store->telemetry(j.id)) {
+            if (t.run == 0) out["total"] = telemetry_json(t);
+            if (t.run != j.runs || j.runs == 0) continue;
+            out["current"] = telemetry_json(t);
+            for (const auto& f : telemetry_flags(t, spec, *snap->catalog)) {
+              out["flags"].push_back({{"flag", f.flag}, {"hint", f.hint}});
+            }
+          }
+          send(res, 200, out);
+        });
+  route("GET", "/api/v1/jobs/{id}/logs",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          check_query(req, {"stream", "offset", "node", "run", "limit"});
+          auto j = visible_job(p, req.matches[1]);
+          const auto stream =
+              req.has_param("stream") ? req.get_param_value("stream") : std::string("stdout");
+          if (stream != "stdout" && stream != "stderr") {
+            throw HttpError{400, "stream", "must be stdout or stderr"};
+          }
+          const auto offset = query_int(req, "offset", 0, 0, INT64_MAX / 2);
+          const auto limit = query_int(req, "limit", 1 << 20, 1, 1 << 20);
+          const int run = static_cast<int>(query_int(req, "run", j.runs, 1, 1 << 30));
+          if (req.has_param("run") && run > j.runs) {
+            throw HttpError{
+                400, "run",
+                "job " + std::to_string(j.id) + " has had " + std::to_string(j.runs) + " runs"};
+          }
+          std::string node = req.get_param_value("node");
+          if (!node.empty() && !valid_name(node)) throw HttpError{400, "node", "not a node name"};
+          if (!logs) throw HttpError{503, "logs", "this server keeps no logs (no logs directory)"};
+          if (node.empty() && run > 0) {
+            auto nodes = logs->nodes(j.id, run);
+            if (nodes.empty() && run == j.runs) nodes = placement_nodes(j.placement_json);
+            if (!nodes.empty()) node = nodes.front();  // rank 0
+          }
+          LogRead r;
+          r.start = r.next = offset;
+          if (run > 0 && !node.empty()) {
+            auto got = logs->read(j.id, run, node, stream, offset, limit);
+            if (!got.ok()) check(got.error());
+            r = std::move(got.value());
+          }
+          // Complete: the run ended and everything is in (the agent said so, or it had time).
+          bool complete = false;
+          auto st = parse_job_status(j.state).value_or(JobStatus::Pending);
+          if (j.runs == 0) {
+            complete = is_terminal(st);
+          } else if (auto end = run_end(store->job_events(j.id), run)) {
+            complete =
+                r.next >= r.length && (r.final || ctl->now() >= *end + opts.logs_settle_seconds);
+          }
+          res.status = 200;
+          res.set_header("Allot-Next-Offset", std::to_string(r.next));
+          res.set_header("Allot-Offset", std::to_string(r.start));
+          res.set_header("Allot-Run", std::to_string(run));
+          res.set_header("Allot-Node", node);
+          res.set_header("Allot-Complete", complete ? "true" : "false");
+          res.set_content(r.data, "text/plain");
+        });
+
   // ---- budgets ----
   route("GET", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
     not_agent(p);
-    auto snap = ctl.snapshot();
+    auto snap = ctl->snapshot();
     const auto& tree = *snap->budgets;
     json out = {{"budgets", json::array()}};
     for (core::BudgetId id = 0; id < tree.size(); ++id) {
@@ -478,7 +682,7 @@ void ApiServer::Impl::install() {
     }
     if (!share && !members) throw HttpError{400, "share", "give a share, members, or both"};
     require(can_manage_budget(p, path), "change budget " + path);
-    auto r = ctl.set_budget(path, share, members, p.subject);
+    auto r = ctl->set_budget(path, share, members, p.subject);
     if (!r.ok()) check(r.error());
     send(res, 200,
          {{"path", r.value().path}, {"share", r.value().share}, {"members", r.value().members}});
@@ -494,7 +698,7 @@ void ApiServer::Impl::install() {
                   "read the audit log of " + path);
           auto limit = static_cast<int>(query_int(req, "limit", 100, 1, 1000));
           json out = {{"entries", json::array()}};
-          for (const auto& a : store.audit(path == "/" ? "" : path, limit)) {
+          for (const auto& a : store->audit(path == "/" ? "" : path, limit)) {
             out["entries"].push_back({{"id", a.id},
                                       {"time", a.time},
                                       {"actor", a.actor},
@@ -511,19 +715,20 @@ void ApiServer::Impl::install() {
     auto p = authenticate(req);
     not_agent(p);
     json out = {{"nodes", json::array()}};
-    for (const auto& n : store.nodes()) out["nodes"].push_back(node_json(n));
+    for (const auto& n : store->nodes()) out["nodes"].push_back(node_out(n));
     send(res, 200, out);
   });
   route("GET", "/api/v1/nodes/{name}", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
     require(p.role != "agent" || p.scope == req.matches[1].str(), "read another node");
-    auto n = store.node(req.matches[1]);
+    auto n = store->node(req.matches[1]);
     if (!n) throw HttpError{404, "name", "no such node"};
-    send(res, 200, node_json(*n));
+    send(res, 200, node_out(*n));
   });
   route("POST", "/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    auto body = parse_body(req, {"name", "cluster", "model", "gpus", "block", "labels"});
+    auto body = parse_body(req, {"name", "cluster", "model", "gpus", "block", "labels", "address",
+                                 "devices", "agent"});
     store::NodeRecord n;
     n.name = str_field(body, "name", true);
     if (!valid_name(n.name)) throw HttpError{400, "name", "must be a name ([A-Za-z0-9._@-])"};
@@ -549,9 +754,13 @@ void ApiServer::Impl::install() {
       }
       n.labels_json = l->dump();
     }
-    auto r = ctl.register_node(n);
+    parse_agent_fields(body, n);
+    auto r = ctl->register_node(n);
     if (!r.ok()) check(r.error(), r.error().field == "name" ? 409 : 400);
-    send(res, 201, node_json(r.value()));
+    ctl->contact(n.name);
+    auto out = node_out(r.value().first);
+    out["lease_seconds"] = ctl->options().lease_seconds;
+    send(res, r.value().second ? 201 : 200, out);
   });
   route("POST", "/api/v1/nodes/{name}/heartbeat",
         [this](const httplib::Request& req, httplib::Response& res) {
@@ -564,18 +773,24 @@ void ApiServer::Impl::install() {
           if (!health.empty() && health != "healthy" && health != "unhealthy") {
             throw HttpError{400, "health", "an agent reports healthy or unhealthy"};
           }
+          // Contact first: a node marked down for silence is back before its verdict applies.
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
           if (!health.empty()) {
-            auto cur = store.node(name);
-            // An agent does not undo an operator's drain by reporting healthy.
-            if (cur && cur->health == "draining" && health == "healthy") health.clear();
+            auto cur = store->node(name);
+            // An agent does not undo an operator's drain or down by reporting healthy; its own
+            // verdicts (healthy, unhealthy) it may change.
+            if (!cur || (cur->health != "healthy" && cur->health != "unhealthy") ||
+                cur->health == health) {
+              health.clear();
+            }
           }
           if (!health.empty()) {
-            auto r = ctl.set_node(name, health, reason, std::nullopt);
+            auto r = ctl->set_node(name, health, reason, std::nullopt);
             if (!r.ok()) check(r.error(), 404);
           }
-          auto st = ctl.heartbeat(name);
+          auto st = ctl->heartbeat(name);
           if (!st.ok()) check(st.error(), 404);
-          send(res, 200, {{"ok", true}});
+          send(res, 200, {{"ok", true}, {"lease_seconds", ctl->options().lease_seconds}});
         });
   auto node_admin = [this](const std::string& path, std::string health,
                            std::optional<bool> cordon) {
@@ -586,9 +801,9 @@ void ApiServer::Impl::install() {
             auto body = parse_body(req, {"reason"}, true);
             auto reason = str_field(body, "reason", false, 512);
             if (reason.empty()) reason = "by " + p.subject;
-            auto r = ctl.set_node(req.matches[1], health, reason, cordon);
+            auto r = ctl->set_node(req.matches[1], health, reason, cordon);
             if (!r.ok()) check(r.error(), 404);
-            send(res, 200, node_json(r.value()));
+            send(res, 200, node_out(r.value()));
           });
   };
   node_admin("/api/v1/nodes/{name}/drain", "draining", std::nullopt);
@@ -605,12 +820,12 @@ void ApiServer::Impl::install() {
   };
   // Ledger entries plus the open segments of jobs running now, clipped to [from, to).
   auto usage_entries = [this](core::Time from, core::Time to) {
-    auto entries = store.ledger(from, to);
+    auto entries = store->ledger(from, to);
     store::JobQuery q;
     q.states = {"starting", "running", "preempting"};
     q.limit = 100000;
-    const auto now = ctl.now();
-    for (const auto& j : store.jobs(q)) {
+    const auto now = ctl->now();
+    for (const auto& j : store->jobs(q)) {
       if (j.seg_start > 0 && now > j.seg_start) {
         entries.push_back(
             {0, j.id, j.owner, j.budget, j.cluster, j.seg_start, now, j.milli, j.allocated});
@@ -626,7 +841,7 @@ void ApiServer::Impl::install() {
         [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
           check_query(req, {"from", "to", "by", "budget"});
-          auto [from, to] = period(req, ctl.now());
+          auto [from, to] = period(req, ctl->now());
           auto by = req.has_param("by") ? req.get_param_value("by") : std::string("budget");
           if (by != "budget" && by != "user") throw HttpError{400, "by", "must be budget or user"};
           auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
@@ -660,72 +875,133 @@ void ApiServer::Impl::install() {
           }
           send(res, 200, out);
         });
-  route("GET", "/api/v1/report",
-        [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
-          auto p = authenticate(req);
-          check_query(req, {"from", "to", "budget"});
-          auto [from, to] = period(req, ctl.now());
-          auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
-          if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
-          require(can_see_budget_usage(p, scope), "see the report of " + scope);
-          auto snap = ctl.snapshot();
-          const auto& tree = *snap->budgets;
-          std::map<std::string, std::pair<double, double>> used;
-          for (const auto& e : usage_entries(from, to)) {
-            if (e.end <= e.start) continue;
-            const double gs =
-                static_cast<double>(e.milli) * static_cast<double>(e.end - e.start) / 1000.0;
-            std::string path = e.budget;
-            for (;;) {
-              (e.allocated ? used[path].first : used[path].second) += gs;
-              if (path == "/") break;
-              auto slash = path.rfind('/');
-              path = slash == 0 ? "/" : path.substr(0, slash);
-            }
+  route(
+      "GET", "/api/v1/report",
+      [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
+        auto p = authenticate(req);
+        check_query(req, {"from", "to", "budget"});
+        auto [from, to] = period(req, ctl->now());
+        auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
+        if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
+        require(can_see_budget_usage(p, scope), "see the report of " + scope);
+        auto snap = ctl->snapshot();
+        const auto& tree = *snap->budgets;
+        std::map<std::string, std::pair<double, double>> used;
+        // Utilization: measured GPU use over the GPU-time measured, from telemetry, for the
+        // jobs that ran in the period; jobs without telemetry are left out and counted.
+        struct Util {
+          double used = 0, measured = 0;
+          std::set<JobId> with, without;
+        };
+        std::map<std::string, Util> util;
+        std::map<JobId, const store::TelemetryRecord*> measured;
+        const auto tel = store->telemetry_between(from, to);
+        for (const auto& t : tel) measured[t.job] = &t;
+        auto ancestors = [](std::string path, auto fn) {
+          for (;;) {
+            fn(path);
+            if (path == "/") break;
+            auto slash = path.rfind('/');
+            path = slash == 0 ? "/" : path.substr(0, slash);
           }
-          const double secs = static_cast<double>(to - from);
-          json out = {{"from", from}, {"to", to}, {"budgets", json::array()}};
-          for (core::BudgetId id = 0; id < tree.size(); ++id) {
-            const auto& n = tree.node(id);
-            if (n.removed || !path_within(n.path, scope)) continue;
-            double owed = 0;
-            for (const auto& c : snap->clusters) {
-              auto cid = snap->cluster_ids.at(c.name);
-              owed += tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 *
-                      secs;
-            }
-            auto u = used[n.path];
-            out["budgets"].push_back({{"budget", n.path},
-                                      {"owed_gpu_seconds", owed},
-                                      {"allocated_gpu_seconds", u.first},
-                                      {"unallocated_gpu_seconds", u.second},
-                                      {"delivered_fraction", owed > 0 ? u.first / owed : 0.0}});
+        };
+        for (const auto& t : tel) {
+          ancestors(t.budget, [&](const std::string& b) {
+            auto& u = util[b];
+            u.used += t.used_gpu_seconds;
+            u.measured += t.gpu_seconds;
+            u.with.insert(t.job);
+          });
+        }
+        for (const auto& e : usage_entries(from, to)) {
+          if (e.end <= e.start) continue;
+          if (!measured.count(e.job)) {
+            ancestors(e.budget, [&](const std::string& b) { util[b].without.insert(e.job); });
           }
-          send(res, 200, out);
-        });
+          const double gs =
+              static_cast<double>(e.milli) * static_cast<double>(e.end - e.start) / 1000.0;
+          std::string path = e.budget;
+          for (;;) {
+            (e.allocated ? used[path].first : used[path].second) += gs;
+            if (path == "/") break;
+            auto slash = path.rfind('/');
+            path = slash == 0 ? "/" : path.substr(0, slash);
+          }
+        }
+        const double secs = static_cast<double>(to - from);
+        json out = {{"from", from}, {"to", to}, {"budgets", json::array()}};
+        for (core::BudgetId id = 0; id < tree.size(); ++id) {
+          const auto& n = tree.node(id);
+          if (n.removed || !path_within(n.path, scope)) continue;
+          double owed = 0;
+          for (const auto& c : snap->clusters) {
+            auto cid = snap->cluster_ids.at(c.name);
+            owed +=
+                tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 * secs;
+          }
+          auto u = used[n.path];
+          const auto& ut = util[n.path];
+          out["budgets"].push_back(
+              {{"budget", n.path},
+               {"owed_gpu_seconds", owed},
+               {"allocated_gpu_seconds", u.first},
+               {"unallocated_gpu_seconds", u.second},
+               {"delivered_fraction", owed > 0 ? u.first / owed : 0.0},
+               {"utilization", ut.measured > 0 ? json(ut.used / ut.measured) : json()},
+               {"jobs_measured", ut.with.size()},
+               {"jobs_without_telemetry", ut.without.size()}});
+        }
+        const auto& all = util[scope];
+        out["utilization"] = {{"value", all.measured > 0 ? json(all.used / all.measured) : json()},
+                              {"measured_gpu_seconds", all.measured},
+                              {"used_gpu_seconds", all.used},
+                              {"jobs_measured", all.with.size()},
+                              {"jobs_without_telemetry", all.without.size()}};
+        send(res, 200, out);
+      });
 
   // ---- the agent protocol ----
   route("GET", "/api/v1/agent/nodes/{name}/assignments",
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
-          const std::string name = req.matches[1];
-          require(can_act_for_node(p, name), "act for node " + name);
-          if (!store.node(name)) throw HttpError{404, "name", "no such node"};
-          auto snap = ctl.snapshot();
-          json out = {{"node", name}, {"run", json::array()}, {"stop", json::array()}};
+          check_query(req, {});
+          const auto name = agent_call(req, p);
+          auto snap = ctl->snapshot();
+          const int grace = ctl->options().stop_grace_seconds;
+          json out = {{"node", name},
+                      {"lease_seconds", ctl->options().lease_seconds},
+                      {"server_time", ctl->now()},
+                      {"run", json::array()},
+                      {"stop", json::array()}};
           auto it = snap->assignments.find(name);
           if (it != snap->assignments.end()) {
+            static const json kNoSpec = json::object();
             for (const auto& r : it->second.run) {
-              auto spec = json::parse(r.spec_json, nullptr, false);
-              out["run"].push_back(
-                  {{"job", r.job},
-                   {"state", r.state},
-                   {"gpus", r.gpus},
-                   {"gpu_milli", r.milli},
-                   {"command",
-                    spec.is_object() ? spec.value("command", json::array()) : json::array()}});
+              const json& spec = r.spec && r.spec->is_object() ? *r.spec : kNoSpec;
+              out["run"].push_back({{"job", r.job},
+                                    {"run", r.run},
+                                    {"state", r.state},
+                                    {"gpus", r.gpus},
+                                    {"gpu_milli", r.milli},
+                                    {"command", spec.value("command", json::array())},
+                                    {"env", spec.value("env", json::object())},
+                                    {"workdir", spec.value("workdir", "")},
+                                    {"memory_mib", spec.value("memory_mib", 0)},
+                                    {"cpus", spec.value("cpus", json(0))},
+                                    {"container", spec.value("container", "")},
+                                    {"owner", r.owner},
+                                    {"budget", r.budget},
+                                    {"name", r.name},
+                                    {"kind", spec.value("kind", "batch")},
+                                    {"resumable", spec.value("resumable", false)},
+                                    {"grace_seconds", grace},
+                                    {"rank", r.rank},
+                                    {"nodes", r.nodes ? json(*r.nodes) : json::array()},
+                                    {"rendezvous", r.rendezvous}});
             }
-            out["stop"] = it->second.stop;
+            for (const auto& s : it->second.stop) {
+              out["stop"].push_back({{"job", s.job}, {"run", s.run}, {"grace_seconds", grace}});
+            }
           }
           send(res, 200, out);
         });
@@ -740,35 +1016,192 @@ void ApiServer::Impl::install() {
             throw HttpError{400, "reports", "required: a list of at most 1000 reports"};
           }
           // Validate all before applying any.
-          for (const auto& r : *reps) {
-            if (!r.is_object()) throw HttpError{400, "reports", "entries must be objects"};
-            for (const auto& [k, v] : r.items()) {
-              if (k != "job" && k != "event" && k != "exit_code") {
-                throw HttpError{400, "reports." + k, "unknown field"};
-              }
-            }
-            if (!r.contains("job") || !r["job"].is_number_unsigned()) {
-              throw HttpError{400, "reports.job", "required: a job id"};
-            }
+          for (std::size_t i = 0; i < reps->size(); ++i) {
+            const auto& r = (*reps)[i];
+            const auto where = "reports[" + std::to_string(i) + "].";
+            known_fields(r, {"job", "run", "event", "exit_code", "signal"},
+                         "reports[" + std::to_string(i) + "]");
+            integer_in(r, "job", 1, INT64_MAX, where, true);
+            integer_in(r, "run", 1, 1 << 30, where, true);
             auto ev = r.value("event", "");
-            if (ev != "started" && ev != "exited" && ev != "preempted") {
-              throw HttpError{400, "reports.event", "must be started, exited or preempted"};
+            if (ev != "started" && ev != "exited" && ev != "preempted" && ev != "lost") {
+              throw HttpError{400, where + "event", "must be started, exited, preempted or lost"};
             }
-            if (r.contains("exit_code") && !r["exit_code"].is_number_integer()) {
-              throw HttpError{400, "reports.exit_code", "must be an integer"};
-            }
+            integer_in(r, "exit_code", -1024, 1024, where, ev == "exited");
+            integer_in(r, "signal", 1, 128, where);
           }
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
           json out = {{"results", json::array()}};
           for (const auto& r : *reps) {
-            auto x = ctl.agent_report(name, r["job"].get<JobId>(), r["event"].get<std::string>(),
-                                      r.value("exit_code", 0));
-            if (x.ok()) {
-              out["results"].push_back({{"job", r["job"]}, {"state", x.value().state}});
+            std::optional<int> code, sig;
+            if (r.contains("exit_code")) code = r["exit_code"].get<int>();
+            if (r.contains("signal")) sig = r["signal"].get<int>();
+            auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
+                                       r["event"].get<std::string>(), code, sig);
+            if (x.error.empty()) {
+              out["results"].push_back({{"job", r["job"]}, {"state", x.state}});
             } else {
-              out["results"].push_back({{"job", r["job"]}, {"error", x.error().message()}});
+              out["results"].push_back({{"job", r["job"]}, {"error", x.error}});
             }
           }
           send(res, 200, out);
+        });
+  route("POST", "/api/v1/agent/nodes/{name}/telemetry",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          const std::string name = req.matches[1];
+          require(can_act_for_node(p, name), "act for node " + name);
+          auto body = parse_body(req, {"time", "gpus", "jobs"});
+          integer_in(body, "time", 0, INT64_MAX / 2, "");
+          json gpus = json::array();
+          const auto& gl = list_in(body, "gpus", 64, "");
+          for (std::size_t i = 0; i < gl.size(); ++i) {
+            const auto& g = gl[i];
+            const auto w = "gpus[" + std::to_string(i) + "].";
+            known_fields(g,
+                         {"index", "util_pct", "mem_used_mib", "mem_total_mib", "temp_c", "power_w",
+                          "ecc_uncorrected", "healthy"},
+                         "gpus[" + std::to_string(i) + "]");
+            json o = {{"index", integer_in(g, "index", 0, 63, w, true).value()}};
+            if (auto v = number_in(g, "util_pct", 0, 100, w)) o["util_pct"] = *v;
+            if (auto v = integer_in(g, "mem_used_mib", 0, kMaxMib, w)) o["mem_used_mib"] = *v;
+            if (auto v = integer_in(g, "mem_total_mib", 0, kMaxMib, w)) o["mem_total_mib"] = *v;
+            if (auto v = number_in(g, "temp_c", -100, 300, w)) o["temp_c"] = *v;
+            if (auto v = number_in(g, "power_w", 0, 100000, w)) o["power_w"] = *v;
+            if (auto v = integer_in(g, "ecc_uncorrected", 0, INT64_MAX / 2, w)) {
+              o["ecc_uncorrected"] = *v;
+            }
+            if (auto h = g.find("healthy"); h != g.end()) {
+              if (!h->is_boolean()) throw HttpError{400, w + "healthy", "must be true or false"};
+              o["healthy"] = *h;
+            }
+            gpus.push_back(std::move(o));
+          }
+          struct Part {
+            JobId job;
+            int run;
+            json entry;
+          };
+          std::vector<Part> parts;
+          const auto& jl = list_in(body, "jobs", 1024, "");
+          for (std::size_t i = 0; i < jl.size(); ++i) {
+            const auto& j = jl[i];
+            const auto w = "jobs[" + std::to_string(i) + "].";
+            known_fields(j,
+                         {"job", "run", "samples", "seconds", "gpu_util_mean", "gpu_util_peak",
+                          "mem_used_peak_mib", "mem_total_mib", "cpu_pct_mean", "io_wait_pct_mean"},
+                         "jobs[" + std::to_string(i) + "]");
+            Part part{static_cast<JobId>(integer_in(j, "job", 1, INT64_MAX, w, true).value()),
+                      static_cast<int>(integer_in(j, "run", 1, 1 << 30, w, true).value()), j};
+            integer_in(j, "samples", 0, 86400, w, true);
+            number_in(j, "seconds", 0, 86400, w, true);
+            number_in(j, "gpu_util_mean", 0, 100, w);
+            number_in(j, "gpu_util_peak", 0, 100, w);
+            integer_in(j, "mem_used_peak_mib", 0, 64 * kMaxMib, w);
+            integer_in(j, "mem_total_mib", 0, 64 * kMaxMib, w);
+            number_in(j, "cpu_pct_mean", 0, 102400, w);
+            number_in(j, "io_wait_pct_mean", 0, 100, w);
+            parts.push_back(std::move(part));
+          }
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+          const auto now = ctl->now();
+          ctl->set_node_telemetry(name, json{{"time", now}, {"gpus", gpus}}.dump());
+          // Each entry counts for the job's current run on this node only.
+          auto snap = ctl->snapshot();
+          std::map<JobId, const AssignedRun*> here;
+          if (auto it = snap->assignments.find(name); it != snap->assignments.end()) {
+            for (const auto& r : it->second.run) here[r.job] = &r;
+          }
+          store::WriteBatch batch;
+          json ignored = json::array();
+          for (const auto& part : parts) {
+            auto it = here.find(part.job);
+            if (it == here.end() || it->second->run != part.run) {
+              ignored.push_back(
+                  {{"job", part.job},
+                   {"run", part.run},
+                   {"reason", it == here.end() ? "not running on this node" : "stale run"}});
+              continue;
+            }
+            const auto& r = *it->second;
+            const auto& j = part.entry;
+            const double gpus_here =
+                static_cast<double>(r.gpus.size()) * static_cast<double>(r.milli) / 1000.0;
+            const auto samples = j["samples"].get<std::int64_t>();
+            const double secs = j["seconds"].get<double>();
+            const double nodes = r.nodes && !r.nodes->empty() ? double(r.nodes->size()) : 1.0;
+            const double util = j.value("gpu_util_mean", 0.0);
+            store::TelemetryRecord d;
+            d.job = part.job;
+            d.run = part.run;
+            d.budget = r.budget;
+            d.samples = samples;
+            d.seconds = secs / nodes;
+            d.gpu_seconds = secs * gpus_here;
+            d.used_gpu_seconds = secs * gpus_here * util / 100.0;
+            d.util_sum = util * static_cast<double>(samples);
+            d.util_peak = j.value("gpu_util_peak", 0.0);
+            d.mem_peak_mib = j.value("mem_used_peak_mib", std::int64_t{0});
+            d.mem_total_mib = j.value("mem_total_mib", std::int64_t{0});
+            d.cpu_sum = j.value("cpu_pct_mean", 0.0) * static_cast<double>(samples);
+            d.io_sum = j.value("io_wait_pct_mean", 0.0) * static_cast<double>(samples);
+            d.first_time = now - static_cast<core::Time>(secs);
+            d.last_time = now;
+            batch.push_back(store::op::AddTelemetry{d});
+          }
+          if (!batch.empty()) {
+            auto st = store->write(std::move(batch));
+            if (!st.ok()) throw HttpError{503, "store", st.error().reason};
+          }
+          send(res, 200,
+               {{"ok", true},
+                {"accepted", parts.size() - ignored.size()},
+                {"ignored", ignored},
+                {"lease_seconds", ctl->options().lease_seconds}});
+        });
+  route("POST", "/api/v1/agent/nodes/{name}/logs",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          const std::string name = req.matches[1];
+          require(can_act_for_node(p, name), "act for node " + name);
+          check_query(req, {"job", "run", "stream", "offset", "final"});
+          const auto id = static_cast<JobId>(query_int(req, "job", 0, 1, INT64_MAX));
+          if (!req.has_param("job")) throw HttpError{400, "job", "required: the job id"};
+          if (!req.has_param("run")) throw HttpError{400, "run", "required: the run number"};
+          if (!req.has_param("offset")) {
+            throw HttpError{400, "offset", "required: the byte offset of the body in the stream"};
+          }
+          const int run = static_cast<int>(query_int(req, "run", 0, 1, 1 << 30));
+          const auto offset = query_int(req, "offset", 0, 0, INT64_MAX / 2);
+          const auto stream = req.get_param_value("stream");
+          if (stream != "stdout" && stream != "stderr") {
+            throw HttpError{400, "stream", "required: stdout or stderr"};
+          }
+          const auto fin = req.get_param_value("final");
+          if (!fin.empty() && fin != "true" && fin != "false") {
+            throw HttpError{400, "final", "must be true or false"};
+          }
+          if (!logs) throw HttpError{503, "logs", "this server keeps no logs (no logs directory)"};
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+          auto job = store->job(id);
+          if (!job || run > job->runs) throw HttpError{404, "job", "no such job run"};
+          if (run == job->runs) {
+            // The node must hold (or have held) part of this run.
+            auto nodes = placement_nodes(job->placement_json);
+            if (std::find(nodes.begin(), nodes.end(), name) == nodes.end()) {
+              throw HttpError{403, "job",
+                              "job " + std::to_string(id) + " run " + std::to_string(run) +
+                                  " is not on node " + name};
+            }
+            logs->set_nodes(id, run, nodes);
+          }
+          auto r = logs->append(id, run, name, stream, offset, req.body, fin == "true");
+          if (!r.ok()) {
+            check(r.error(), r.error().field == "offset" ? 409
+                             : r.error().field == "body" ? 413
+                                                         : 503);
+          }
+          send(res, 200, {{"length", r.value()}});
         });
 
   // ---- tokens ----
@@ -776,7 +1209,7 @@ void ApiServer::Impl::install() {
     auto p = authenticate(req);
     require(p.is_admin(), "list tokens (administrators only)");
     json out = {{"tokens", json::array()}};
-    for (const auto& t : store.tokens()) {
+    for (const auto& t : store->tokens()) {
       out["tokens"].push_back({{"id", t.id},
                                {"name", t.name},
                                {"role", t.role},
@@ -808,9 +1241,9 @@ void ApiServer::Impl::install() {
       throw HttpError{400, "scope", "only manager and agent tokens have a scope"};
     }
     require(p.is_admin(), "create tokens (administrators only)");
-    auto secret = create_token(store, name, role, subject, scope, ctl.now());
+    auto secret = create_token(*store, name, role, subject, scope, ctl->now());
     if (!secret.ok()) check(secret.error(), 409);
-    auto rec = store.token_by_hash(sha256_hex(secret.value()));
+    auto rec = store->token_by_hash(sha256_hex(secret.value()));
     send(res, 201,
          {{"id", rec ? rec->id : 0},
           {"token", secret.value()},
@@ -829,9 +1262,9 @@ void ApiServer::Impl::install() {
             throw HttpError{404, "id", "no such token"};  // out of range: no token has it
           }
           bool found = false;
-          for (const auto& t : store.tokens()) found = found || t.id == id;
+          for (const auto& t : store->tokens()) found = found || t.id == id;
           if (!found) throw HttpError{404, "id", "no such token"};
-          auto st = store.write({op::RevokeToken{id, ctl.now()}});
+          auto st = store->write({op::RevokeToken{id, ctl->now()}});
           if (!st.ok()) check(st.error(), 503);
           {
             std::lock_guard lk(token_mu);
@@ -842,16 +1275,17 @@ void ApiServer::Impl::install() {
 }
 
 ApiServer::ApiServer(store::Store& store, Controller& controller, ApiOptions options)
-    : impl_(std::make_unique<Impl>(store, controller, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(&store, &controller, std::move(options))) {}
 
 ApiServer::~ApiServer() {
   stop();
 }
 
 std::vector<Route> ApiServer::routes() {
-  std::vector<Route> out;
-  for (const auto& r : kRoutes) out.push_back({r[0], r[1]});
-  return out;
+  // What install() registers is the list: an Impl without a server only records them.
+  Impl listing(nullptr, nullptr, {});
+  listing.install();
+  return listing.routes;
 }
 
 core::Result<int> ApiServer::start() {

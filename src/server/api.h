@@ -21,6 +21,12 @@ struct ApiOptions {
   std::string tls_key;
   int threads = 32;
   std::size_t max_body = 1 << 20;
+  // Job logs from the agents (server/logs.h); `allot server` uses "<database>.logs". Empty: the
+  // log routes answer 503.
+  std::string logs_dir;
+  // Seconds after a run's end when its logs count as complete even without the agent's final
+  // post.
+  int logs_settle_seconds = 30;
 };
 
 struct Route {
@@ -35,7 +41,8 @@ class ApiServer {
   // Binds and starts serving on a background thread; returns the bound port.
   core::Result<int> start();
   void stop();
-  // Every route the server answers (for the OpenAPI check).
+  // Every route the server answers (for the OpenAPI check): exactly what start() registers, read
+  // from the same install() code, so a route cannot be served without being listed.
   static std::vector<Route> routes();
 
  private:

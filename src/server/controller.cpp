@@ -23,6 +23,17 @@ std::string placement_json(const core::Placement& p, const std::vector<store::No
   return a.dump();
 }
 
+std::string rendezvous_host(const std::string& address) {
+  if (!address.empty() && address[0] == '[') {  // [v6] or [v6]:port
+    auto close = address.find(']');
+    return close == std::string::npos ? address : address.substr(0, close + 1);
+  }
+  auto colon = address.find(':');
+  if (colon == std::string::npos) return address;
+  if (address.find(':', colon + 1) != std::string::npos) return "[" + address + "]";  // bare v6
+  return address.substr(0, colon);                                                    // host:port
+}
+
 std::vector<std::string> placement_nodes(const std::string& text) {
   std::vector<std::string> out;
   auto j = json::parse(text, nullptr, false);
@@ -50,6 +61,22 @@ Time system_seconds() {
 }
 
 }  // namespace
+
+Status validate(const ControllerOptions& o) {
+  if (o.lease_seconds < 1 || o.lease_seconds > 3600) {
+    return Error{"lease_seconds", "must be between 1 and 3600 seconds"};
+  }
+  if (o.node_timeout_seconds <= o.lease_seconds + 5 || o.node_timeout_seconds > 86400) {
+    return Error{"node_timeout_seconds",
+                 "must be greater than lease_seconds + 5 (" + std::to_string(o.lease_seconds + 5) +
+                     ") and at most 86400: a node's jobs must be stopped by its agent before the "
+                     "server gives them to another node"};
+  }
+  if (o.stop_grace_seconds < 0 || o.stop_grace_seconds > 3600) {
+    return Error{"stop_grace_seconds", "must be between 0 and 3600 seconds"};
+  }
+  return core::ok_status();
+}
 
 Controller::Controller(store::Store& store, ControllerOptions options)
     : store_(store), options_(std::move(options)), sched_(options_.policy) {
@@ -110,10 +137,31 @@ core::ClusterId Controller::cluster_id(const std::string& name) {
   return id;
 }
 
+void Controller::set_placement(Active& a) {
+  auto nodes = std::make_shared<std::vector<std::string>>();
+  a.per_node.clear();
+  a.exited_ok.clear();
+  a.stopped.clear();
+  auto slots = json::parse(a.rec.placement_json, nullptr, false);
+  if (slots.is_array()) {
+    for (const auto& g : slots) {
+      auto node = g.value("node", "");
+      auto pos = std::find(nodes->begin(), nodes->end(), node);
+      std::size_t i = static_cast<std::size_t>(pos - nodes->begin());
+      if (pos == nodes->end()) {
+        nodes->push_back(node);
+        a.per_node.emplace_back();
+      }
+      a.per_node[i].first.push_back(g.value("gpu", 0));
+      a.per_node[i].second = g.value("milli", core::kWholeGpu);
+    }
+  }
+  a.nodes = std::move(nodes);
+}
+
 bool Controller::simulated(const Active& a) const {
-  auto names = placement_nodes(a.rec.placement_json);
-  if (names.empty()) return false;
-  for (const auto& n : names) {
+  if (!a.nodes || a.nodes->empty()) return false;
+  for (const auto& n : *a.nodes) {
     auto it = node_ids_.find(n);
     if (it == node_ids_.end() || !nodes_[it->second].simulated) return false;
   }
@@ -173,6 +221,7 @@ void Controller::confirm_stop(Active& a, const std::string& reason, Time now, Wr
 }
 
 Status Controller::start() {
+  if (auto st = validate(options_); !st.ok()) return st;
   rebuild();
   thread_ = std::thread([this] { run(); });
   return core::ok_status();
@@ -199,6 +248,10 @@ void Controller::rebuild() {
     node_ids_[n.name] = id.value();
     nodes_.resize(id.value() + 1);
     nodes_[id.value()] = n;
+    // After a restart every node has a fresh node_timeout_seconds before it can be marked down.
+    std::lock_guard lk(contact_mu_);
+    last_contact_[n.name] = now;
+    if (n.timed_out && n.health == "down") timed_out_.insert(n.name);
   }
   sched_.advance(now);
   const auto lookback = options_.policy.usage_half_life > 0 ? 20 * options_.policy.usage_half_life
@@ -219,6 +272,8 @@ void Controller::rebuild() {
     last_job_id_ = std::max<JobId>(last_job_id_, rec.id);
     Active a;
     a.rec = rec;
+    a.spec_json = std::make_shared<const json>(json::parse(rec.spec_json, nullptr, false));
+    set_placement(a);
     auto spec =
         spec_from_canonical(rec.spec_json, sched_.catalog(), cluster_ids_, sched_.budgets());
     auto st = parse_job_status(rec.state).value_or(JobStatus::Pending);
@@ -330,6 +385,7 @@ void Controller::submitted(store::JobRecord rec, core::JobSpec spec) {
     Active a;
     a.rec = std::move(rec);
     a.spec = std::move(spec);
+    a.spec_json = std::make_shared<const json>(json::parse(a.rec.spec_json, nullptr, false));
     JobId id = a.rec.id;
     auto st = sched_.submit(a.spec, std::max(now, sched_.now()));
     active_[id] = std::move(a);
@@ -362,68 +418,146 @@ core::Result<store::JobRecord> Controller::cancel(JobId id, const std::string& r
   });
 }
 
-core::Result<store::JobRecord> Controller::agent_report(const std::string& node, JobId id,
-                                                        const std::string& event, int exit_code) {
-  return call<core::Result<store::JobRecord>>([&]() -> core::Result<store::JobRecord> {
+void Controller::lose(Active& a, const std::string& reason, Time now, WriteBatch& batch) {
+  const JobId id = a.rec.id;
+  auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+  if (st == JobStatus::Preempting) {
+    confirm_stop(a, reason, now, batch);
+    return;
+  }
+  // Starting or running: the core still counts it as running on its GPUs.
+  transition(a, JobStatus::Preempting, reason, now, batch);
+  close_segment(a, now, batch);
+  a.rec.seg_start = 0;
+  a.sim_end = core::kNever;
+  sched_.job_finished(id, now);
+  if (a.spec.resumable) {
+    transition(a, JobStatus::Requeued, reason, now, batch);
+    batch.push_back(op::UpdateJob{a.rec});
+    if (auto s = sched_.submit(a.spec, now); !s.ok()) {
+      finish(a, JobStatus::Failed, "cannot be requeued: " + s.error().message(), now, std::nullopt,
+             batch);
+    }
+  } else {
+    transition(a, JobStatus::Preempted, reason, now, batch);
+    batch.push_back(op::UpdateJob{a.rec});
+    why_.erase(id);
+    active_.erase(id);
+  }
+}
+
+void Controller::node_stopped(Active& a, const std::string& node, const std::string& reason,
+                              Time now, WriteBatch& batch) {
+  // A gang's GPUs are given back once every one of its nodes has stopped its part.
+  a.stopped.insert(node);
+  if (a.nodes) {
+    for (const auto& n : *a.nodes) {
+      if (!a.stopped.count(n)) return;
+    }
+  }
+  confirm_stop(a, reason, now, batch);
+}
+
+ReportOutcome Controller::agent_report(const std::string& node, JobId id, int run,
+                                       const std::string& event, std::optional<int> exit_code,
+                                       std::optional<int> signal) {
+  return call<ReportOutcome>([&]() -> ReportOutcome {
     auto it = active_.find(id);
-    if (it == active_.end()) return Error{"job", "not active (ended or unknown)"};
+    if (it == active_.end()) {
+      auto rec = store_.job(id);
+      if (!rec) return {"", "no such job"};
+      if (run != rec->runs) return {"", "stale run"};
+      return {rec->state, ""};  // the run already ended: a repeated report changes nothing
+    }
     auto& a = it->second;
-    auto names = placement_nodes(a.rec.placement_json);
-    if (std::find(names.begin(), names.end(), node) == names.end()) {
-      return Error{"job", "not assigned to node " + node};
+    if (run != a.rec.runs) return {"", "stale run"};
+    auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+    if (!holds_gpus(st)) return {a.rec.state, ""};  // requeued: this run already ended
+    if (!a.nodes || std::find(a.nodes->begin(), a.nodes->end(), node) == a.nodes->end()) {
+      return {"", "not assigned to node " + node};
     }
     const Time now = options_.clock();
-    auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+    const bool gang = a.nodes->size() > 1;
+    const std::string where = " on " + node;
     WriteBatch batch;
     if (event == "started") {
-      if (st == JobStatus::Running) return a.rec;  // repeated report
-      if (auto s = transition(a, JobStatus::Running, "started on " + node, now, batch); !s.ok()) {
-        return s.error();
-      }
+      if (st != JobStatus::Starting) return {a.rec.state, ""};  // repeated, or another node's
+      transition(a, JobStatus::Running, "started" + where, now, batch);
       batch.push_back(op::UpdateJob{a.rec});
     } else if (event == "exited") {
+      const int code = exit_code.value_or(0);
+      const std::string how = signal ? "killed by signal " + std::to_string(*signal)
+                                     : "exited with code " + std::to_string(code);
       if (st == JobStatus::Preempting) {
-        confirm_stop(a, "stopped on " + node + " (exit " + std::to_string(exit_code) + ")", now,
-                     batch);
-      } else if (holds_gpus(st)) {
-        finish(a, exit_code == 0 ? JobStatus::Succeeded : JobStatus::Failed,
-               "exited with code " + std::to_string(exit_code), now, exit_code, batch);
-      } else {
-        return Error{"event", std::string("the job is ") + to_string(st)};
+        if (a.stopped.count(node)) return {a.rec.state, ""};
+        node_stopped(a, node, "stopped" + where + " (" + how + ")", now, batch);
+      } else if (code != 0) {
+        finish(a, JobStatus::Failed, gang ? how + where : how, now, code, batch);
+      } else if (!a.exited_ok.count(node)) {
+        a.exited_ok.insert(node);
+        if (a.exited_ok.size() >= a.nodes->size()) {
+          finish(a, JobStatus::Succeeded,
+                 gang ? "every node exited with code 0" : "exited with code 0", now, 0, batch);
+        } else {
+          batch.push_back(op::AddEvent{{id, now, a.rec.state, a.rec.state,
+                                        "exited with code 0" + where + " (" +
+                                            std::to_string(a.exited_ok.size()) + " of " +
+                                            std::to_string(a.nodes->size()) + " nodes)"}});
+        }
       }
     } else if (event == "preempted") {
-      if (st != JobStatus::Preempting) return Error{"event", "no stop was asked for this job"};
-      confirm_stop(a, "stopped on " + node, now, batch);
+      if (st != JobStatus::Preempting) return {"", "no stop was asked for this job"};
+      if (a.stopped.count(node)) return {a.rec.state, ""};
+      node_stopped(a, node, "stopped" + where, now, batch);
+    } else if (event == "lost") {
+      lose(a, "lost" + where + " (its agent no longer runs it)", now, batch);
     } else {
-      return Error{"event", "must be started, exited or preempted"};
+      return {"", "event must be started, exited, preempted or lost"};
     }
-    store::JobRecord out;
+    // `a` may be gone now (ended); the state is the last one written.
+    std::string state;
     for (auto& w : batch) {
-      if (auto* u = std::get_if<op::UpdateJob>(&w)) out = u->job;
+      if (auto* u = std::get_if<op::UpdateJob>(&w); u && u->job.id == id) state = u->job.state;
+    }
+    if (state.empty()) {
+      auto again = active_.find(id);
+      state = again != active_.end() ? again->second.rec.state : std::string();
     }
     write(std::move(batch));
     dirty_ = true;
-    return out;
+    return {state, ""};
   });
 }
 
-core::Result<store::NodeRecord> Controller::register_node(store::NodeRecord n) {
-  return call<core::Result<store::NodeRecord>>([&]() -> core::Result<store::NodeRecord> {
+void Controller::record_health(const store::NodeRecord& n, Time now, WriteBatch& batch) {
+  batch.push_back(op::AddNodeHealth{{n.name, now, n.health, n.cordoned, n.gpus, n.health_reason}});
+}
+
+core::Result<std::pair<store::NodeRecord, bool>> Controller::register_node(store::NodeRecord n) {
+  using R = core::Result<std::pair<store::NodeRecord, bool>>;
+  return call<R>([&]() -> R {
     const Time now = options_.clock();
+    auto model = sched_.catalog().find(n.model);
+    if (!model) return Error{"model", "unknown GPU model '" + n.model + "'"};
+    n.model = sched_.catalog().model(*model).name;
     auto it = node_ids_.find(n.name);
     if (it != node_ids_.end()) {
       auto& cur = nodes_[it->second];
       if (cur.cluster != n.cluster || cur.model != n.model || cur.gpus != n.gpus ||
           cur.block != n.block) {
-        return Error{"name", "a node of this name is registered with another shape"};
+        return Error{"name", "node " + n.name + " is registered with another shape (cluster " +
+                                 cur.cluster + ", " + std::to_string(cur.gpus) + " x " + cur.model +
+                                 (cur.block.empty() ? "" : ", block " + cur.block) + ")"};
       }
+      // Same node again (an agent restart): what the agent tells about it may have changed.
+      cur.address = n.address;
+      cur.devices_json = n.devices_json;
+      cur.labels_json = n.labels_json;
+      cur.agent_json = n.agent_json;
       cur.last_heartbeat = now;
-      write({op::TouchNode{n.name, now}});
-      return cur;
+      write({op::PutNode{cur}});
+      return std::pair{cur, false};
     }
-    auto model = sched_.catalog().find(n.model);
-    if (!model) return Error{"model", "unknown GPU model '" + n.model + "'"};
-    n.model = sched_.catalog().model(*model).name;
     core::NodeSpec spec;
     spec.name = n.name;
     spec.cluster = cluster_id(n.cluster);
@@ -437,9 +571,16 @@ core::Result<store::NodeRecord> Controller::register_node(store::NodeRecord n) {
     node_ids_[n.name] = id.value();
     nodes_.resize(id.value() + 1);
     nodes_[id.value()] = n;
-    write({op::PutNode{n}});
+    {
+      std::lock_guard lk(contact_mu_);
+      last_contact_[n.name] = now;
+    }
+    WriteBatch batch{op::PutNode{n}};
+    record_health(n, now, batch);
+    write(std::move(batch));
     dirty_ = true;
-    return n;
+    publish();  // its cluster is known to submits at once
+    return std::pair{n, true};
   });
 }
 
@@ -452,20 +593,118 @@ core::Result<store::NodeRecord> Controller::set_node(const std::string& name,
     if (it == node_ids_.end()) return Error{"node", "no node named " + name};
     auto& n = nodes_[it->second];
     const Time now = options_.clock();
+    const auto before = std::pair{n.health, n.cordoned};
     if (!health.empty()) {
       auto st = sched_.set_node_health(it->second, parse_health(health), reason, now);
       if (!st.ok()) return st.error();
       n.health = health;
       n.health_reason = reason;
+      n.timed_out = false;  // set by someone, not by the server's timeout
+      std::lock_guard lk(contact_mu_);
+      timed_out_.erase(name);
     }
     if (cordon) {
       sched_.set_cordoned(it->second, *cordon);
       n.cordoned = *cordon;
     }
-    write({op::PutNode{n}});
+    WriteBatch batch{op::PutNode{n}};
+    if (before != std::pair{n.health, n.cordoned}) record_health(n, now, batch);
+    write(std::move(batch));
     dirty_ = true;
     return n;
   });
+}
+
+bool Controller::contact(const std::string& name) {
+  bool back = false;
+  {
+    std::lock_guard lk(contact_mu_);
+    auto it = last_contact_.find(name);
+    if (it == last_contact_.end()) return false;
+    it->second = std::max(it->second, options_.clock());
+    back = timed_out_.count(name) > 0;
+  }
+  if (back) {
+    call<int>([&] {
+      revive(name);
+      return 0;
+    });
+  }
+  return true;
+}
+
+void Controller::revive(const std::string& name) {
+  auto it = node_ids_.find(name);
+  if (it == node_ids_.end()) return;
+  auto& n = nodes_[it->second];
+  {
+    std::lock_guard lk(contact_mu_);
+    timed_out_.erase(name);
+  }
+  if (!n.timed_out || n.health != "down") return;
+  const Time now = options_.clock();
+  n.health = "healthy";
+  n.health_reason = "its agent is back";
+  n.timed_out = false;
+  sched_.set_node_health(it->second, core::NodeHealth::Healthy, n.health_reason, now);
+  WriteBatch batch{op::PutNode{n}};
+  record_health(n, now, batch);
+  write(std::move(batch));
+  dirty_ = true;
+}
+
+void Controller::check_timeouts(Time now, WriteBatch& batch) {
+  std::vector<std::pair<core::NodeId, Time>> silent;
+  {
+    std::lock_guard lk(contact_mu_);
+    for (const auto& [name, id] : node_ids_) {
+      const auto& n = nodes_[id];
+      if (n.simulated || n.health == "down") continue;
+      auto it = last_contact_.find(name);
+      if (it == last_contact_.end()) {
+        last_contact_[name] = now;
+        continue;
+      }
+      if (now - it->second >= options_.node_timeout_seconds)
+        silent.push_back({id, now - it->second});
+    }
+  }
+  for (const auto& [id, quiet] : silent) {
+    auto& n = nodes_[id];
+    n.health = "down";
+    n.health_reason = "no heartbeat for " + std::to_string(quiet) + " s";
+    n.timed_out = true;
+    sched_.set_node_health(id, core::NodeHealth::Down, n.health_reason, now);
+    batch.push_back(op::PutNode{n});
+    record_health(n, now, batch);
+    {
+      std::lock_guard lk(contact_mu_);
+      timed_out_.insert(n.name);
+    }
+    // Stops already asked of this node will never be confirmed by it.
+    std::vector<JobId> waiting;
+    for (auto& [jid, a] : active_) {
+      if (a.rec.state == "preempting" && a.nodes &&
+          std::find(a.nodes->begin(), a.nodes->end(), n.name) != a.nodes->end()) {
+        waiting.push_back(jid);
+      }
+    }
+    for (JobId jid : waiting) {
+      auto it = active_.find(jid);
+      if (it != active_.end()) node_stopped(it->second, n.name, n.health_reason, now, batch);
+    }
+  }
+}
+
+void Controller::set_node_telemetry(const std::string& name, std::string gpus_json) {
+  std::lock_guard lk(contact_mu_);
+  node_gpus_[name] = std::move(gpus_json);
+}
+
+std::string Controller::node_telemetry(const std::string& name) const {
+  std::lock_guard lk(contact_mu_);
+  auto it = node_gpus_.find(name);
+  return it == node_gpus_.end() ? std::string() : it->second;
 }
 
 Status Controller::heartbeat(const std::string& name) {
@@ -593,6 +832,7 @@ void Controller::sim_exits(Time now, WriteBatch& batch) {
 void Controller::cycle() {
   const Time now = std::max(options_.clock(), sched_.now());
   WriteBatch batch;
+  check_timeouts(now, batch);
   sim_exits(now, batch);
   auto res = sched_.cycle(now);
   ++cycles_;
@@ -634,6 +874,7 @@ void Controller::cycle() {
     a.rec.milli = 0;
     for (const auto& g : s.placement) a.rec.milli += g.milli;
     a.rec.runs += 1;
+    set_placement(a);
     std::string reason = std::string(s.allocated ? "allocated" : "unallocated") + ", " +
                          (s.mode == core::StartMode::Preempting   ? "preempting"
                           : s.mode == core::StartMode::Backfilled ? "backfilled"
@@ -688,24 +929,39 @@ void Controller::publish() {
       continue;
     }
     ++s->running;
-    auto place = json::parse(a.rec.placement_json, nullptr, false);
-    if (!place.is_array()) continue;
-    std::map<std::string, AssignedRun> per_node;
-    for (const auto& g : place) {
-      auto node = g.value("node", "");
-      auto& r = per_node[node];
-      r.job = id;
-      r.state = a.rec.state;
-      r.milli = g.value("milli", core::kWholeGpu);
-      r.spec_json = a.rec.spec_json;
-      r.gpus.push_back(g.value("gpu", 0));
-    }
-    for (auto& [node, r] : per_node) {
-      if (st == JobStatus::Preempting) {
-        s->assignments[node].stop.push_back(id);
-      } else {
-        s->assignments[node].run.push_back(std::move(r));
+    if (!a.nodes || a.nodes->empty()) continue;
+    std::string rendezvous;
+    {
+      // Rank 0's host (its registered address without a port, else its name) and the job's port.
+      const auto& first = a.nodes->front();
+      std::string host = first;
+      if (auto n = node_ids_.find(first);
+          n != node_ids_.end() && !nodes_[n->second].address.empty()) {
+        host = rendezvous_host(nodes_[n->second].address);
       }
+      rendezvous = host + ":" + std::to_string(20000 + id % 10000);
+    }
+    for (std::size_t r = 0; r < a.nodes->size(); ++r) {
+      const auto& node = (*a.nodes)[r];
+      if (st == JobStatus::Preempting) {
+        if (!a.stopped.count(node)) s->assignments[node].stop.push_back({id, a.rec.runs});
+        continue;
+      }
+      if (a.exited_ok.count(node)) continue;  // its part of the gang is done
+      AssignedRun ar;
+      ar.job = id;
+      ar.run = a.rec.runs;
+      ar.state = a.rec.state;
+      ar.gpus = a.per_node[r].first;
+      ar.milli = a.per_node[r].second;
+      ar.spec = a.spec_json;
+      ar.owner = a.rec.owner;
+      ar.budget = a.rec.budget;
+      ar.name = a.rec.name;
+      ar.rank = static_cast<int>(r);
+      ar.nodes = a.nodes;
+      ar.rendezvous = rendezvous;
+      s->assignments[node].run.push_back(std::move(ar));
     }
   }
   std::lock_guard lk(snap_mu_);

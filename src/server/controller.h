@@ -17,10 +17,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/scheduler.h"
@@ -39,7 +41,15 @@ struct ControllerOptions {
   std::chrono::milliseconds tick{1000};              // a cycle at least this often
   std::chrono::milliseconds min_cycle_interval{50};  // at most one cycle per interval under load
   core::Duration sim_default_duration = 300;  // simulated nodes: run time without expected_duration
+  // The agent protocol (docs/agent-protocol.md): how long an agent keeps its jobs without
+  // reaching the server, how long the server waits before it marks a silent node down (must be
+  // greater than lease_seconds + 5), and how long a stopped job has between SIGTERM and SIGKILL.
+  int lease_seconds = 30;
+  int node_timeout_seconds = 45;
+  int stop_grace_seconds = 30;
 };
+// Checks the agent protocol options; the error names the option at fault.
+Status validate(const ControllerOptions& o);
 
 struct WhyInfo {
   std::string code;
@@ -49,16 +59,32 @@ struct WhyInfo {
   Time expected_start = core::kNever;
 };
 
+// One job's part on one node, as the agent gets it.
 struct AssignedRun {
   JobId job = 0;
+  int run = 0;  // the job record's runs
   std::string state;
   std::vector<int> gpus;  // GPU indices on the node
   std::int64_t milli = core::kWholeGpu;
-  std::string spec_json;
+  std::shared_ptr<const nlohmann::json> spec;  // the canonical spec
+  std::string owner, budget, name;
+  int rank = 0;
+  std::shared_ptr<const std::vector<std::string>> nodes;  // rank order
+  std::string rendezvous;
+};
+struct StopRun {
+  JobId job = 0;
+  int run = 0;
 };
 struct NodeAssignments {
   std::vector<AssignedRun> run;  // should be running on the node
-  std::vector<JobId> stop;       // to stop, then report preempted
+  std::vector<StopRun> stop;     // to stop, then report preempted
+};
+
+// What an agent report did: the job's state after it, or why it was not applied.
+struct ReportOutcome {
+  std::string state;  // empty when error is set
+  std::string error;
 };
 
 struct ClusterInfo {
@@ -103,14 +129,25 @@ class Controller {
 
   // Each of these runs on the loop thread, persists its effect, and returns once durable.
   core::Result<store::JobRecord> cancel(JobId id, const std::string& reason);
-  // event: "started", "exited" (with exit_code), "preempted".
-  core::Result<store::JobRecord> agent_report(const std::string& node, JobId id,
-                                              const std::string& event, int exit_code);
-  core::Result<store::NodeRecord> register_node(store::NodeRecord node);
+  // An agent's report about run `run` of job `id` on `node`. event: "started", "exited" (with
+  // exit_code, and signal when killed by one), "preempted", "lost". Never applied for another run
+  // than the job's current one ("stale run"); repeating a report changes nothing.
+  ReportOutcome agent_report(const std::string& node, JobId id, int run, const std::string& event,
+                             std::optional<int> exit_code, std::optional<int> signal);
+  // Registers a node, or (same name and shape) updates what its agent tells about it. The bool
+  // is true when the node is new.
+  core::Result<std::pair<store::NodeRecord, bool>> register_node(store::NodeRecord node);
   // health: healthy, unhealthy, draining, down (empty: unchanged); cordon: unchanged if nullopt.
   core::Result<store::NodeRecord> set_node(const std::string& name, const std::string& health,
                                            const std::string& reason, std::optional<bool> cordon);
   Status heartbeat(const std::string& name);
+  // Any call from a node's agent: the node is alive. A node the server marked down for silence
+  // comes back healthy (one an operator marked down stays down). False for an unknown node.
+  bool contact(const std::string& name);
+  // The latest per-GPU sample a node's agent posted (a JSON array), "" if none.
+  void set_node_telemetry(const std::string& name, std::string gpus_json);
+  std::string node_telemetry(const std::string& name) const;
+  const ControllerOptions& options() const { return options_; }
   core::Result<store::BudgetRecord> set_budget(const std::string& path, std::optional<double> share,
                                                std::optional<std::vector<std::string>> members,
                                                const std::string& actor);
@@ -121,7 +158,13 @@ class Controller {
   struct Active {
     store::JobRecord rec;
     core::JobSpec spec;
-    Time sim_end = core::kNever;  // simulated run: when it exits 0
+    Time sim_end = core::kNever;                      // simulated run: when it exits 0
+    std::shared_ptr<const nlohmann::json> spec_json;  // rec.spec_json parsed once
+    // The current run's placement, parsed: nodes in rank order, and per node its GPUs and milli.
+    std::shared_ptr<const std::vector<std::string>> nodes;
+    std::vector<std::pair<std::vector<int>, std::int64_t>> per_node;  // same order as nodes
+    std::set<std::string> exited_ok;  // nodes of a gang that reported exit 0 (this run)
+    std::set<std::string> stopped;    // nodes that confirmed the stop (this run, preempting)
   };
 
   template <typename T>
@@ -143,6 +186,13 @@ class Controller {
   bool simulated(const Active& a) const;
   core::ClusterId cluster_id(const std::string& name);
   void write(store::WriteBatch batch);
+  void set_placement(Active& a);
+  void lose(Active& a, const std::string& reason, Time now, store::WriteBatch& batch);
+  void node_stopped(Active& a, const std::string& node, const std::string& reason, Time now,
+                    store::WriteBatch& batch);
+  void check_timeouts(Time now, store::WriteBatch& batch);
+  void record_health(const store::NodeRecord& n, Time now, store::WriteBatch& batch);
+  void revive(const std::string& name);
 
   store::Store& store_;
   ControllerOptions options_;
@@ -163,6 +213,13 @@ class Controller {
   bool dirty_ = false;
   std::thread thread_;
 
+  // Last contact of each node's agent (any agent call), on the controller's clock; written by
+  // the API threads without going through the loop.
+  mutable std::mutex contact_mu_;
+  std::unordered_map<std::string, Time> last_contact_;
+  std::set<std::string> timed_out_;                         // nodes marked down for silence
+  std::unordered_map<std::string, std::string> node_gpus_;  // latest GPU telemetry per node
+
   mutable std::mutex snap_mu_;
   std::shared_ptr<const Snapshot> snap_;
   std::shared_ptr<const core::BudgetTree> budgets_snap_;
@@ -172,5 +229,8 @@ class Controller {
 // Parses and renders the placement of a job: [{"node": ..., "gpu": ..., "milli": ...}].
 std::string placement_json(const core::Placement& p, const std::vector<store::NodeRecord>& nodes);
 std::vector<std::string> placement_nodes(const std::string& placement_json);
+// The host part of a node's registered address ("10.0.0.1:22" -> "10.0.0.1", "[::1]:22" ->
+// "[::1]", a bare IPv6 address in brackets), for gang rendezvous.
+std::string rendezvous_host(const std::string& address);
 
 }  // namespace allot::server

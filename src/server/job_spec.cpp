@@ -33,6 +33,19 @@ bool valid_budget_path(const std::string& s) {
   return true;
 }
 
+bool valid_env_name(const std::string& s, std::size_t max) {
+  if (s.empty() || s.size() > max) return false;
+  if (std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
+}
+
+bool reserved_env_name(const std::string& s) {
+  return s.rfind("ALLOT_", 0) == 0 || s == "CUDA_VISIBLE_DEVICES" || s == "NVIDIA_VISIBLE_DEVICES";
+}
+
 namespace {
 
 core::Result<std::int64_t> get_int(const json& b, const char* f, std::int64_t def, std::int64_t lo,
@@ -73,7 +86,8 @@ core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog&
       "idempotency_key",   "name",      "budget",   "nodes",
       "gpus_per_node",     "gpu_milli", "models",   "clusters",
       "min_runtime",       "resumable", "priority", "kind",
-      "expected_duration", "command"};
+      "expected_duration", "command",   "env",      "workdir",
+      "memory_mib",        "cpus",      "container"};
   if (!b.is_object()) return Error{"body", "must be a JSON object"};
   for (const auto& [k, v] : b.items()) {
     if (!known.count(k)) return Error{k, "unknown field"};
@@ -180,6 +194,64 @@ core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog&
     cmd = *c;
   }
   canon["command"] = cmd;
+  // How the agent runs it (docs/agent-protocol.md). Kept in the canonical form only when given,
+  // so that specs stored before these fields existed stay byte-for-byte what a resubmit makes.
+  if (auto e = b.find("env"); e != b.end()) {
+    if (!e->is_object() || e->size() > limits.max_env) {
+      return Error{"env", "must be an object of at most " + std::to_string(limits.max_env) +
+                              " string values"};
+    }
+    for (const auto& [k, v] : e->items()) {
+      if (!valid_env_name(k, limits.max_env_name)) {
+        return Error{"env." + k.substr(0, 128),
+                     "names are [A-Za-z_][A-Za-z0-9_]*, at most 128 characters"};
+      }
+      if (reserved_env_name(k)) {
+        return Error{"env." + k,
+                     "is set by allot for every job (ALLOT_*, CUDA_VISIBLE_DEVICES and "
+                     "NVIDIA_VISIBLE_DEVICES are reserved)"};
+      }
+      if (!v.is_string() || v.get<std::string>().size() > limits.max_env_value) {
+        return Error{"env." + k, "must be a string of at most 4096 characters"};
+      }
+    }
+    if (!e->empty()) canon["env"] = *e;
+  }
+  if (auto w = b.find("workdir"); w != b.end()) {
+    if (!w->is_string() || w->get<std::string>().size() > limits.max_workdir ||
+        (!w->get<std::string>().empty() && w->get<std::string>()[0] != '/') ||
+        w->get<std::string>().find('\0') != std::string::npos) {
+      return Error{"workdir", "must be an absolute path of at most 1024 characters"};
+    }
+    if (!w->get<std::string>().empty()) canon["workdir"] = *w;
+  }
+  {
+    auto v = get_int(b, "memory_mib", 0, 0, limits.max_memory_mib);
+    if (!v.ok()) return v.error();
+    if (v.value() > 0) canon["memory_mib"] = v.value();
+  }
+  if (auto c = b.find("cpus"); c != b.end()) {
+    if (!c->is_number() || c->get<double>() < 0 || c->get<double>() > limits.max_cpus) {
+      return Error{"cpus", "must be a number of CPUs between 0 and 1024 (per node; 0 = no limit)"};
+    }
+    const double v = c->get<double>();
+    if (v > 0) {
+      if (v == static_cast<double>(static_cast<std::int64_t>(v))) {
+        canon["cpus"] = static_cast<std::int64_t>(v);
+      } else {
+        canon["cpus"] = v;
+      }
+    }
+  }
+  if (auto c = b.find("container"); c != b.end()) {
+    if (!c->is_string() || c->get<std::string>().size() > limits.max_container) {
+      return Error{"container", "must be an image name of at most 512 characters"};
+    }
+    for (unsigned char ch : c->get<std::string>()) {
+      if (ch <= ' ' || ch == 0x7f) return Error{"container", "must not contain spaces or controls"};
+    }
+    if (!c->get<std::string>().empty()) canon["container"] = *c;
+  }
   auto leaf = budgets.find(out.budget);
   if (!leaf || !budgets.valid(*leaf)) return Error{"budget", "no budget " + out.budget};
   s.budget = *leaf;

@@ -18,6 +18,13 @@ struct JobSpecLimits {
   std::size_t max_command_args = 256;
   std::size_t max_arg = 4096;
   core::Duration max_expected_duration = 30 * core::kDay;
+  std::size_t max_env = 64;
+  std::size_t max_env_name = 128;
+  std::size_t max_env_value = 4096;
+  std::size_t max_workdir = 1024;
+  std::int64_t max_memory_mib = 16LL * 1024 * 1024;  // 16 TiB per node
+  double max_cpus = 1024;
+  std::size_t max_container = 512;
 };
 
 struct ParsedJob {
@@ -45,5 +52,9 @@ core::Result<core::JobSpec> spec_from_canonical(
 bool valid_name(const std::string& s, std::size_t max = 128);
 // Budget paths: "/" or "/a/b" with valid names.
 bool valid_budget_path(const std::string& s);
+// Environment variable names: [A-Za-z_][A-Za-z0-9_]{0,max-1}.
+bool valid_env_name(const std::string& s, std::size_t max = 128);
+// Set by allot for every job: ALLOT_*, CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES.
+bool reserved_env_name(const std::string& s);
 
 }  // namespace allot::server

@@ -107,6 +107,42 @@ CREATE TABLE ledger (
 CREATE INDEX ledger_end ON ledger(end);
 CREATE INDEX ledger_job ON ledger(job_id);
 )sql",
+    // 2: what agents register (address, devices, agent), who marked a node down, the node health
+    // history (availability) and per-job telemetry summaries (utilization and flags).
+    R"sql(
+ALTER TABLE nodes ADD COLUMN address TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN devices TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE nodes ADD COLUMN agent TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE nodes ADD COLUMN timed_out INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE node_health (
+  node TEXT NOT NULL,
+  time INTEGER NOT NULL,
+  health TEXT NOT NULL,
+  cordoned INTEGER NOT NULL,
+  gpus INTEGER NOT NULL,
+  reason TEXT NOT NULL
+);
+CREATE INDEX node_health_time ON node_health(time);
+CREATE TABLE job_telemetry (
+  job_id INTEGER NOT NULL,
+  run INTEGER NOT NULL,
+  budget TEXT NOT NULL,
+  samples INTEGER NOT NULL,
+  seconds REAL NOT NULL,
+  gpu_seconds REAL NOT NULL,
+  used_gpu_seconds REAL NOT NULL,
+  util_sum REAL NOT NULL,
+  util_peak REAL NOT NULL,
+  mem_peak_mib INTEGER NOT NULL,
+  mem_total_mib INTEGER NOT NULL,
+  cpu_sum REAL NOT NULL,
+  io_sum REAL NOT NULL,
+  first_time INTEGER NOT NULL,
+  last_time INTEGER NOT NULL,
+  PRIMARY KEY (job_id, run)
+);
+CREATE INDEX job_telemetry_last ON job_telemetry(last_time);
+)sql",
 };
 constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
 
@@ -535,6 +571,44 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  std::vector<NodeHealthEvent> node_health(Time to) const override {
+    auto c = reader();
+    auto* st = c->prepare(
+        "SELECT node, time, health, cordoned, gpus, reason FROM node_health WHERE time < ? "
+        "ORDER BY time, rowid");
+    bind(st, to);
+    std::vector<NodeHealthEvent> out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      out.push_back({col_text(st, 0), col_int(st, 1), col_text(st, 2), col_int(st, 3) != 0,
+                     static_cast<int>(col_int(st, 4)), col_text(st, 5)});
+    }
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<TelemetryRecord> telemetry(JobId id) const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kTelemetryCols +
+                          " FROM job_telemetry WHERE job_id = ? ORDER BY run");
+    bind(st, static_cast<std::int64_t>(id));
+    std::vector<TelemetryRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_telemetry(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
+  std::vector<TelemetryRecord> telemetry_between(Time from, Time to) const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kTelemetryCols +
+                          " FROM job_telemetry WHERE run = 0 AND last_time >= ? AND first_time < ? "
+                          "ORDER BY job_id");
+    bind(st, from, to);
+    std::vector<TelemetryRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_telemetry(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
   int schema_version() const override { return version_; }
 
  private:
@@ -545,7 +619,10 @@ class SqliteStore final : public Store {
 
   static constexpr const char* kNodeCols =
       "name, cluster, model, gpus, block, labels, health, health_reason, cordoned, simulated, "
-      "registered_at, last_heartbeat";
+      "registered_at, last_heartbeat, address, devices, agent, timed_out";
+  static constexpr const char* kTelemetryCols =
+      "job_id, run, budget, samples, seconds, gpu_seconds, used_gpu_seconds, util_sum, util_peak, "
+      "mem_peak_mib, mem_total_mib, cpu_sum, io_sum, first_time, last_time";
   static constexpr const char* kTokenCols =
       "id, hash, name, role, subject, scope, created, revoked";
 
@@ -563,7 +640,30 @@ class SqliteStore final : public Store {
     n.simulated = col_int(st, 9) != 0;
     n.registered_at = col_int(st, 10);
     n.last_heartbeat = col_int(st, 11);
+    n.address = col_text(st, 12);
+    n.devices_json = col_text(st, 13);
+    n.agent_json = col_text(st, 14);
+    n.timed_out = col_int(st, 15) != 0;
     return n;
+  }
+  static TelemetryRecord read_telemetry(sqlite3_stmt* st) {
+    TelemetryRecord t;
+    t.job = static_cast<JobId>(col_int(st, 0));
+    t.run = static_cast<int>(col_int(st, 1));
+    t.budget = col_text(st, 2);
+    t.samples = col_int(st, 3);
+    t.seconds = sqlite3_column_double(st, 4);
+    t.gpu_seconds = sqlite3_column_double(st, 5);
+    t.used_gpu_seconds = sqlite3_column_double(st, 6);
+    t.util_sum = sqlite3_column_double(st, 7);
+    t.util_peak = sqlite3_column_double(st, 8);
+    t.mem_peak_mib = col_int(st, 9);
+    t.mem_total_mib = col_int(st, 10);
+    t.cpu_sum = sqlite3_column_double(st, 11);
+    t.io_sum = sqlite3_column_double(st, 12);
+    t.first_time = col_int(st, 13);
+    t.last_time = col_int(st, 14);
+    return t;
   }
   static TokenRecord read_token(sqlite3_stmt* st) {
     return {col_int(st, 0),  col_text(st, 1), col_text(st, 2), col_text(st, 3),
@@ -605,7 +705,39 @@ class SqliteStore final : public Store {
     return Lease{this, std::move(c)};
   }
 
+  Status step(sqlite3_stmt* st) {
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE) return core::ok_status();
+    return Error{"store", sqlite3_errmsg(wconn_.db())};
+  }
+
+  // Two rows: the run's and the whole job's (run 0).
+  Status apply_telemetry(const TelemetryRecord& d) {
+    for (int run : {d.run, 0}) {
+      auto* st = wconn_.prepare(
+          std::string("INSERT INTO job_telemetry (") + kTelemetryCols +
+          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(job_id, run) DO UPDATE SET "
+          "samples = samples + excluded.samples, seconds = seconds + excluded.seconds, "
+          "gpu_seconds = gpu_seconds + excluded.gpu_seconds, "
+          "used_gpu_seconds = used_gpu_seconds + excluded.used_gpu_seconds, "
+          "util_sum = util_sum + excluded.util_sum, "
+          "util_peak = MAX(util_peak, excluded.util_peak), "
+          "mem_peak_mib = MAX(mem_peak_mib, excluded.mem_peak_mib), "
+          "mem_total_mib = MAX(mem_total_mib, excluded.mem_total_mib), "
+          "cpu_sum = cpu_sum + excluded.cpu_sum, io_sum = io_sum + excluded.io_sum, "
+          "first_time = MIN(first_time, excluded.first_time), "
+          "last_time = MAX(last_time, excluded.last_time)");
+      bind(st, static_cast<std::int64_t>(d.job), run, d.budget, d.samples, d.seconds, d.gpu_seconds,
+           d.used_gpu_seconds, d.util_sum, d.util_peak, d.mem_peak_mib, d.mem_total_mib, d.cpu_sum,
+           d.io_sum, d.first_time, d.last_time);
+      if (auto s = step(st); !s.ok()) return s;
+    }
+    return core::ok_status();
+  }
+
   Status apply(const WriteOp& w) {
+    if (const auto* t = std::get_if<op::AddTelemetry>(&w)) return apply_telemetry(t->delta);
     sqlite3_stmt* st = nullptr;
     std::visit(
         [&](const auto& o) {
@@ -639,9 +771,10 @@ class SqliteStore final : public Store {
           } else if constexpr (std::is_same_v<T, op::PutNode>) {
             const auto& n = o.node;
             st = wconn_.prepare(std::string("REPLACE INTO nodes (") + kNodeCols +
-                                ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+                                ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
             bind(st, n.name, n.cluster, n.model, n.gpus, n.block, n.labels_json, n.health,
-                 n.health_reason, n.cordoned, n.simulated, n.registered_at, n.last_heartbeat);
+                 n.health_reason, n.cordoned, n.simulated, n.registered_at, n.last_heartbeat,
+                 n.address, n.devices_json, n.agent_json, n.timed_out);
           } else if constexpr (std::is_same_v<T, op::TouchNode>) {
             st = wconn_.prepare("UPDATE nodes SET last_heartbeat = ? WHERE name = ?");
             bind(st, o.at, o.name);
@@ -661,6 +794,10 @@ class SqliteStore final : public Store {
                 "allocated) VALUES (?,?,?,?,?,?,?,?)");
             bind(st, static_cast<std::int64_t>(e.job), e.owner, e.budget, e.cluster, e.start, e.end,
                  e.milli, e.allocated);
+          } else if constexpr (std::is_same_v<T, op::AddNodeHealth>) {
+            const auto& e = o.event;
+            st = wconn_.prepare("INSERT INTO node_health VALUES (?,?,?,?,?,?)");
+            bind(st, e.node, e.time, e.health, e.cordoned, e.gpus, e.reason);
           }
         },
         w);

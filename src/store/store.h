@@ -84,6 +84,44 @@ struct NodeRecord {
   bool simulated = false;
   Time registered_at = 0;
   Time last_heartbeat = 0;
+  // What the node's agent registered (docs/agent-protocol.md).
+  std::string address;              // host or host:port its peers reach it at; "" if none
+  std::string devices_json = "[]";  // one object per GPU
+  std::string agent_json = "{}";    // version, backend, isolation
+  bool timed_out = false;           // marked down by the server for silence (not by an operator)
+};
+
+// A change of a node's health or cordon, with its time: the history behind availability.
+struct NodeHealthEvent {
+  std::string node;
+  Time time = 0;
+  std::string health;  // healthy, unhealthy, draining, down; "removed" when the node goes away
+  bool cordoned = false;
+  int gpus = 0;
+  std::string reason;
+};
+
+// A job's measured use, summed from its agents' telemetry posts. One row per run and one with
+// run 0 for the whole job. Means are kept as sums weighted by samples (or GPU-seconds).
+struct TelemetryRecord {
+  JobId job = 0;
+  int run = 0;  // 0: every run of the job
+  std::string budget;
+  std::int64_t samples = 0;
+  double seconds = 0;           // wall-clock seconds measured (a gang's nodes averaged)
+  double gpu_seconds = 0;       // GPU-seconds measured: seconds x GPUs held on the node
+  double used_gpu_seconds = 0;  // GPU-seconds x measured use (0..1)
+  double util_sum = 0;          // sum of (mean use % x samples)
+  double util_peak = 0;         // percent
+  std::int64_t mem_peak_mib = 0;
+  std::int64_t mem_total_mib = 0;
+  double cpu_sum = 0;  // sum of (mean CPU % x samples)
+  double io_sum = 0;   // sum of (mean I/O wait % x samples)
+  Time first_time = 0;
+  Time last_time = 0;
+  double util_mean() const { return samples > 0 ? util_sum / static_cast<double>(samples) : 0; }
+  double cpu_mean() const { return samples > 0 ? cpu_sum / static_cast<double>(samples) : 0; }
+  double io_mean() const { return samples > 0 ? io_sum / static_cast<double>(samples) : 0; }
 };
 
 struct TokenRecord {
@@ -143,11 +181,19 @@ struct RevokeToken {
 struct AddLedger {
   LedgerEntry entry;
 };
+struct AddNodeHealth {
+  NodeHealthEvent event;
+};
+// Adds a telemetry interval to the job's run row and to its whole-job row (run 0): counts and
+// sums add up, peaks take the maximum, first_time the minimum and last_time the maximum.
+struct AddTelemetry {
+  TelemetryRecord delta;  // run: the run it is about
+};
 }  // namespace op
 
-using WriteOp =
-    std::variant<op::InsertJob, op::UpdateJob, op::AddEvent, op::PutBudget, op::AddAudit,
-                 op::PutNode, op::TouchNode, op::PutToken, op::RevokeToken, op::AddLedger>;
+using WriteOp = std::variant<op::InsertJob, op::UpdateJob, op::AddEvent, op::PutBudget,
+                             op::AddAudit, op::PutNode, op::TouchNode, op::PutToken,
+                             op::RevokeToken, op::AddLedger, op::AddNodeHealth, op::AddTelemetry>;
 using WriteBatch = std::vector<WriteOp>;
 
 struct JobQuery {
@@ -190,6 +236,15 @@ class Store {
   // Ledger entries overlapping [from, to).
   virtual std::vector<LedgerEntry> ledger(Time from, Time to) const = 0;
   virtual std::vector<LedgerEntry> ledger_for_job(JobId id) const = 0;
+
+  // Node health changes with time < to, in time order (the state at `from` is the last change
+  // before it).
+  virtual std::vector<NodeHealthEvent> node_health(Time to) const = 0;
+
+  // The telemetry rows of one job (its runs and run 0), in run order.
+  virtual std::vector<TelemetryRecord> telemetry(JobId id) const = 0;
+  // The whole-job rows (run 0) of jobs measured at some time in [from, to).
+  virtual std::vector<TelemetryRecord> telemetry_between(Time from, Time to) const = 0;
 
   // The schema version the store is at.
   virtual int schema_version() const = 0;

@@ -194,17 +194,18 @@ TEST_F(Api, AgentProtocolOnARealNode) {
   EXPECT_EQ(a.body["run"][0]["command"][1], "train.py");
   EXPECT_EQ(h->get("/api/v1/jobs/1").body["state"], "starting");
   auto r = h->post("/api/v1/agent/nodes/gpu1/reports",
-                   {{"reports", {{{"job", 1}, {"event", "started"}}}}}, agent);
+                   {{"reports", {{{"job", 1}, {"run", 1}, {"event", "started"}}}}}, agent);
   EXPECT_EQ(r.body["results"][0]["state"], "running");
   h->advance(30);
   r = h->post("/api/v1/agent/nodes/gpu1/reports",
-              {{"reports", {{{"job", 1}, {"event", "exited"}, {"exit_code", 3}}}}}, agent);
+              {{"reports", {{{"job", 1}, {"run", 1}, {"event", "exited"}, {"exit_code", 3}}}}},
+              agent);
   EXPECT_EQ(r.body["results"][0]["state"], "failed");
   EXPECT_EQ(h->get("/api/v1/jobs/1").body["exit_code"], 3);
   EXPECT_EQ(h->store().ledger_for_job(1).at(0).milli_seconds(), 4000 * 30);
   // Malformed reports change nothing.
   EXPECT_EQ(h->post("/api/v1/agent/nodes/gpu1/reports",
-                    {{"reports", {{{"job", 1}, {"event", "exploded"}}}}}, agent)
+                    {{"reports", {{{"job", 1}, {"run", 1}, {"event", "exploded"}}}}}, agent)
                 .status,
             400);
   EXPECT_EQ(

@@ -41,10 +41,13 @@ struct Reply {
 
 class Harness {
  public:
-  explicit Harness(const std::string& db, ApiOptions api = {}, core::Time start = 1'000'000) {
+  explicit Harness(const std::string& db, ApiOptions api = {}, core::Time start = 1'000'000,
+                   ControllerOptions base = {}) {
+    base_ = base;
     clock_ = std::make_shared<std::atomic<core::Time>>(start);
     db_ = db;
     api_ = api;
+    if (api_.logs_dir.empty()) api_.logs_dir = db + ".logs";
     open();
   }
   ~Harness() { close(); }
@@ -53,14 +56,14 @@ class Harness {
     auto s = store::open_sqlite(db_);
     if (!s.ok()) throw std::runtime_error(s.error().message());
     store_ = std::move(s.value());
-    ControllerOptions o;
+    ControllerOptions o = base_;
     auto c = clock_;
     o.clock = [c] { return c->load(); };
     o.tick = std::chrono::hours(1);  // cycles only when the test asks (sync) or on events
     o.min_cycle_interval = std::chrono::hours(1);
     o.sim_default_duration = 600;
     ctl_ = std::make_unique<Controller>(*store_, o);
-    ctl_->start();
+    if (auto st = ctl_->start(); !st.ok()) throw std::runtime_error(st.error().message());
     api_server_ = std::make_unique<ApiServer>(*store_, *ctl_, api_);
     auto port = api_server_->start();
     if (!port.ok()) throw std::runtime_error(port.error().message());
@@ -143,6 +146,7 @@ class Harness {
   std::shared_ptr<std::atomic<core::Time>> clock_;
   std::string db_;
   ApiOptions api_;
+  ControllerOptions base_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Controller> ctl_;
   std::unique_ptr<ApiServer> api_server_;

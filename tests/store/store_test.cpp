@@ -207,6 +207,106 @@ TEST(SqliteStore, BudgetsAuditNodesTokensLedger) {
   EXPECT_EQ(s->ledger_for_job(1).at(0).milli_seconds(), 800000);
 }
 
+// A database written by the first schema (before the agent protocol) opens, migrates in place and
+// keeps its rows; the new columns take their defaults.
+TEST(SqliteStore, MigratesAVersionOneDatabase) {
+  TempDir dir;
+  const auto path = dir.file("a.db");
+  {
+    auto s = open(path);
+    NodeRecord n;
+    n.name = "old";
+    n.cluster = "c";
+    n.model = "H100";
+    ASSERT_TRUE(s->write({op::PutNode{n}, op::InsertJob{make_job(1, "ann", "k")}}).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  for (const char* sql :
+       {"DROP TABLE node_health", "DROP TABLE job_telemetry",
+        "ALTER TABLE nodes DROP COLUMN address", "ALTER TABLE nodes DROP COLUMN devices",
+        "ALTER TABLE nodes DROP COLUMN agent", "ALTER TABLE nodes DROP COLUMN timed_out",
+        "UPDATE schema_version SET version = 1"}) {
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  }
+  sqlite3_close(db);
+  auto s = open(path);
+  EXPECT_EQ(s->schema_version(), sqlite_schema_latest());
+  auto n = s->node("old");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->address, "");
+  EXPECT_EQ(n->devices_json, "[]");
+  EXPECT_EQ(n->agent_json, "{}");
+  EXPECT_FALSE(n->timed_out);
+  EXPECT_TRUE(s->job(1));
+}
+
+TEST(SqliteStore, NodeAgentFieldsHealthHistoryAndTelemetry) {
+  TempDir dir;
+  auto s = open(dir.file("a.db"));
+  NodeRecord n;
+  n.name = "n1";
+  n.cluster = "c";
+  n.model = "H100";
+  n.address = "10.0.0.1";
+  n.devices_json = R"([{"index":0}])";
+  n.agent_json = R"({"version":"0.1.0"})";
+  n.timed_out = true;
+  ASSERT_TRUE(s->write({op::PutNode{n}}).ok());
+  auto got = s->node("n1");
+  EXPECT_EQ(got->address, "10.0.0.1");
+  EXPECT_EQ(got->devices_json, n.devices_json);
+  EXPECT_EQ(got->agent_json, n.agent_json);
+  EXPECT_TRUE(got->timed_out);
+
+  ASSERT_TRUE(s->write({op::AddNodeHealth{{"n1", 10, "healthy", false, 8, ""}},
+                        op::AddNodeHealth{{"n1", 20, "down", false, 8, "no heartbeat for 45 s"}},
+                        op::AddNodeHealth{{"n1", 30, "healthy", true, 8, "back"}}})
+                  .ok());
+  auto h = s->node_health(30);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[1].health, "down");
+  EXPECT_EQ(h[1].reason, "no heartbeat for 45 s");
+  EXPECT_EQ(s->node_health(31).back().cordoned, true);
+
+  TelemetryRecord d;
+  d.job = 5;
+  d.run = 1;
+  d.budget = "/lab";
+  d.samples = 10;
+  d.seconds = 10;
+  d.gpu_seconds = 20;
+  d.used_gpu_seconds = 10;
+  d.util_sum = 500;
+  d.util_peak = 70;
+  d.mem_peak_mib = 100;
+  d.mem_total_mib = 1000;
+  d.first_time = 100;
+  d.last_time = 110;
+  ASSERT_TRUE(s->write({op::AddTelemetry{d}}).ok());
+  d.util_peak = 60;
+  d.mem_peak_mib = 300;
+  d.first_time = 110;
+  d.last_time = 120;
+  ASSERT_TRUE(s->write({op::AddTelemetry{d}}).ok());
+  d.run = 2;
+  ASSERT_TRUE(s->write({op::AddTelemetry{d}}).ok());
+  auto rows = s->telemetry(5);
+  ASSERT_EQ(rows.size(), 3u);  // total (run 0), run 1, run 2
+  EXPECT_EQ(rows[0].run, 0);
+  EXPECT_EQ(rows[0].samples, 30);
+  EXPECT_EQ(rows[1].samples, 20);
+  EXPECT_DOUBLE_EQ(rows[1].util_mean(), 50);
+  EXPECT_DOUBLE_EQ(rows[1].util_peak, 70);
+  EXPECT_EQ(rows[1].mem_peak_mib, 300);
+  EXPECT_EQ(rows[1].first_time, 100);
+  EXPECT_EQ(rows[1].last_time, 120);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_seconds, 60);
+  EXPECT_EQ(s->telemetry_between(0, 100).size(), 0u);
+  EXPECT_EQ(s->telemetry_between(115, 200).size(), 1u);
+  EXPECT_EQ(s->telemetry_between(121, 200).size(), 0u);
+}
+
 TEST(SqliteStore, ConcurrentWritersAreAllDurableAndGrouped) {
   TempDir dir;
   const std::string path = dir.file("a.db");
