@@ -81,6 +81,9 @@ Agent::~Agent() {
 }
 
 void Agent::say(const std::string& line) {
+  // The same complaint every poll says nothing new: once until something else is said.
+  if (line == last_said_) return;
+  last_said_ = line;
   if (o_.log) {
     o_.log(line);
     return;

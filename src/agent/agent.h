@@ -120,6 +120,7 @@ class Agent {
 
   std::atomic<bool> registered_{false};
   bool reachable_ = true;  // for logging transitions only
+  std::string last_said_;
   int lease_seconds_ = 30;
   std::int64_t last_contact_ = 0;  // system clock seconds; persisted
   std::int64_t last_contact_saved_ = 0;

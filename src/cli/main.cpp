@@ -16,7 +16,8 @@ void usage(FILE* out) {
                "  demo     run the scheduling core on a built-in 88-GPU cluster and narrate it\n"
                "  sim      simulate a cluster on a workload trace and report the four metrics\n"
                "  server   run the control plane (REST API, scheduling loop, embedded store)\n"
-               "  up       run the control plane with a simulated local cluster (11 x 8 H100)\n"
+               "  up       run the control plane with a local cluster (11 x 8 H100) in one command\n"
+               "  agent    run the node agent: GPUs, health, telemetry, jobs as processes\n"
                "  submit, ls, show, why, cancel, budget, nodes, drain, undrain, cordon,\n"
                "  uncordon, report, token   talk to a server ('allot ls --help')\n"
                "  version  print the version\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   if (cmd == "agent-shim") return allot::agent::shim_main(argc - 1, argv + 1);
+  if (cmd == "agent") return allot::cli::agent_main(argc - 1, argv + 1);
   if (cmd == "demo") return allot::cli::demo_main(argc - 1, argv + 1);
   if (cmd == "sim") return allot::cli::sim_main(argc - 1, argv + 1);
   if (cmd == "server") return allot::cli::server_main(argc - 1, argv + 1);

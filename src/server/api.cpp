@@ -220,7 +220,7 @@ void parse_agent_fields(const json& body, store::NodeRecord& n) {
     known_fields(*a, {"version", "backend", "isolation"}, "agent");
     json out = {{"version", string_in(*a, "version", 64, "agent.")},
                 {"backend", string_in(*a, "backend", 32, "agent.")},
-                {"isolation", string_in(*a, "isolation", 128, "agent.")}};
+                {"isolation", string_in(*a, "isolation", 512, "agent.")}};
     n.agent_json = out.dump();
   }
 }
