@@ -77,11 +77,16 @@ std::string own_directory(const Mount& m, const std::string& controller) {
   return m.point;
 }
 
-bool make_directory(const std::string& dir, std::string* why) {
+// Creates `dir` and checks that its `control` file can be written; else says why in `note`.
+bool usable(const std::string& dir, const char* control, const char* kind, std::string& note) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec && !fs::is_directory(dir)) {
-    *why = "cannot create " + dir + ": " + ec.message();
+    note = std::string("no writable ") + kind + ": cannot create " + dir + ": " + ec.message();
+    return false;
+  }
+  if (access((dir + "/" + control).c_str(), W_OK) != 0) {
+    note = std::string("no writable ") + kind + ": " + dir + " has no writable " + control;
     return false;
   }
   return true;
@@ -113,15 +118,7 @@ void plan_v2(CgroupPlan& p, const std::string& option, const std::string& instan
     base = option;
     top = fs::path(option).parent_path().string();
   }
-  std::string why;
-  if (!make_directory(base, &why)) {
-    p.v2_note = "no writable cgroup v2: " + why;
-    return;
-  }
-  if (access((base + "/cgroup.procs").c_str(), W_OK) != 0) {
-    p.v2_note = "no writable cgroup v2: " + base + " is not a cgroup v2 directory";
-    return;
-  }
+  if (!usable(base, "cgroup.procs", "cgroup v2", p.v2_note)) return;
   p.v2_parent = base;
   // Each level from this process's cgroup down hands the controllers to the next; a level that
   // holds processes (other than the root) cannot, and then the runs go without them.
@@ -162,15 +159,7 @@ void plan_devices(CgroupPlan& p, const std::string& option, const std::string& i
     }
     base = own_directory(*m, "devices") + "/allot/" + instance;
   }
-  std::string why;
-  if (!make_directory(base, &why)) {
-    p.devices_note = "no writable cgroup v1 devices: " + why;
-    return;
-  }
-  if (access((base + "/devices.deny").c_str(), W_OK) != 0) {
-    p.devices_note = "no writable cgroup v1 devices: " + base + " has no devices.deny";
-    return;
-  }
+  if (!usable(base, "devices.deny", "cgroup v1 devices", p.devices_note)) return;
   p.devices_parent = base;
 }
 

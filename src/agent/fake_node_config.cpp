@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <set>
+#include <initializer_list>
 
 #include "agent/gpu_backend.h"
 

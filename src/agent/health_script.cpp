@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +11,7 @@
 #include <cstring>
 
 #include "agent/health.h"
-
-extern char** environ;
+#include "agent/spawn.h"
 
 namespace allot::agent {
 namespace {
@@ -50,31 +48,14 @@ HealthVerdict run_health_script(const std::string& script, std::chrono::millisec
   if (pipe2(out, O_CLOEXEC) != 0) {
     return {false, std::string("health script: pipe: ") + std::strerror(errno)};
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, const_cast<char**>(argv), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&fa);
+  auto spawned = spawn_process(
+      {"/bin/sh", {"/bin/sh", "-c", script}, std::nullopt, out[1], "", /*own_process_group=*/true});
   close(out[1]);
-  if (rc != 0) {
+  if (!spawned.ok()) {
     close(out[0]);
-    return {false, std::string("health script: cannot start /bin/sh: ") + std::strerror(rc)};
+    return {false, "health script: " + spawned.error().reason};
   }
+  const pid_t pid = spawned.value();
 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string output;

@@ -91,10 +91,8 @@ using DeviceGetPciInfoFn = nvmlReturn_t (*)(nvmlDevice_t,
                                             nvmlPciInfo_t*);  // nvmlDeviceGetPciInfo_v3
 using DeviceGetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* current,
                                             unsigned int* pending);  // nvmlDeviceGetMigMode
-using DeviceGetUintFn =
-    nvmlReturn_t (*)(nvmlDevice_t,
-                     unsigned int*);  // nvmlDeviceGetMaxMigDeviceCount,
-                                      // nvmlDeviceGetGpuInstanceId, nvmlDeviceGetPowerUsage (mW)
+// nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetPowerUsage (milliwatts)
+using DeviceGetUintFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
 using DeviceGetMigDeviceHandleByIndexFn =
     nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
                      nvmlDevice_t*);  // nvmlDeviceGetMigDeviceHandleByIndex

@@ -37,7 +37,6 @@ struct Functions {
   DeviceGetMigModeFn mig_mode = nullptr;
   DeviceGetUintFn max_mig_count = nullptr;
   DeviceGetMigDeviceHandleByIndexFn mig_handle = nullptr;
-  DeviceGetUintFn gpu_instance_id = nullptr;
   DeviceGetAttributesFn attributes = nullptr;
   DeviceGetUtilizationRatesFn utilization = nullptr;
   DeviceGetTemperatureFn temperature = nullptr;
@@ -68,7 +67,6 @@ std::string resolve(void* lib, Functions& f) {
   f.max_mig_count = symbol<DeviceGetUintFn>(lib, "nvmlDeviceGetMaxMigDeviceCount");
   f.mig_handle =
       symbol<DeviceGetMigDeviceHandleByIndexFn>(lib, "nvmlDeviceGetMigDeviceHandleByIndex");
-  f.gpu_instance_id = symbol<DeviceGetUintFn>(lib, "nvmlDeviceGetGpuInstanceId");
   f.attributes = symbol<DeviceGetAttributesFn>(lib, "nvmlDeviceGetAttributes_v2");
   f.utilization = symbol<DeviceGetUtilizationRatesFn>(lib, "nvmlDeviceGetUtilizationRates");
   f.temperature = symbol<DeviceGetTemperatureFn>(lib, "nvmlDeviceGetTemperature");

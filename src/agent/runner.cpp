@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "agent/container_command.h"
 #include "agent/proc.h"
 #include "agent/run_state.h"
+#include "agent/spawn.h"
 
 extern char** environ;
 
@@ -220,33 +220,16 @@ struct Runner::Impl {
     return out;
   }
 
-  core::Result<pid_t> spawn(const std::vector<std::string>& argv,
-                            const std::vector<std::string>& env, const RunFiles& files) const {
-    std::vector<char*> a, e;
-    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    for (const std::string& s : env) e.push_back(const_cast<char*>(s.c_str()));
-    e.push_back(nullptr);
-    const std::string log = files.path("shim.log");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, shim.c_str(), &fa, &attr, a.data(), e.data());
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return core::Error{"shim", "cannot start " + shim + ": " + std::strerror(rc)};
-    return pid;
+  // What the shim recorded once the job ran.
+  static void take(Run& r, const PidRecord& p) {
+    r.status.pid = p.job_pid;
+    r.job_start = p.job_start;
+    r.shim_pid = p.shim_pid;
+    r.shim_start = p.shim_start;
+    r.cgroup = p.cgroup;
+    r.devices_cgroup = p.devices_cgroup;
+    r.status.started =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(p.started_ms));
   }
 
   // Waits until the shim has recorded the job's start (or why it could not start).
@@ -255,13 +238,7 @@ struct Runner::Impl {
     auto pause = std::chrono::microseconds(200);
     while (true) {
       if (auto p = read_pid_record(r.files)) {
-        r.status.pid = p->job_pid;
-        r.job_start = p->job_start;
-        r.shim_start = p->shim_start;
-        r.cgroup = p->cgroup;
-        r.devices_cgroup = p->devices_cgroup;
-        r.status.started =
-            std::chrono::system_clock::time_point(std::chrono::milliseconds(p->started_ms));
+        take(r, *p);
         refresh(r);
         return core::ok_status();
       }
@@ -291,16 +268,7 @@ struct Runner::Impl {
     r.status.key = key;
     r.status.stdout_path = files.path("stdout");
     r.status.stderr_path = files.path("stderr");
-    if (auto p = read_pid_record(files)) {
-      r.status.pid = p->job_pid;
-      r.job_start = p->job_start;
-      r.shim_pid = p->shim_pid;
-      r.shim_start = p->shim_start;
-      r.cgroup = p->cgroup;
-      r.devices_cgroup = p->devices_cgroup;
-      r.status.started =
-          std::chrono::system_clock::time_point(std::chrono::milliseconds(p->started_ms));
-    }
+    if (auto p = read_pid_record(files)) take(r, *p);
     if (auto s = read_stop_record(files)) {
       r.status.stop_requested = true;
       r.status.phase = RunPhase::Stopping;
@@ -383,8 +351,8 @@ core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
   r.status.stdout_path = files.path("stdout");
   r.status.stderr_path = files.path("stderr");
   r.status.started = std::chrono::system_clock::now();
-  auto pid =
-      impl_->spawn(impl_->shim_argv(spec, files.dir, command), Impl::environment(spec.env), files);
+  auto pid = spawn_process({impl_->shim, impl_->shim_argv(spec, files.dir, command),
+                            Impl::environment(spec.env), -1, files.path("shim.log")});
   if (!pid.ok()) return pid.error();
   r.shim_pid = pid.value();
   r.our_child = true;

@@ -227,7 +227,8 @@ void join_cgroups(ShimArgs& a, pid_t job, int err_fd) {
 // reused yet): SIGKILL whatever of its tree remains.
 void kill_leftovers(const ShimArgs& a, pid_t job) {
   ::kill(-job, SIGKILL);
-  for (pid_t pid : session_members({job})[job]) {
+  const std::vector<pid_t> session = session_members({job})[job];
+  for (pid_t pid : session) {
     if (pid != job) ::kill(pid, SIGKILL);
   }
   if (!a.cgroup.empty()) kill_cgroup(a.cgroup);

@@ -231,12 +231,6 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int in
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned int* id) {
-  if (d->mig < 0) return NVML_ERROR_INVALID_ARGUMENT;
-  *id = static_cast<unsigned>(d->mig);
-  return NVML_SUCCESS;
-}
-
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t d, nvmlDeviceAttributes_t* a) {
   if (d->mig < 0) return NVML_ERROR_NOT_SUPPORTED;  // as documented: MIG handles only
   return mig_attributes(d->mig, a) ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;

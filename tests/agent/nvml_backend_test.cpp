@@ -225,8 +225,22 @@ TEST(NvmlBackend, ProbePrintsDiscoveryAndSamples) {
   EXPECT_EQ(pclose(p), 0) << out;
   EXPECT_NE(out.find("\"uuid\": \"GPU-5e1f0000-0000-0000-0000-000000000001\""), std::string::npos)
       << out;
-  EXPECT_NE(out.find("\"util_pct\": 37.0"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"util_pct\": 37,"), std::string::npos) << out;
   EXPECT_NE(out.find("\"sample_ms_max\""), std::string::npos) << out;
+
+  FILE* csv = popen((std::string(NVML_PROBE) + " --library " + FAKE_NVML_LIBRARY +
+                     " --samples 2 --interval-ms 10 --csv")
+                        .c_str(),
+                    "r");
+  ASSERT_NE(csv, nullptr);
+  out.clear();
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, csv)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(csv), 0) << out;
+  EXPECT_EQ(out.substr(0, out.find("# sample_ms_max=")),
+            "0,GPU-5e1f0000-0000-0000-0000-000000000000,NVIDIA H100 80GB HBM3,81559,37,37,1024,40,"
+            "350.5,1,0,\n"
+            "1,GPU-5e1f0000-0000-0000-0000-000000000001,NVIDIA H100 80GB HBM3,81559,37,37,1124,41,"
+            "351.5,1,0,\n");
 
   FILE* missing = popen((std::string(NVML_PROBE) + " --library /nonexistent.so 2>&1").c_str(), "r");
   ASSERT_NE(missing, nullptr);

@@ -331,6 +331,28 @@ TEST_F(RunnerTest, MemoryLimitIsEnforced) {
   EXPECT_EQ(slurp(free.stdout_path), "134217728");
 }
 
+TEST_F(RunnerTest, CgroupLimitsAreWritten) {
+  Runner runner(options_);
+  const Isolation& iso = runner.capabilities();
+  if (!iso.memory_limit && !iso.cpu_limit) {
+    GTEST_SKIP() << "no cgroup v2 memory or cpu controller here: " << runner.isolation();
+  }
+  LaunchSpec spec = sh(1, "while [ ! -e go ]; do sleep 0.02; done");
+  spec.memory_mib = 512;
+  spec.cpus = 1.5;
+  launch(runner, spec);
+  const std::string dir = iso.cgroup + "/1.1";
+  if (iso.memory_limit) {
+    EXPECT_EQ(slurp(dir + "/memory.max"), "536870912\n");
+  }
+  if (iso.cpu_limit) {
+    EXPECT_EQ(slurp(dir + "/cpu.max"), "150000 100000\n");
+  }
+  std::ofstream(dir_ + "/go") << "";
+  wait_exit(runner, {1, 1});
+  EXPECT_TRUE(eventually([&] { return !fs::exists(dir); })) << "the shim removes the run's cgroup";
+}
+
 TEST_F(RunnerTest, GpuJobsGetNoAddressSpaceLimit) {
   Runner runner(options_);
   if (runner.capabilities().memory_limit) GTEST_SKIP() << "memory is limited by cgroup v2 here";
