@@ -109,6 +109,7 @@ core::Status Agent::start() {
   devices_ = found.value();
   if (devices_.empty()) return Error{"backend", backend_->name() + " found no GPU on this node"};
   runner_ = std::make_unique<Runner>(o_.runner);
+  health_ = std::make_unique<HealthMonitor>(devices_, o_.health);
   client_ = std::make_unique<ServerClient>(o_.server);
   started_ = Clock::now();
   load_state();
@@ -251,6 +252,7 @@ bool Agent::try_register() {
 void Agent::sample_gpus() {
   const double t = std::chrono::duration<double>(Clock::now() - started_).count();
   last_sample_ = backend_->sample(t);
+  health_->observe(t, last_sample_);
   if (!last_sample_.ok()) return;
   GpuHolders holders;
   std::map<RunKey, ProcessTimes> times;
@@ -325,6 +327,7 @@ void Agent::launch(const Assignment& a) {
     spec.key = a.key;
     spec.command = a.command;
     spec.env = job_environment(a, choice.value(), o_.node);
+    spec.gpu_uuids = choice.value().uuids;
     spec.workdir = a.workdir;
     spec.memory_mib = a.memory_mib;
     spec.cpus = a.cpus;
@@ -363,6 +366,14 @@ void Agent::ship_logs() {
   for (auto& [key, rec] : records_) {
     auto st = status_.find(key);
     if (st == status_.end() || rec.fenced) continue;
+    if (st->second.phase == RunPhase::Exited && !st->second.error.empty() && !rec.error_logged &&
+        !st->second.stderr_path.empty()) {
+      // Why it could not start, or why its end is unknown: where its owner looks.
+      std::ofstream(st->second.stderr_path, std::ios::app)
+          << "allot agent on " << o_.node << ": " << st->second.error << "\n";
+      rec.error_logged = true;
+      save_record(rec);
+    }
     const std::pair<const char*, const std::string*> streams[] = {
         {"stdout", &st->second.stdout_path}, {"stderr", &st->second.stderr_path}};
     bool changed = false;
@@ -446,7 +457,11 @@ void Agent::send_reports() {
       finishing.pop_back();
       continue;
     }
-    const char* event = rec.lease_lost ? "lost" : s.stop_requested ? "preempted" : "exited";
+    // An exit whose status nobody saw (the shim died) is not a success: the run is lost.
+    const char* event = rec.lease_lost              ? "lost"
+                        : s.stop_requested          ? "preempted"
+                        : !s.exit_code && !s.signal ? "lost"
+                                                    : "exited";
     out.push_back({key, event, s.exit_code, s.signal});
   }
   for (const auto& l : lost_) out.push_back(l);
@@ -514,17 +529,14 @@ void Agent::send_reports() {
 }
 
 void Agent::send_heartbeat() {
-  HealthVerdict v = evaluate(devices_, last_sample_, o_.health);
+  HealthVerdict v = health_->verdict();
   if (!o_.health.script.empty()) {
     const auto now = Clock::now();
     if (now >= next_script_) {
       script_verdict_ = run_health_script(o_.health.script, o_.health.script_timeout);
       next_script_ = now + o_.health_script_every;
     }
-    if (!script_verdict_.healthy) {
-      v.healthy = false;
-      v.reason += (v.reason.empty() ? "" : "; ") + script_verdict_.reason;
-    }
+    merge(v, script_verdict_);
   }
   json body = {{"health", v.healthy ? "healthy" : "unhealthy"}};
   if (!v.reason.empty()) body["reason"] = v.reason.substr(0, 512);
@@ -591,6 +603,7 @@ void Agent::load_state() {
     r.started_reported = j.value("started_reported", false);
     r.fenced = j.value("fenced", false);
     r.lease_lost = j.value("lease_lost", false);
+    r.error_logged = j.value("error_logged", false);
     r.shipped = j.value("shipped", std::map<std::string, std::int64_t>{});
     records_[r.key] = r;
   }
@@ -605,6 +618,7 @@ void Agent::save_record(const RunRecord& r) const {
             {"started_reported", r.started_reported},
             {"fenced", r.fenced},
             {"lease_lost", r.lease_lost},
+            {"error_logged", r.error_logged},
             {"shipped", r.shipped}};
   write_atomically(fs::path(o_.state_dir) / "agent" / "runs" / (key_name(r.key) + ".json"),
                    j.dump());

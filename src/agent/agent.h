@@ -77,6 +77,7 @@ class Agent {
     bool fenced = false;      // killed because the server no longer lists it: nothing to report
     bool lease_lost = false;  // stopped because the lease ran out: reported lost
     bool launch_failed = false;
+    bool error_logged = false;  // the runner's reason for an odd exit is in the stderr log
     std::string launch_error;
     std::map<std::string, std::int64_t> shipped;  // stream -> bytes the server has
   };
@@ -114,6 +115,7 @@ class Agent {
   std::vector<Report> lost_;            // to report
   core::Result<std::vector<GpuSample>> last_sample_{core::Error{"gpus", "not sampled yet"}};
   TelemetryAggregator telemetry_;
+  std::unique_ptr<HealthMonitor> health_;  // sees every sample (XIDs come once)
   HealthVerdict script_verdict_;
   std::chrono::steady_clock::time_point next_sample_{}, next_heartbeat_{}, next_telemetry_{},
       next_script_{};

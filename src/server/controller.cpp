@@ -480,14 +480,14 @@ ReportOutcome Controller::agent_report(const std::string& node, JobId id, int ru
     const bool gang = a.nodes->size() > 1;
     const std::string where = " on " + node;
     WriteBatch batch;
+    const int code = exit_code.value_or(0);
+    const std::string how = signal ? "killed by signal " + std::to_string(*signal)
+                                   : "exited with code " + std::to_string(code);
     if (event == "started") {
       if (st != JobStatus::Starting) return {a.rec.state, ""};  // repeated, or another node's
       transition(a, JobStatus::Running, "started" + where, now, batch);
       batch.push_back(op::UpdateJob{a.rec});
     } else if (event == "exited") {
-      const int code = exit_code.value_or(0);
-      const std::string how = signal ? "killed by signal " + std::to_string(*signal)
-                                     : "exited with code " + std::to_string(code);
       if (st == JobStatus::Preempting) {
         if (a.stopped.count(node)) return {a.rec.state, ""};
         node_stopped(a, node, "stopped" + where + " (" + how + ")", now, batch);
@@ -508,7 +508,9 @@ ReportOutcome Controller::agent_report(const std::string& node, JobId id, int ru
     } else if (event == "preempted") {
       if (st != JobStatus::Preempting) return {"", "no stop was asked for this job"};
       if (a.stopped.count(node)) return {a.rec.state, ""};
-      node_stopped(a, node, "stopped" + where, now, batch);
+      node_stopped(a, node,
+                   "stopped" + where + (exit_code || signal ? " (" + how + ")" : std::string()),
+                   now, batch);
     } else if (event == "lost") {
       lose(a, "lost" + where + " (its agent no longer runs it)", now, batch);
     } else {
@@ -874,6 +876,7 @@ void Controller::cycle() {
     a.rec.milli = 0;
     for (const auto& g : s.placement) a.rec.milli += g.milli;
     a.rec.runs += 1;
+    a.victims = s.victims;
     set_placement(a);
     std::string reason = std::string(s.allocated ? "allocated" : "unallocated") + ", " +
                          (s.mode == core::StartMode::Preempting   ? "preempting"
@@ -930,6 +933,14 @@ void Controller::publish() {
     }
     ++s->running;
     if (!a.nodes || a.nodes->empty()) continue;
+    if (st == JobStatus::Starting && !a.victims.empty()) {
+      std::erase_if(a.victims, [&](JobId v) {
+        auto it = active_.find(v);
+        return it == active_.end() ||
+               parse_job_status(it->second.rec.state) != JobStatus::Preempting;
+      });
+      if (!a.victims.empty()) continue;  // its GPUs are still being vacated
+    }
     std::string rendezvous;
     {
       // Rank 0's host (its registered address without a port, else its name) and the job's port.

@@ -165,6 +165,9 @@ class Controller {
     std::vector<std::pair<std::vector<int>, std::int64_t>> per_node;  // same order as nodes
     std::set<std::string> exited_ok;  // nodes of a gang that reported exit 0 (this run)
     std::set<std::string> stopped;    // nodes that confirmed the stop (this run, preempting)
+    // Jobs this run preempted: it is not handed to agents until they have all stopped, so that
+    // two jobs never share a GPU while a victim spends its grace period checkpointing.
+    std::vector<JobId> victims;
   };
 
   template <typename T>
