@@ -9,20 +9,21 @@
 namespace {
 
 void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: allot <command> [options]\n"
-               "\n"
-               "commands:\n"
-               "  demo     run the scheduling core on a built-in 88-GPU cluster and narrate it\n"
-               "  sim      simulate a cluster on a workload trace and report the four metrics\n"
-               "  server   run the control plane (REST API, scheduling loop, embedded store)\n"
-               "  up       run the control plane with a local cluster (11 x 8 H100) in one command\n"
-               "  agent    run the node agent: GPUs, health, telemetry, jobs as processes\n"
-               "  submit, ls, show, why, cancel, budget, nodes, drain, undrain, cordon,\n"
-               "  uncordon, report, token   talk to a server ('allot ls --help')\n"
-               "  version  print the version\n"
-               "\n"
-               "'allot <command> --help' tells more.\n");
+  std::fprintf(
+      out,
+      "usage: allot <command> [options]\n"
+      "\n"
+      "commands:\n"
+      "  demo     run the scheduling core on a built-in 88-GPU cluster and narrate it\n"
+      "  sim      simulate a cluster on a workload trace and report the four metrics\n"
+      "  server   run the control plane (REST API, scheduling loop, embedded store)\n"
+      "  up       run the control plane with a local cluster (11 x 8 H100) in one command\n"
+      "  agent    run the node agent: GPUs, health, telemetry, jobs as processes\n"
+      "  submit, ls, show, why, cancel, budget, nodes, drain, undrain, cordon,\n"
+      "  uncordon, report, token   talk to a server ('allot ls --help')\n"
+      "  version  print the version\n"
+      "\n"
+      "'allot <command> --help' tells more.\n");
 }
 
 }  // namespace
