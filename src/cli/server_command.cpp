@@ -1,5 +1,6 @@
-// `allot server`: the control plane on the embedded store. `allot up`: the same plus an in-process
-// simulated local cluster (11 nodes x 8 H100 by default), ready to take jobs in one command.
+// `allot server`: the control plane on the embedded store. `allot up`: the same plus a local
+// cluster of node agents in this process (cli/local_cluster.h: 11 nodes x 8 H100 by default, fake
+// GPUs unless NVML finds real ones), whose jobs run as real processes: one command to a cluster.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/local_cluster.h"
 #include "server/api.h"
 #include "server/controller.h"
 #include "store/sqlite_store.h"
@@ -28,31 +30,37 @@ struct ServerArgs {
   int lease_seconds = 30;
   int node_timeout_seconds = 45;
   int stop_grace_seconds = 30;
+  int local_nodes = 0;  // allot up: node agents in this process (fake GPUs without a real one)
+  std::string backend = "auto";
 };
 
 void usage(bool up) {
-  std::fprintf(stderr,
-               "usage: allot %s [options]\n"
-               "  --data PATH          database file (default: %s)\n"
-               "  --host HOST          address to listen on (default 127.0.0.1)\n"
-               "  --port N             port (default 7400; 0 = any free port)\n"
-               "  --tls-cert FILE --tls-key FILE   serve HTTPS\n"
-               "  --addr-file FILE     write the address served here once listening\n"
-               "  --token-file FILE    write the admin token printed at start here (mode 0600)\n"
-               "  --tick-ms N          scheduling cycle at least every N ms (default 1000)\n"
-               "  --threads N          HTTP worker threads (default 32)\n"
-               "  --sim-nodes N        simulated nodes of 8 H100 (default %s)\n"
-               "  --sim-duration S     simulated run time of jobs without expected_duration "
-               "(default 300)\n"
-               "  --lease-seconds S    how long agents keep their jobs without reaching the "
-               "server (default 30)\n"
-               "  --node-timeout-seconds S  a node silent this long is marked down (default 45; "
-               "more than lease + 5)\n"
-               "  --stop-grace-seconds S    SIGTERM to SIGKILL when a job is stopped (default "
-               "30)\n"
-               "job logs go to <data>.logs/\n",
-               up ? "up" : "server", up ? "a fresh temporary directory" : "./allot.db",
-               up ? "11" : "0");
+  std::fprintf(
+      stderr,
+      "usage: allot %s [options]\n"
+      "  --data PATH          database file (default: %s)\n"
+      "  --host HOST          address to listen on (default 127.0.0.1)\n"
+      "  --port N             port (default 7400; 0 = any free port)\n"
+      "  --tls-cert FILE --tls-key FILE   serve HTTPS\n"
+      "  --addr-file FILE     write the address served here once listening\n"
+      "  --token-file FILE    write the admin token printed at start here (mode 0600)\n"
+      "  --tick-ms N          scheduling cycle at least every N ms (default 1000)\n"
+      "  --threads N          HTTP worker threads (default 32)\n"
+      "  --nodes N            (up) local nodes of 8 GPUs with agents running jobs as real\n"
+      "                       processes: fake H100s unless NVML finds a GPU (default 11)\n"
+      "  --backend B          (up) auto | nvml | fake (default auto)\n"
+      "  --sim-nodes N        simulated nodes of 8 H100: no agent, jobs only pretend\n"
+      "                       to run for their expected duration (default 0)\n"
+      "  --sim-duration S     simulated run time of jobs without expected_duration "
+      "(default 300)\n"
+      "  --lease-seconds S    how long agents keep their jobs without reaching the "
+      "server (default 30)\n"
+      "  --node-timeout-seconds S  a node silent this long is marked down (default 45; "
+      "more than lease + 5)\n"
+      "  --stop-grace-seconds S    SIGTERM to SIGKILL when a job is stopped (default "
+      "30)\n"
+      "job logs go to <data>.logs/\n",
+      up ? "up" : "server", up ? "a fresh temporary directory" : "./allot.db");
 }
 
 bool parse(int argc, char** argv, ServerArgs& a, bool up) {
@@ -100,6 +108,14 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.sim_nodes = number("a count");
     } else if (k == "--sim-duration") {
       a.sim_default = number("seconds");
+    } else if (k == "--nodes" && up) {
+      a.local_nodes = number("a count");
+    } else if (k == "--backend" && up) {
+      a.backend = next("auto, nvml or fake");
+      if (a.backend != "auto" && a.backend != "nvml" && a.backend != "fake") {
+        std::fprintf(stderr, "allot: --backend must be auto, nvml or fake\n");
+        std::exit(2);
+      }
     } else if (k == "--lease-seconds") {
       a.lease_seconds = number("seconds");
     } else if (k == "--node-timeout-seconds") {
@@ -182,9 +198,9 @@ int serve(ServerArgs a, bool up) {
   for (int i = 0; i < a.sim_nodes; ++i) {
     store::NodeRecord n;
     char name[32];
-    std::snprintf(name, sizeof name, "local-%02d", i + 1);
+    std::snprintf(name, sizeof name, "sim-%02d", i + 1);
     n.name = name;
-    n.cluster = "local";
+    n.cluster = "sim";
     n.model = "H100";
     n.gpus = 8;
     n.block = "block-" + std::to_string(i / 4);
@@ -217,8 +233,24 @@ int serve(ServerArgs a, bool up) {
   std::printf("allot %s listening on %s (data: %s)\n", up ? "up:" : "server", addr.c_str(),
               a.data.c_str());
   if (a.sim_nodes > 0) {
-    std::printf("simulated cluster 'local': %d nodes x 8 H100 (%d GPUs)\n", a.sim_nodes,
-                a.sim_nodes * 8);
+    std::printf("simulated cluster 'sim': %d nodes x 8 H100 (%d GPUs, jobs do not run)\n",
+                a.sim_nodes, a.sim_nodes * 8);
+  }
+  std::unique_ptr<LocalCluster> local;
+  if (a.local_nodes > 0 || (up && a.backend == "nvml")) {
+    LocalClusterOptions lo;
+    lo.server_url = std::string(a.tls_cert.empty() ? "http" : "https") +
+                    "://127.0.0.1:" + std::to_string(port.value());
+    lo.data_dir = a.data + ".local";
+    lo.backend = a.backend;
+    lo.fake_nodes = a.local_nodes;
+    auto lc = LocalCluster::start(st, lo, now);
+    if (!lc.ok()) {
+      std::fprintf(stderr, "allot: local cluster: %s\n", lc.error().message().c_str());
+      return 1;
+    }
+    local = std::move(lc.value());
+    std::printf("local cluster 'local': %s\n", local->describe().c_str());
   }
   if (!admin.empty()) {
     std::printf("admin token (shown once): %s\n", admin.c_str());
@@ -233,6 +265,7 @@ int serve(ServerArgs a, bool up) {
   int sig = 0;
   sigwait(&set, &sig);
   std::printf("allot: stopping\n");
+  local.reset();  // the agents stop their jobs
   api.stop();
   ctl.stop();
   return 0;
@@ -248,7 +281,7 @@ int server_main(int argc, char** argv) {
 
 int up_main(int argc, char** argv) {
   ServerArgs a;
-  a.sim_nodes = 11;
+  a.local_nodes = 11;
   a.port = 7400;
   if (!parse(argc, argv, a, true)) return 2;
   return serve(a, true);
