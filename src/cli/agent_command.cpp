@@ -143,8 +143,8 @@ int agent_main(int argc, char** argv) {
   if (o.server.token.empty()) {
     std::fprintf(stderr,
                  "allot agent: no token: give --token or --token-file (an admin creates one with "
-                 "'allot token create --role agent --scope %s')\n",
-                 o.node.c_str());
+                 "'allot token create agent-%s --role agent --scope %s')\n",
+                 o.node.c_str(), o.node.c_str());
     return 2;
   }
   auto b = agent::make_backend(backend, o.node);
