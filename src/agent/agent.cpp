@@ -137,9 +137,13 @@ core::Status Agent::start() {
   return core::ok_status();
 }
 
-void Agent::stop(bool kill_runs) {
-  kill_on_stop_ = kill_runs;
+void Agent::request_stop(bool kill_runs) {
+  kill_on_stop_ = kill_on_stop_ || kill_runs;
   stopping_ = true;
+}
+
+void Agent::stop(bool kill_runs) {
+  request_stop(kill_runs);
   if (thread_.joinable()) thread_.join();
 }
 

@@ -63,6 +63,8 @@ class Agent {
   // Ends the loop. kill_runs: stop every job first (SIGTERM, grace, SIGKILL), as `allot up` does
   // on exit; otherwise they keep running and a restarted agent recovers them.
   void stop(bool kill_runs = false);
+  // The same without waiting: the loop ends on its own (stop() then waits for it).
+  void request_stop(bool kill_runs = false);
 
   const std::vector<GpuDevice>& devices() const { return devices_; }
   std::string isolation() const;
@@ -128,7 +130,7 @@ class Agent {
   std::int64_t last_contact_saved_ = 0;
 
   std::atomic<bool> stopping_{false};
-  bool kill_on_stop_ = false;
+  std::atomic<bool> kill_on_stop_{false};
   std::thread thread_;
 };
 

@@ -106,6 +106,7 @@ core::Result<std::unique_ptr<LocalCluster>> LocalCluster::start(store::Store& st
 }
 
 LocalCluster::~LocalCluster() {
+  for (auto& a : agents_) a->request_stop(true);  // all at once: each stops its jobs
   for (auto& a : agents_) a->stop(true);
 }
 

@@ -264,6 +264,55 @@ TEST(EndToEnd, APartitionedAgentGivesItsJobUpBeforeTheServerMovesIt) {
   EXPECT_EQ(c.job(j)["runs"], 2);
 }
 
+TEST(EndToEnd, AGangJobRunsOnEveryNodeWithItsRankAndRendezvous) {
+  TestCluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8);
+  c.start_agent("n2", 8);
+  const auto g = c.submit(
+      {{"budget", "/lab/a"},
+       {"nodes", 2},
+       {"gpus_per_node", 8},
+       {"min_runtime", 60},
+       {"command", c.marked("g",
+                            "echo \"$ALLOT_NODE $ALLOT_NUM_NODES $ALLOT_NODES $MASTER_ADDR "
+                            "$MASTER_PORT $WORLD_SIZE\" > " +
+                                c.out("g.") + "$ALLOT_NODE_RANK; exit 0")}});
+  ASSERT_TRUE(c.wait_state(g, "succeeded")) << c.history(g);
+  auto j = c.job(g);
+  std::vector<std::string> ranks;  // nodes in rank order: the order of the placement
+  for (const auto& slot : j["placement"]) {
+    const std::string n = slot["node"];
+    if (std::find(ranks.begin(), ranks.end(), n) == ranks.end()) ranks.push_back(n);
+  }
+  ASSERT_EQ(ranks.size(), 2u);
+  const std::string port = std::to_string(20000 + g % 10000);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(slurp(c.out("g." + std::to_string(r))),
+              ranks[r] + " 2 " + ranks[0] + "," + ranks[1] + " " + ranks[0] + " " + port + " 16\n");
+  }
+
+  // A gang fails as soon as one rank fails; the other rank's process is stopped.
+  const auto f = c.submit(
+      {{"budget", "/lab/a"},
+       {"nodes", 2},
+       {"gpus_per_node", 8},
+       {"min_runtime", 60},
+       {"command",
+        c.marked("f", "if [ \"$ALLOT_NODE_RANK\" = 1 ]; then sleep 0.3; exit 5; fi; sleep 600")}});
+  ASSERT_TRUE(c.wait_state(f, "failed")) << c.history(f);
+  EXPECT_EQ(c.job(f)["exit_code"], 5);
+  const auto pids = lines_of(c.out("f.pid"));
+  ASSERT_EQ(pids.size(), 2u);
+  EXPECT_TRUE(eventually([&] {
+    for (const auto& p : pids) {
+      if (::kill(std::stoi(p), 0) == 0) return false;
+    }
+    return true;
+  })) << "a rank of the failed gang is still running";
+}
+
 TEST(EndToEnd, TelemetryReachesTheServerPerJob) {
   TestCluster c(kFastServer);
   c.start_server();
