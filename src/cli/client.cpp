@@ -536,20 +536,29 @@ int cmd_budget(const Args& a, const Conn& c) {
                       v.get<double>() * 100);
         fr += buf;
       }
-      std::string members;
-      for (const auto& m : b["members"])
-        members += (members.empty() ? "" : ",") + m.get<std::string>();
+      auto names = [](const json& list) {
+        std::string out;
+        if (!list.is_array()) return out;
+        for (const auto& m : list) out += (out.empty() ? "" : ",") + m.get<std::string>();
+        return out;
+      };
       char share[32];
       std::snprintf(share, sizeof share, "%g", b["share"].get<double>());
       rows.push_back({std::string(2 * static_cast<std::size_t>(b["depth"].get<int>()), ' ') +
                           b["path"].get<std::string>(),
-                      share, fr, members});
+                      share, fr, names(b.value("owners", json::array())), names(b["members"])});
     }
-    table({"BUDGET", "SHARE", "OF CLUSTER", "MEMBERS"}, rows);
+    table({"BUDGET", "SHARE", "OF CLUSTER", "OWNERS", "MEMBERS"}, rows);
+    return kOk;
+  }
+  if (sub == "rm" || sub == "remove") {
+    if (a.pos.size() < 2) die(kUsage, "budget rm PATH");
+    auto r = request(c, "DELETE", "/api/v1/budgets?path=" + qs_escape(a.pos[1]));
+    for (const auto& p : r["removed"]) std::printf("removed %s\n", p.get<std::string>().c_str());
     return kOk;
   }
   if (sub == "set") {
-    if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b]");
+    if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b] [--owners c,d]");
     json body = {{"path", a.pos[1]}};
     if (a.has("share")) {
       char* end = nullptr;
@@ -557,9 +566,10 @@ int cmd_budget(const Args& a, const Conn& c) {
       if (*end != '\0') die(kUsage, "--share: not a number");
       body["share"] = v;
     }
-    if (a.has("members")) {
+    for (const char* list : {"members", "owners"}) {
+      if (!a.has(list)) continue;
       json m = json::array();
-      std::string s = a.get("members");
+      std::string s = a.get(list);
       std::size_t st = 0;
       while (st < s.size()) {
         auto comma = s.find(',', st);
@@ -567,7 +577,7 @@ int cmd_budget(const Args& a, const Conn& c) {
         if (comma > st) m.push_back(s.substr(st, comma - st));
         st = comma + 1;
       }
-      body["members"] = m;
+      body[list] = m;
     }
     auto r = request(c, "POST", "/api/v1/budgets", &body);
     std::printf("budget %s: share %g\n", r["path"].get<std::string>().c_str(),
@@ -596,7 +606,7 @@ int cmd_budget(const Args& a, const Conn& c) {
           rows);
     return kOk;
   }
-  die(kUsage, "budget: tree, set or usage");
+  die(kUsage, "budget: tree, set, rm or usage");
 }
 
 int cmd_report(const Args& a, const Conn& c) {
@@ -744,7 +754,8 @@ void client_usage(const std::string& cmd) {
       "  ls [--state S[,S]] [--owner U] [--budget B] [--limit N] [--all] [--json]\n"
       "  show ID | why ID | cancel ID [--reason R]\n"
       "  logs ID [--stderr] [--node N] [--run R] [-f]\n"
-      "  budget tree | budget set PATH [--share X] [--members a,b] |\n"
+      "  budget tree | budget set PATH [--share X] [--members a,b] [--owners c,d] |\n"
+      "  budget rm PATH |\n"
       "  budget usage [--since 7d | --from T --to T] [--by budget|user] [--budget B]\n"
       "  nodes | drain NODE [--reason R] | undrain NODE | cordon NODE | uncordon NODE\n"
       "  report [--since 7d] [--budget B] [--format text|csv|json]\n"

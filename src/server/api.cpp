@@ -289,16 +289,28 @@ struct ApiServer::Impl {
     auto secret = h.substr(7);
     if (secret.size() > 256) throw HttpError{401, "Authorization", "invalid token"};
     auto hash = sha256_hex(secret);
+    Principal p;
+    bool cached = false;
     {
       std::lock_guard lk(token_mu);
       auto it = token_cache.find(hash);
-      if (it != token_cache.end()) return it->second;
+      if (it != token_cache.end()) {
+        p = it->second;
+        cached = true;
+      }
     }
-    auto t = store->token_by_hash(hash);
-    if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
-    Principal p{t->id, t->role, t->subject, t->scope};
-    std::lock_guard lk(token_mu);
-    token_cache[hash] = p;
+    if (!cached) {
+      auto t = store->token_by_hash(hash);
+      if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
+      p = Principal{t->id, t->role, t->subject, t->scope, {}};
+      std::lock_guard lk(token_mu);
+      token_cache[hash] = p;
+    }
+    // What it manages follows the budgets' owners as they are now.
+    if (p.role == "manager" || p.role == "user") {
+      auto snap = ctl->snapshot();
+      add_managed(p, snap->owned_by);
+    }
     return p;
   }
 
@@ -488,14 +500,16 @@ void ApiServer::Impl::install() {
       throw HttpError{400, "order", "must be asc or desc"};
     }
     q.descending = order == "desc";
-    if (p.role == "user") {
-      if (!q.owner.empty() && q.owner != p.subject) {
-        throw HttpError{403, "owner", "users see only their own jobs"};
+    if (!p.is_admin()) {
+      if (p.manages.empty()) {
+        if (!q.owner.empty() && q.owner != p.subject) {
+          throw HttpError{403, "owner", "users see only their own jobs"};
+        }
+        q.owner = p.subject;
+      } else {
+        q.budgets_within = p.manages;
+        q.owner_or_within = p.subject;
       }
-      q.owner = p.subject;
-    } else if (p.role == "manager") {
-      q.budgets_within = {p.scope};
-      q.owner_or_within = p.subject;
     }
     auto rows = store->jobs(q);
     json out = {{"jobs", json::array()}};
@@ -641,10 +655,12 @@ void ApiServer::Impl::install() {
     json out = {{"budgets", json::array()}};
     for (core::BudgetId id = 0; id < tree.size(); ++id) {
       const auto& n = tree.node(id);
-      if (n.removed) continue;
+      if (n.removed || !can_see_budget(p, n.path, snap->members)) continue;
       json b = {{"path", n.path}, {"share", n.share}, {"depth", n.depth}};
       auto m = snap->members.find(n.path);
       b["members"] = m == snap->members.end() ? json::array() : json(m->second);
+      auto o = snap->owners.find(n.path);
+      b["owners"] = o == snap->owners.end() ? json::array() : json(o->second);
       json fr = json::object();
       for (const auto& [name, cid] : snap->cluster_ids) fr[name] = tree.allocated_fraction(id, cid);
       b["fraction"] = fr;
@@ -655,7 +671,7 @@ void ApiServer::Impl::install() {
 
   route("POST", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    auto body = parse_body(req, {"path", "share", "members"});
+    auto body = parse_body(req, {"path", "share", "members", "owners"});
     auto path = str_field(body, "path", true, 512);
     if (!valid_budget_path(path) || path == "/") {
       throw HttpError{400, "path", "must be a budget path like /org/team"};
@@ -667,25 +683,51 @@ void ApiServer::Impl::install() {
       }
       share = it->get<double>();
     }
-    std::optional<std::vector<std::string>> members;
-    if (auto it = body.find("members"); it != body.end()) {
+    auto users = [&](const char* f) -> std::optional<std::vector<std::string>> {
+      auto it = body.find(f);
+      if (it == body.end()) return std::nullopt;
       if (!it->is_array() || it->size() > 1000) {
-        throw HttpError{400, "members", "must be a list of at most 1000 user names"};
+        throw HttpError{400, f, "must be a list of at most 1000 user names"};
       }
-      members.emplace();
+      std::vector<std::string> out;
       for (const auto& m : *it) {
         if (!m.is_string() || !valid_name(m.get<std::string>())) {
-          throw HttpError{400, "members", "entries must be user names"};
+          throw HttpError{400, f, "entries must be user names"};
         }
-        members->push_back(m.get<std::string>());
+        out.push_back(m.get<std::string>());
       }
+      return out;
+    };
+    auto members = users("members");
+    auto owners = users("owners");
+    if (!share && !members && !owners) {
+      throw HttpError{400, "share", "give a share, members or owners"};
     }
-    if (!share && !members) throw HttpError{400, "share", "give a share, members, or both"};
     require(can_manage_budget(p, path), "change budget " + path);
-    auto r = ctl->set_budget(path, share, members, p.subject);
+    auto r = ctl->set_budget(path, share, members, p.subject, owners);
     if (!r.ok()) check(r.error());
     send(res, 200,
-         {{"path", r.value().path}, {"share", r.value().share}, {"members", r.value().members}});
+         {{"path", r.value().path},
+          {"share", r.value().share},
+          {"members", r.value().members},
+          {"owners", r.value().owners}});
+  });
+
+  route("DELETE", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
+    auto p = authenticate(req);
+    check_query(req, {"path"});
+    auto path = req.get_param_value("path");
+    if (!req.has_param("path")) throw HttpError{400, "path", "required: the budget to remove"};
+    if (!valid_budget_path(path) || path == "/") {
+      throw HttpError{400, "path", "must be a budget path like /org/team"};
+    }
+    require(can_manage_budget(p, path), "remove budget " + path);
+    auto r = ctl->remove_budget(path, p.subject);
+    if (!r.ok()) {
+      const bool missing = r.error().reason.rfind("no budget", 0) == 0;
+      check(r.error(), missing ? 404 : 409);
+    }
+    send(res, 200, {{"path", path}, {"removed", r.value()}});
   });
 
   route("GET", "/api/v1/budgets/audit",
@@ -694,8 +736,7 @@ void ApiServer::Impl::install() {
           check_query(req, {"path", "limit"});
           auto path = req.has_param("path") ? req.get_param_value("path") : std::string("/");
           if (!valid_budget_path(path)) throw HttpError{400, "path", "not a budget path"};
-          require(p.is_admin() || (p.role == "manager" && path_within(path, p.scope)),
-                  "read the audit log of " + path);
+          require(can_see_budget_usage(p, path), "read the audit log of " + path);
           auto limit = static_cast<int>(query_int(req, "limit", 100, 1, 1000));
           json out = {{"entries", json::array()}};
           for (const auto& a : store->audit(path == "/" ? "" : path, limit)) {
@@ -1207,9 +1248,15 @@ void ApiServer::Impl::install() {
   // ---- tokens ----
   route("GET", "/api/v1/tokens", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    require(p.is_admin(), "list tokens (administrators only)");
+    check_query(req, {});
+    require(p.is_admin() || (p.is_human() && !p.manages.empty()),
+            "list tokens (administrators, and managers for their members)");
+    auto snap = ctl->snapshot();
     json out = {{"tokens", json::array()}};
     for (const auto& t : store->tokens()) {
+      if (!p.is_admin() && !(t.role == "user" && can_manage_user(p, t.subject, snap->members))) {
+        continue;
+      }
       out["tokens"].push_back({{"id", t.id},
                                {"name", t.name},
                                {"role", t.role},
@@ -1222,6 +1269,9 @@ void ApiServer::Impl::install() {
   });
   route("POST", "/api/v1/tokens", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
+    // Who may create tokens at all comes before what the request says.
+    require(p.is_admin() || (p.is_human() && !p.manages.empty()),
+            "create tokens (administrators; managers create user tokens for their members)");
     auto body = parse_body(req, {"name", "role", "subject", "scope"});
     auto name = str_field(body, "name", true);
     auto role = str_field(body, "role", true);
@@ -1240,7 +1290,14 @@ void ApiServer::Impl::install() {
     if ((role == "admin" || role == "user") && !scope.empty()) {
       throw HttpError{400, "scope", "only manager and agent tokens have a scope"};
     }
-    require(p.is_admin(), "create tokens (administrators only)");
+    if (!p.is_admin()) {
+      if (role != "user") throw HttpError{403, "role", "managers create user tokens only"};
+      auto snap = ctl->snapshot();
+      if (!can_manage_user(p, subject, snap->members)) {
+        throw HttpError{403, "subject",
+                        subject + " is not a member of a budget you manage: add them first"};
+      }
+    }
     auto secret = create_token(*store, name, role, subject, scope, ctl->now());
     if (!secret.ok()) check(secret.error(), 409);
     auto rec = store->token_by_hash(sha256_hex(secret.value()));
@@ -1254,16 +1311,26 @@ void ApiServer::Impl::install() {
   route("DELETE", "/api/v1/tokens/{id}",
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
-          require(p.is_admin(), "revoke tokens (administrators only)");
+          require(p.is_admin() || (p.is_human() && !p.manages.empty()),
+                  "revoke tokens (administrators; managers revoke their members' user tokens)");
           std::int64_t id = 0;
           try {
             id = std::stoll(req.matches[1]);
           } catch (...) {
             throw HttpError{404, "id", "no such token"};  // out of range: no token has it
           }
-          bool found = false;
-          for (const auto& t : store->tokens()) found = found || t.id == id;
+          std::optional<store::TokenRecord> found;
+          for (const auto& t : store->tokens()) {
+            if (t.id == id) found = t;
+          }
           if (!found) throw HttpError{404, "id", "no such token"};
+          if (!p.is_admin()) {
+            auto snap = ctl->snapshot();
+            // A token a manager may not touch is not shown to it either: 404, not 403.
+            if (found->role != "user" || !can_manage_user(p, found->subject, snap->members)) {
+              throw HttpError{404, "id", "no such token"};
+            }
+          }
           auto st = store->write({op::RevokeToken{id, ctl->now()}});
           if (!st.ok()) check(st.error(), 503);
           {

@@ -717,9 +717,18 @@ Status Controller::heartbeat(const std::string& name) {
   });
 }
 
+namespace {
+std::string joined(const std::vector<std::string>& v) {
+  std::string m;
+  for (const auto& x : v) m += (m.empty() ? "" : ",") + x;
+  return m;
+}
+}  // namespace
+
 core::Result<store::BudgetRecord> Controller::set_budget(
     const std::string& path, std::optional<double> share,
-    std::optional<std::vector<std::string>> members, const std::string& actor) {
+    std::optional<std::vector<std::string>> members, const std::string& actor,
+    std::optional<std::vector<std::string>> owners) {
   return call<core::Result<store::BudgetRecord>>([&]() -> core::Result<store::BudgetRecord> {
     const Time now = options_.clock();
     auto& tree = sched_.budgets();
@@ -741,8 +750,9 @@ core::Result<store::BudgetRecord> Controller::set_budget(
           auto id =
               tree.add(*parent, cur.substr(cur.rfind('/') + 1), leaf ? share.value_or(1.0) : 1.0);
           if (!id.ok()) return id.error();
-          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false};
+          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false, {}};
           if (leaf && members) r.members = *members;
+          if (leaf && owners) r.owners = *owners;
           budgets_[cur] = r;
           batch.push_back(op::PutBudget{r});
           batch.push_back(
@@ -751,13 +761,15 @@ core::Result<store::BudgetRecord> Controller::set_budget(
         start = slash + 1;
       }
       if (members && !members->empty()) {
-        std::string m;
-        for (const auto& x : *members) m += (m.empty() ? "" : ",") + x;
-        batch.push_back(op::AddAudit{{0, now, actor, path, "members", "", m}});
+        batch.push_back(op::AddAudit{{0, now, actor, path, "members", "", joined(*members)}});
+      }
+      if (owners && !owners->empty()) {
+        batch.push_back(op::AddAudit{{0, now, actor, path, "owners", "", joined(*owners)}});
       }
     } else {
       auto& r = budgets_[path];
       r.path = path;
+      r.removed = false;
       if (share) {
         auto st = tree.set_share(*existing, *share);
         if (!st.ok()) return st.error();
@@ -766,13 +778,14 @@ core::Result<store::BudgetRecord> Controller::set_budget(
         r.share = *share;
       }
       if (members) {
-        auto j = [](const std::vector<std::string>& v) {
-          std::string m;
-          for (const auto& x : v) m += (m.empty() ? "" : ",") + x;
-          return m;
-        };
-        batch.push_back(op::AddAudit{{0, now, actor, path, "members", j(r.members), j(*members)}});
+        batch.push_back(
+            op::AddAudit{{0, now, actor, path, "members", joined(r.members), joined(*members)}});
         r.members = *members;
+      }
+      if (owners) {
+        batch.push_back(
+            op::AddAudit{{0, now, actor, path, "owners", joined(r.owners), joined(*owners)}});
+        r.owners = *owners;
       }
       batch.push_back(op::PutBudget{r});
     }
@@ -780,6 +793,58 @@ core::Result<store::BudgetRecord> Controller::set_budget(
     dirty_ = true;
     publish();
     return budgets_[path];
+  });
+}
+
+core::Result<std::vector<std::string>> Controller::remove_budget(const std::string& path,
+                                                                 const std::string& actor) {
+  using R = core::Result<std::vector<std::string>>;
+  return call<R>([&]() -> R {
+    auto& tree = sched_.budgets();
+    auto id = tree.find(path);
+    if (!id || *id == tree.root()) return Error{"path", "no budget " + path};
+    std::size_t busy = 0;
+    for (const auto& [jid, a] : active_) {
+      if (a.rec.budget == path ||
+          (a.rec.budget.size() > path.size() && a.rec.budget.compare(0, path.size(), path) == 0 &&
+           a.rec.budget[path.size()] == '/')) {
+        ++busy;
+      }
+    }
+    if (busy > 0) {
+      return Error{"path", std::to_string(busy) + " job" + (busy == 1 ? " is" : "s are") +
+                               " queued or running in " + path +
+                               ": cancel them or wait for them to end"};
+    }
+    // Deepest first: the tree removes leaves only.
+    std::vector<core::BudgetId> order;
+    std::vector<core::BudgetId> stack{*id};
+    while (!stack.empty()) {
+      auto b = stack.back();
+      stack.pop_back();
+      order.push_back(b);
+      for (auto c : tree.node(b).children) {
+        if (tree.valid(c)) stack.push_back(c);
+      }
+    }
+    const Time now = options_.clock();
+    WriteBatch batch;
+    std::vector<std::string> removed;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const std::string p = tree.node(*it).path;
+      if (auto st = tree.remove(*it); !st.ok()) return st.error();
+      auto& r = budgets_[p];
+      r.path = p;
+      r.removed = true;
+      batch.push_back(op::PutBudget{r});
+      batch.push_back(
+          op::AddAudit{{0, now, actor, p, "removed", "share " + json(r.share).dump(), ""}});
+      removed.push_back(p);
+    }
+    write(std::move(batch));
+    dirty_ = true;
+    publish();
+    return removed;
   });
 }
 
@@ -913,8 +978,11 @@ void Controller::publish() {
   }
   s->budgets = budgets_snap_;
   for (const auto& [path, b] : budgets_) {
+    if (b.removed) continue;
     s->members[path] = b.members;
     s->shares[path] = b.share;
+    if (!b.owners.empty()) s->owners[path] = b.owners;
+    for (const auto& o : b.owners) s->owned_by[o].push_back(path);
   }
   for (const auto& c : sched_.clusters()) {
     s->clusters.push_back({c.name, sched_.capacity(c.id), 0});

@@ -99,8 +99,10 @@ struct Snapshot {
   std::map<JobId, WhyInfo> why;  // every waiting job
   std::map<std::string, NodeAssignments> assignments;
   std::shared_ptr<const core::BudgetTree> budgets;
-  std::map<std::string, std::vector<std::string>> members;  // budget path -> members
-  std::map<std::string, double> shares;                     // budget path -> share
+  std::map<std::string, std::vector<std::string>> members;   // budget path -> members
+  std::map<std::string, std::vector<std::string>> owners;    // budget path -> owners
+  std::map<std::string, std::vector<std::string>> owned_by;  // user -> budgets they own
+  std::map<std::string, double> shares;                      // budget path -> share
   std::vector<ClusterInfo> clusters;
   std::map<std::string, core::ClusterId> cluster_ids;
   std::shared_ptr<const core::GpuCatalog> catalog;
@@ -148,9 +150,14 @@ class Controller {
   void set_node_telemetry(const std::string& name, std::string gpus_json);
   std::string node_telemetry(const std::string& name) const;
   const ControllerOptions& options() const { return options_; }
-  core::Result<store::BudgetRecord> set_budget(const std::string& path, std::optional<double> share,
-                                               std::optional<std::vector<std::string>> members,
-                                               const std::string& actor);
+  core::Result<store::BudgetRecord> set_budget(
+      const std::string& path, std::optional<double> share,
+      std::optional<std::vector<std::string>> members, const std::string& actor,
+      std::optional<std::vector<std::string>> owners = std::nullopt);
+  // Removes the budget and everything below it, refused (field "path") while any job is queued
+  // or running there. Returns the removed paths, deepest first; each is audited.
+  core::Result<std::vector<std::string>> remove_budget(const std::string& path,
+                                                       const std::string& actor);
   // Runs a cycle now and returns once its snapshot is published.
   void sync();
 

@@ -59,6 +59,7 @@ struct BudgetRecord {
   double share = 1.0;
   std::vector<std::string> members;  // users who may submit here and below
   bool removed = false;
+  std::vector<std::string> owners;  // users who manage it (as a manager token scoped here would)
 };
 
 struct AuditEntry {
