@@ -609,34 +609,115 @@ int cmd_budget(const Args& a, const Conn& c) {
   die(kUsage, "budget: tree, set, rm or usage");
 }
 
+std::string pct(const json& v) {
+  if (!v.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", v.get<double>() * 100);
+  return buf;
+}
+
+std::string hours(const json& v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v.is_number() ? v.get<double>() / 3600 : 0.0);
+  return buf;
+}
+
+std::string num(const json& v) {
+  if (!v.is_number()) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
+  return buf;
+}
+
+// allot report: the four metrics over the period (availability, occupancy, impact, utilization),
+// then owed and delivered per budget. --format text (default), csv (one metric per line: section,
+// name, metric, value) or json (the API's reply).
 int cmd_report(const Args& a, const Conn& c) {
   std::string q = "/api/v1/report?" + period_query(a);
   if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
-  auto r = request(c, "GET", q);
   const auto fmt = a.has("json") ? "json" : a.get("format", "text");
+  if (fmt != "json" && fmt != "csv" && fmt != "text") die(kUsage, "--format: text, csv or json");
+  auto r = request(c, "GET", q);
   if (fmt == "json") {
     std::printf("%s\n", r.dump(2).c_str());
     return kOk;
   }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& b : r["budgets"]) {
-    char o[32], al[32], un[32], pct[32];
-    std::snprintf(o, sizeof o, "%.1f", b["owed_gpu_seconds"].get<double>() / 3600);
-    std::snprintf(al, sizeof al, "%.1f", b["allocated_gpu_seconds"].get<double>() / 3600);
-    std::snprintf(un, sizeof un, "%.1f", b["unallocated_gpu_seconds"].get<double>() / 3600);
-    std::snprintf(pct, sizeof pct, "%.0f%%", b["delivered_fraction"].get<double>() * 100);
-    rows.push_back({b["budget"], o, al, un, pct});
-  }
+  const auto& av = r["availability"];
+  const auto& oc = r["occupancy"];
+  const auto& im = r["impact"];
+  const auto& ut = r["utilization"];
   if (fmt == "csv") {
-    std::printf("budget,owed_gpu_hours,allocated_gpu_hours,unallocated_gpu_hours,delivered\n");
-    for (const auto& r2 : rows) {
-      std::printf("%s,%s,%s,%s,%s\n", r2[0].c_str(), r2[1].c_str(), r2[2].c_str(), r2[3].c_str(),
-                  r2[4].c_str());
+    std::printf("section,name,metric,value\n");
+    auto line = [](const std::string& sec, const std::string& name, const char* metric,
+                   const json& v) {
+      std::printf("%s,%s,%s,%s\n", sec.c_str(), name.c_str(), metric, num(v).c_str());
+    };
+    const std::string scope = r.value("scope", "/");
+    line("all", scope, "availability", av["value"]);
+    line("all", scope, "occupancy", oc["value"]);
+    line("all", scope, "occupancy_allocated", oc["allocated"]);
+    line("all", scope, "occupancy_unallocated", oc["unallocated"]);
+    line("all", scope, "impact_mean", im["mean"]);
+    line("all", scope, "impact_min", im["min"]);
+    line("all", scope, "budgets_owed", im["budgets_owed"]);
+    line("all", scope, "budgets_at_least_95", im["budgets_at_least_95"]);
+    line("all", scope, "utilization", ut["value"]);
+    line("all", scope, "jobs_measured", ut["jobs_measured"]);
+    line("all", scope, "jobs_without_telemetry", ut["jobs_without_telemetry"]);
+    for (const auto& [name, cl] : r["clusters"].items()) {
+      for (const char* k :
+           {"availability", "occupancy", "occupancy_allocated", "occupancy_unallocated",
+            "total_gpu_seconds", "available_gpu_seconds"}) {
+        line("cluster", name, k, cl[k]);
+      }
+    }
+    for (const auto& b : r["budgets"]) {
+      for (const char* k :
+           {"owed_gpu_seconds", "owed_capped_gpu_seconds", "demand_gpu_seconds",
+            "allocated_gpu_seconds", "unallocated_gpu_seconds", "delivered_fraction", "impact",
+            "utilization", "jobs_measured", "jobs_without_telemetry"}) {
+        line("budget", b["budget"].get<std::string>(), k, b[k]);
+      }
     }
     return kOk;
   }
-  if (fmt != "text") die(kUsage, "--format: text, csv or json");
-  table({"BUDGET", "OWED GPU-H", "ALLOCATED GPU-H", "UNALLOCATED GPU-H", "DELIVERED"}, rows);
+  auto when = [](long long t) {
+    std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+    return std::string(buf);
+  };
+  std::printf("%s: %s to %s UTC\n", r.value("scope", "/").c_str(),
+              when(r["from"].get<long long>()).c_str(), when(r["to"].get<long long>()).c_str());
+  std::printf("availability  %-7s healthy and ready GPU-time / total GPU-time\n",
+              pct(av["value"]).c_str());
+  std::printf("occupancy     %-7s assigned / available GPU-time (allocated %s, unallocated %s)\n",
+              pct(oc["value"]).c_str(), pct(oc["allocated"]).c_str(),
+              pct(oc["unallocated"]).c_str());
+  if (im["budgets_owed"].get<int>() > 0) {
+    std::printf(
+        "impact        %-7s mean over %d budgets owed GPU-time; worst %s (%s); %d at >= 95%%\n",
+        pct(im["mean"]).c_str(), im["budgets_owed"].get<int>(), pct(im["min"]).c_str(),
+        im["min_budget"].get<std::string>().c_str(), im["budgets_at_least_95"].get<int>());
+  } else {
+    std::printf("impact        -       no budget was owed GPU-time (no demand)\n");
+  }
+  std::printf(
+      "utilization   %-7s measured GPU use / assigned, %d jobs measured, %d without "
+      "telemetry (left out)\n\n",
+      pct(ut["value"]).c_str(), ut["jobs_measured"].get<int>(),
+      ut["jobs_without_telemetry"].get<int>());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& b : r["budgets"]) {
+    rows.push_back({b["budget"], hours(b["owed_gpu_seconds"]), hours(b["owed_capped_gpu_seconds"]),
+                    hours(b["allocated_gpu_seconds"]), hours(b["unallocated_gpu_seconds"]),
+                    pct(b["impact"]), pct(b["utilization"])});
+  }
+  table({"BUDGET", "SHARE GPU-H", "OWED GPU-H", "ALLOCATED GPU-H", "UNALLOCATED GPU-H", "IMPACT",
+         "UTILIZATION"},
+        rows);
   return kOk;
 }
 

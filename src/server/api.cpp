@@ -11,6 +11,7 @@
 #include "server/auth.h"
 #include "server/job_spec.h"
 #include "server/logs.h"
+#include "server/metrics.h"
 #include "server/telemetry.h"
 
 namespace allot::server {
@@ -403,7 +404,140 @@ struct ApiServer::Impl {
   }
 
   void install();
+  json report(core::Time from, core::Time to, const std::string& scope,
+              const std::vector<store::LedgerEntry>& entries);
 };
+
+// GET /report: owed and delivered per budget, and the four metrics (server/metrics.h;
+// utilization from telemetry).
+json ApiServer::Impl::report(core::Time from, core::Time to, const std::string& scope,
+                             const std::vector<store::LedgerEntry>& entries) {
+  auto snap = ctl->snapshot();
+  const auto& tree = *snap->budgets;
+  auto ancestors = [](std::string path, auto fn) {
+    for (;;) {
+      fn(path);
+      if (path == "/") break;
+      auto slash = path.rfind('/');
+      path = slash == 0 ? "/" : path.substr(0, slash);
+    }
+  };
+  // Delivered: allocated and unallocated GPU-seconds per budget and its ancestors.
+  std::map<std::string, std::pair<double, double>> used;
+  // Utilization: measured GPU use over the GPU-time measured, from telemetry, for the jobs
+  // measured in the period; jobs that ran without telemetry are left out and counted.
+  struct Util {
+    double used = 0, measured = 0;
+    std::set<JobId> with, without;
+  };
+  std::map<std::string, Util> util;
+  std::set<JobId> measured;
+  for (const auto& t : store->telemetry_between(from, to)) {
+    measured.insert(t.job);
+    ancestors(t.budget, [&](const std::string& b) {
+      auto& u = util[b];
+      u.used += t.used_gpu_seconds;
+      u.measured += t.gpu_seconds;
+      u.with.insert(t.job);
+    });
+  }
+  for (const auto& e : entries) {
+    if (e.end <= e.start) continue;
+    const bool unmeasured = !measured.count(e.job);
+    const double gs = static_cast<double>(e.milli) * static_cast<double>(e.end - e.start) / 1000.0;
+    ancestors(e.budget, [&](const std::string& b) {
+      (e.allocated ? used[b].first : used[b].second) += gs;
+      if (unmeasured) util[b].without.insert(e.job);
+    });
+  }
+  // Availability, occupancy and impact.
+  MetricsInput mi;
+  mi.from = from;
+  mi.to = to;
+  mi.nodes = store->nodes();
+  mi.health = store->node_health(to);
+  mi.ledger = entries;
+  for (const auto& j : store->jobs_overlapping(from, to)) {
+    if (!path_within(j.budget, scope)) continue;
+    auto spec = json::parse(j.spec_json, nullptr, false);
+    if (!spec.is_object()) continue;
+    const auto st = parse_job_status(j.state).value_or(JobStatus::Pending);
+    mi.jobs.push_back({j.budget, j.submit_time, is_terminal(st) ? j.updated_at : to,
+                       static_cast<double>(spec.value("nodes", 1)) *
+                           spec.value("gpus_per_node", 1) * spec.value("gpu_milli", 1000) /
+                           1000.0});
+  }
+  for (core::BudgetId id = 0; id < tree.size(); ++id) {
+    const auto& n = tree.node(id);
+    if (!tree.valid(id) || !tree.is_leaf(id) || id == tree.root() || !path_within(n.path, scope)) {
+      continue;
+    }
+    auto& f = mi.fractions[n.path];
+    for (const auto& [name, cid] : snap->cluster_ids) f[name] = tree.allocated_fraction(id, cid);
+  }
+  const auto m = compute_metrics(mi);
+
+  auto ratio = [](double a, double b) { return b > 0 ? json(a / b) : json(); };
+  auto cluster_json = [&](const ClusterMetrics& c) {
+    return json{{"availability", ratio(c.available, c.total)},
+                {"occupancy", ratio(c.allocated + c.unallocated, c.available)},
+                {"occupancy_allocated", ratio(c.allocated, c.available)},
+                {"occupancy_unallocated", ratio(c.unallocated, c.available)},
+                {"total_gpu_seconds", c.total},
+                {"available_gpu_seconds", c.available},
+                {"allocated_gpu_seconds", c.allocated},
+                {"unallocated_gpu_seconds", c.unallocated}};
+  };
+  json out = {{"from", from}, {"to", to}, {"scope", scope}, {"clusters", json::object()}};
+  for (const auto& [name, c] : m.clusters) out["clusters"][name] = cluster_json(c);
+  out["availability"] = {{"value", ratio(m.all.available, m.all.total)},
+                         {"available_gpu_seconds", m.all.available},
+                         {"total_gpu_seconds", m.all.total}};
+  out["occupancy"] = {{"value", ratio(m.all.allocated + m.all.unallocated, m.all.available)},
+                      {"allocated", ratio(m.all.allocated, m.all.available)},
+                      {"unallocated", ratio(m.all.unallocated, m.all.available)},
+                      {"assigned_gpu_seconds", m.all.allocated + m.all.unallocated}};
+  const bool owed_any = m.budgets_owed > 0;
+  out["impact"] = {{"mean", owed_any ? json(m.impact_mean) : json()},
+                   {"min", owed_any ? json(m.impact_min) : json()},
+                   {"min_budget", m.impact_min_budget},
+                   {"budgets_owed", m.budgets_owed},
+                   {"budgets_at_least_95", m.budgets_at_95}};
+  const auto& all = util[scope];
+  out["utilization"] = {{"value", ratio(all.used, all.measured)},
+                        {"measured_gpu_seconds", all.measured},
+                        {"used_gpu_seconds", all.used},
+                        {"jobs_measured", all.with.size()},
+                        {"jobs_without_telemetry", all.without.size()}};
+  out["budgets"] = json::array();
+  const double secs = static_cast<double>(to - from);
+  for (core::BudgetId id = 0; id < tree.size(); ++id) {
+    const auto& n = tree.node(id);
+    if (n.removed || !path_within(n.path, scope)) continue;
+    double owed = 0;
+    for (const auto& c : snap->clusters) {
+      auto cid = snap->cluster_ids.at(c.name);
+      owed += tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 * secs;
+    }
+    const auto u = used[n.path];
+    const auto& ut = util[n.path];
+    const auto bm = m.budgets.find(n.path);
+    const bool has = bm != m.budgets.end();
+    out["budgets"].push_back(
+        {{"budget", n.path},
+         {"owed_gpu_seconds", owed},
+         {"allocated_gpu_seconds", u.first},
+         {"unallocated_gpu_seconds", u.second},
+         {"delivered_fraction", owed > 0 ? u.first / owed : 0.0},
+         {"demand_gpu_seconds", has ? bm->second.demand : 0.0},
+         {"owed_capped_gpu_seconds", has ? bm->second.owed : 0.0},
+         {"impact", has && bm->second.owed > 0 ? json(bm->second.impact()) : json()},
+         {"utilization", ratio(ut.used, ut.measured)},
+         {"jobs_measured", ut.with.size()},
+         {"jobs_without_telemetry", ut.without.size()}});
+  }
+  return out;
+}
 
 void ApiServer::Impl::install() {
   route("GET", "/api/v1/health", [this](const auto&, auto& res) {
@@ -916,90 +1050,16 @@ void ApiServer::Impl::install() {
           }
           send(res, 200, out);
         });
-  route(
-      "GET", "/api/v1/report",
-      [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
-        auto p = authenticate(req);
-        check_query(req, {"from", "to", "budget"});
-        auto [from, to] = period(req, ctl->now());
-        auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
-        if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
-        require(can_see_budget_usage(p, scope), "see the report of " + scope);
-        auto snap = ctl->snapshot();
-        const auto& tree = *snap->budgets;
-        std::map<std::string, std::pair<double, double>> used;
-        // Utilization: measured GPU use over the GPU-time measured, from telemetry, for the
-        // jobs that ran in the period; jobs without telemetry are left out and counted.
-        struct Util {
-          double used = 0, measured = 0;
-          std::set<JobId> with, without;
-        };
-        std::map<std::string, Util> util;
-        std::map<JobId, const store::TelemetryRecord*> measured;
-        const auto tel = store->telemetry_between(from, to);
-        for (const auto& t : tel) measured[t.job] = &t;
-        auto ancestors = [](std::string path, auto fn) {
-          for (;;) {
-            fn(path);
-            if (path == "/") break;
-            auto slash = path.rfind('/');
-            path = slash == 0 ? "/" : path.substr(0, slash);
-          }
-        };
-        for (const auto& t : tel) {
-          ancestors(t.budget, [&](const std::string& b) {
-            auto& u = util[b];
-            u.used += t.used_gpu_seconds;
-            u.measured += t.gpu_seconds;
-            u.with.insert(t.job);
-          });
-        }
-        for (const auto& e : usage_entries(from, to)) {
-          if (e.end <= e.start) continue;
-          if (!measured.count(e.job)) {
-            ancestors(e.budget, [&](const std::string& b) { util[b].without.insert(e.job); });
-          }
-          const double gs =
-              static_cast<double>(e.milli) * static_cast<double>(e.end - e.start) / 1000.0;
-          std::string path = e.budget;
-          for (;;) {
-            (e.allocated ? used[path].first : used[path].second) += gs;
-            if (path == "/") break;
-            auto slash = path.rfind('/');
-            path = slash == 0 ? "/" : path.substr(0, slash);
-          }
-        }
-        const double secs = static_cast<double>(to - from);
-        json out = {{"from", from}, {"to", to}, {"budgets", json::array()}};
-        for (core::BudgetId id = 0; id < tree.size(); ++id) {
-          const auto& n = tree.node(id);
-          if (n.removed || !path_within(n.path, scope)) continue;
-          double owed = 0;
-          for (const auto& c : snap->clusters) {
-            auto cid = snap->cluster_ids.at(c.name);
-            owed +=
-                tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 * secs;
-          }
-          auto u = used[n.path];
-          const auto& ut = util[n.path];
-          out["budgets"].push_back(
-              {{"budget", n.path},
-               {"owed_gpu_seconds", owed},
-               {"allocated_gpu_seconds", u.first},
-               {"unallocated_gpu_seconds", u.second},
-               {"delivered_fraction", owed > 0 ? u.first / owed : 0.0},
-               {"utilization", ut.measured > 0 ? json(ut.used / ut.measured) : json()},
-               {"jobs_measured", ut.with.size()},
-               {"jobs_without_telemetry", ut.without.size()}});
-        }
-        const auto& all = util[scope];
-        out["utilization"] = {{"value", all.measured > 0 ? json(all.used / all.measured) : json()},
-                              {"measured_gpu_seconds", all.measured},
-                              {"used_gpu_seconds", all.used},
-                              {"jobs_measured", all.with.size()},
-                              {"jobs_without_telemetry", all.without.size()}};
-        send(res, 200, out);
-      });
+  route("GET", "/api/v1/report",
+        [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          check_query(req, {"from", "to", "budget"});
+          auto [from, to] = period(req, ctl->now());
+          auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
+          if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
+          require(can_see_budget_usage(p, scope), "see the report of " + scope);
+          send(res, 200, report(from, to, scope, usage_entries(from, to)));
+        });
 
   // ---- the agent protocol ----
   route("GET", "/api/v1/agent/nodes/{name}/assignments",

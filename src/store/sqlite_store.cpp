@@ -453,6 +453,18 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  std::vector<JobRecord> jobs_overlapping(Time from, Time to) const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
+                          " FROM jobs WHERE submit_time < ? AND (state IN ('pending','starting',"
+                          "'running','preempting','requeued') OR updated_at > ?) ORDER BY id");
+    bind(st, to, from);
+    std::vector<JobRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_job(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
   std::vector<JobEvent> job_events(JobId id) const override {
     auto c = reader();
     auto* st = c->prepare(

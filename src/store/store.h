@@ -222,6 +222,9 @@ class Store {
   // Jobs not in a terminal state, in id order (to rebuild the scheduler after a restart).
   virtual std::vector<JobRecord> active_jobs() const = 0;
   virtual std::vector<JobEvent> job_events(JobId id) const = 0;
+  // Jobs submitted before `to` that had not ended by `from` (ended: updated_at of a terminal
+  // state), in id order: the demand behind the impact metric.
+  virtual std::vector<JobRecord> jobs_overlapping(Time from, Time to) const = 0;
   virtual JobId max_job_id() const = 0;
   virtual std::int64_t count_jobs() const = 0;
 
