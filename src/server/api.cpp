@@ -55,29 +55,84 @@ std::string to_regex(const std::string& path) {
   return out;
 }
 
-json job_json(const store::JobRecord& j) {
-  json o = {{"id", j.id},
-            {"name", j.name},
-            {"owner", j.owner},
-            {"budget", j.budget},
-            {"state", j.state},
-            {"reason", j.reason},
-            {"submit_time", j.submit_time},
-            {"updated_at", j.updated_at},
-            {"idempotency_key", j.idempotency_key},
-            {"runs", j.runs},
-            {"allocated", j.allocated}};
-  auto spec = json::parse(j.spec_json, nullptr, false);
-  o["spec"] = spec.is_discarded() ? json::object() : spec;
-  if (j.runs > 0) {
-    o["cluster"] = j.cluster;
-    auto p = json::parse(j.placement_json, nullptr, false);
-    o["placement"] = p.is_discarded() ? json::array() : p;
-    o["run_start"] = j.run_start;
-    o["protected_until"] = j.protected_until;
+// JSON string literal of `v` (UTF-8 kept as is; quotes, backslashes and controls escaped).
+void append_quoted(std::string& out, std::string_view v) {
+  out += '"';
+  for (char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else {
+        out += "\\u00";
+        out += hex[u >> 4];
+        out += hex[u & 15];
+      }
+    } else {
+      out += c;
+    }
   }
-  o["exit_code"] = j.exit_code ? json(*j.exit_code) : json(nullptr);
-  return o;
+  out += '"';
+}
+
+// A job as the API shows it, written straight to text: the canonical spec and the placement are
+// stored as JSON already and go in as they are (a submit storm encodes thousands a second).
+void append_job(std::string& out, const store::JobRecord& j) {
+  auto field = [&](const char* name) {
+    out += out.back() == '{' ? "\"" : ",\"";
+    out += name;
+    out += "\":";
+  };
+  auto text = [&](const char* name, std::string_view v) {
+    field(name);
+    append_quoted(out, v);
+  };
+  auto number = [&](const char* name, std::int64_t v) {
+    field(name);
+    out += std::to_string(v);
+  };
+  auto raw = [&](const char* name, const std::string& v, const char* fallback) {
+    field(name);
+    out += v.empty() ? std::string(fallback) : v;  // the server wrote it: valid JSON
+  };
+  out += '{';
+  number("id", static_cast<std::int64_t>(j.id));
+  text("name", j.name);
+  text("owner", j.owner);
+  text("budget", j.budget);
+  text("state", j.state);
+  text("reason", j.reason);
+  number("submit_time", j.submit_time);
+  number("updated_at", j.updated_at);
+  text("idempotency_key", j.idempotency_key);
+  number("runs", j.runs);
+  field("allocated");
+  out += j.allocated ? "true" : "false";
+  raw("spec", j.spec_json, "{}");
+  if (j.runs > 0) {
+    text("cluster", j.cluster);
+    raw("placement", j.placement_json, "[]");
+    number("run_start", j.run_start);
+    number("protected_until", j.protected_until);
+  }
+  field("exit_code");
+  out += j.exit_code ? std::to_string(*j.exit_code) : std::string("null");
+  out += '}';
+}
+
+std::string job_text(const store::JobRecord& j) {
+  std::string out;
+  out.reserve(512 + j.spec_json.size() + j.placement_json.size());
+  append_job(out, j);
+  return out;
 }
 
 json parsed_or(const std::string& text, json fallback) {
@@ -280,6 +335,10 @@ struct ApiServer::Impl {
   static void send(httplib::Response& res, int status, const json& body) {
     res.status = status;
     res.set_content(body.dump(), "application/json");
+  }
+  static void send_text(httplib::Response& res, int status, std::string body) {
+    res.status = status;
+    res.set_content(std::move(body), "application/json");
   }
 
   Principal authenticate(const httplib::Request& req) {
@@ -572,9 +631,10 @@ void ApiServer::Impl::install() {
             409, "idempotency_key",
             "already used for job " + std::to_string(existing.id) + " with a different request"};
       }
-      send(res, 200, job_json(existing));
+      send_text(res, 200, job_text(existing));
     };
-    if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) return replay(*existing);
+    // No look-up first: the store's unique (owner, key) index refuses a second job with the key,
+    // and only then is the existing job read (a retried submit is the rare case).
     store::JobRecord rec;
     rec.id = ctl->next_job_id();
     rec.owner = p.subject;
@@ -600,8 +660,9 @@ void ApiServer::Impl::install() {
     spec.id = rec.id;
     spec.owner = rec.owner;
     spec.submit_time = rec.submit_time;
-    ctl->submitted(rec, spec);
-    send(res, 201, job_json(rec));
+    auto reply = job_text(rec);
+    ctl->submitted(std::move(rec), std::move(spec));
+    send_text(res, 201, std::move(reply));
   });
 
   route("GET", "/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
@@ -646,15 +707,21 @@ void ApiServer::Impl::install() {
       }
     }
     auto rows = store->jobs(q);
-    json out = {{"jobs", json::array()}};
-    for (const auto& j : rows) out["jobs"].push_back(job_json(j));
-    out["next"] = static_cast<int>(rows.size()) == q.limit ? json(rows.back().id) : json(nullptr);
-    send(res, 200, out);
+    std::string out = "{\"jobs\":[";
+    out.reserve(rows.size() * 600 + 64);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (i) out += ',';
+      append_job(out, rows[i]);
+    }
+    out += "],\"next\":";
+    out += static_cast<int>(rows.size()) == q.limit ? std::to_string(rows.back().id) : "null";
+    out += '}';
+    send_text(res, 200, std::move(out));
   });
 
   route("GET", "/api/v1/jobs/{id}", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    send(res, 200, job_json(visible_job(p, req.matches[1])));
+    send_text(res, 200, job_text(visible_job(p, req.matches[1])));
   });
 
   route("POST", "/api/v1/jobs/{id}/cancel",
@@ -666,7 +733,7 @@ void ApiServer::Impl::install() {
           auto r = ctl->cancel(j.id,
                                "cancelled by " + p.subject + (reason.empty() ? "" : ": " + reason));
           if (!r.ok()) check(r.error(), 409);
-          send(res, 200, job_json(r.value()));
+          send_text(res, 200, job_text(r.value()));
         });
 
   route("GET", "/api/v1/jobs/{id}/why",
@@ -675,8 +742,10 @@ void ApiServer::Impl::install() {
           auto j = visible_job(p, req.matches[1]);
           auto snap = ctl->snapshot();
           json out = {{"id", j.id}, {"state", j.state}};
-          auto it = snap->why.find(j.id);
-          if (it != snap->why.end()) {
+          const bool queued = j.state == "pending" || j.state == "requeued";
+          // The explanation holds if the job has not changed since the cycle that gave it.
+          auto it = snap->why->find(j.id);
+          if (queued && it != snap->why->end() && j.updated_at <= snap->explained_at) {
             out["code"] = it->second.code;
             out["explanation"] = it->second.text;
             out["rank"] = it->second.rank;
@@ -684,7 +753,7 @@ void ApiServer::Impl::install() {
             out["expected_start"] = it->second.expected_start == core::kNever
                                         ? json(nullptr)
                                         : json(it->second.expected_start);
-          } else if (j.state == "pending" || j.state == "requeued") {
+          } else if (queued) {
             out["code"] = "not-yet-considered";
             out["explanation"] =
                 "submitted after the last scheduling cycle; the next one considers it";

@@ -178,6 +178,11 @@ Status Controller::transition(Active& a, JobStatus to, const std::string& reason
   a.rec.state = to_string(to);
   a.rec.reason = reason;
   a.rec.updated_at = now;
+  if (holds_gpus(to)) {
+    holding_.insert(a.rec.id);
+  } else {
+    holding_.erase(a.rec.id);
+  }
   batch.push_back(op::AddEvent{{a.rec.id, now, to_string(from), to_string(to), reason}});
   return core::ok_status();
 }
@@ -199,7 +204,7 @@ void Controller::finish(Active& a, JobStatus to, const std::string& reason, Time
   a.rec.seg_start = 0;
   batch.push_back(op::UpdateJob{a.rec});
   sched_.job_finished(a.rec.id, now);
-  why_.erase(a.rec.id);
+  holding_.erase(a.rec.id);
   active_.erase(a.rec.id);
 }
 
@@ -357,6 +362,7 @@ void Controller::rebuild() {
       act.sim_end =
           act.rec.run_start + act.spec.expected_duration.value_or(options_.sim_default_duration);
     }
+    holding_.insert(rec.id);
     batch.push_back(op::UpdateJob{act.rec});
   }
   for (const auto& [name, id] : node_ids_) {
@@ -376,6 +382,7 @@ void Controller::rebuild() {
   }
   last_job_id_ = std::max<JobId>(last_job_id_, store_.max_job_id());
   write(std::move(batch));
+  why_ = std::make_shared<const std::map<JobId, WhyInfo>>();
   publish();
 }
 
@@ -441,7 +448,6 @@ void Controller::lose(Active& a, const std::string& reason, Time now, WriteBatch
   } else {
     transition(a, JobStatus::Preempted, reason, now, batch);
     batch.push_back(op::UpdateJob{a.rec});
-    why_.erase(id);
     active_.erase(id);
   }
 }
@@ -852,7 +858,7 @@ void Controller::sync() {
   std::promise<void> p;
   auto fut = p.get_future();
   post([&] {
-    cycle();
+    cycle(true);
     p.set_value();
   });
   fut.get();
@@ -861,6 +867,7 @@ void Controller::sync() {
 void Controller::run() {
   using clock = std::chrono::steady_clock;
   auto last_cycle = clock::now() - options_.tick;
+  auto last_explained = last_cycle;
   for (;;) {
     std::deque<std::function<void()>> work;
     {
@@ -873,16 +880,19 @@ void Controller::run() {
     for (auto& fn : work) fn();
     auto now = clock::now();
     if (now - last_cycle >= (dirty_ ? options_.min_cycle_interval : options_.tick)) {
-      cycle();
+      const bool explain = now - last_explained >= options_.tick;
+      cycle(explain);
       last_cycle = clock::now();
+      if (explain) last_explained = last_cycle;
     }
   }
 }
 
 void Controller::sim_exits(Time now, WriteBatch& batch) {
   std::vector<JobId> done;
-  for (auto& [id, a] : active_) {
-    if (a.sim_end <= now) done.push_back(id);
+  for (JobId id : holding_) {
+    auto it = active_.find(id);
+    if (it != active_.end() && it->second.sim_end <= now) done.push_back(id);
   }
   for (JobId id : done) {
     auto& a = active_.at(id);
@@ -894,12 +904,14 @@ void Controller::sim_exits(Time now, WriteBatch& batch) {
   }
 }
 
-void Controller::cycle() {
+void Controller::cycle(bool explain) {
   const Time now = std::max(options_.clock(), sched_.now());
   WriteBatch batch;
   check_timeouts(now, batch);
   sim_exits(now, batch);
-  auto res = sched_.cycle(now);
+  core::CycleOptions copts;
+  copts.explain_all = explain;
+  auto res = sched_.cycle(now, copts);
   ++cycles_;
   for (const auto& s : res.stops) {
     auto it = active_.find(s.job);
@@ -950,17 +962,20 @@ void Controller::cycle() {
       a.sim_end = now + a.spec.expected_duration.value_or(options_.sim_default_duration);
     }
     batch.push_back(op::UpdateJob{a.rec});
-    why_.erase(s.job);
   }
-  why_.clear();
-  for (const auto& e : res.waiting) {
-    WhyInfo w;
-    w.code = core::to_string(e.code);
-    w.text = sched_.describe(e);
-    w.rank = e.rank;
-    w.funded = e.funded;
-    w.expected_start = e.expected_start;
-    why_[e.job] = std::move(w);
+  if (explain) {
+    auto why = std::make_shared<std::map<JobId, WhyInfo>>();
+    for (const auto& e : res.waiting) {
+      WhyInfo w;
+      w.code = core::to_string(e.code);
+      w.text = sched_.describe(e);
+      w.rank = e.rank;
+      w.funded = e.funded;
+      w.expected_start = e.expected_start;
+      why->emplace_hint(why->end(), e.job, std::move(w));
+    }
+    why_ = std::move(why);
+    explained_at_ = now;
   }
   write(std::move(batch));
   dirty_ = false;
@@ -972,6 +987,7 @@ void Controller::publish() {
   s->now = sched_.now();
   s->cycles = cycles_;
   s->why = why_;
+  s->explained_at = explained_at_;
   if (!budgets_snap_ || budgets_snap_version_ != sched_.budgets().version()) {
     budgets_snap_ = std::make_shared<const core::BudgetTree>(sched_.budgets());
     budgets_snap_version_ = sched_.budgets().version();
@@ -990,13 +1006,13 @@ void Controller::publish() {
   s->cluster_ids = cluster_ids_;
   s->catalog = std::make_shared<const core::GpuCatalog>(sched_.catalog());
   s->policy = sched_.config();
-  for (auto& [id, a] : active_) {
+  s->running = holding_.size();
+  s->pending = active_.size() - holding_.size();
+  for (JobId id : holding_) {
+    auto found = active_.find(id);
+    if (found == active_.end()) continue;
+    auto& a = found->second;
     auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
-    if (is_queued(st)) {
-      ++s->pending;
-      continue;
-    }
-    ++s->running;
     if (!a.nodes || a.nodes->empty()) continue;
     std::string rendezvous;
     {

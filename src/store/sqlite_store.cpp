@@ -761,9 +761,10 @@ class SqliteStore final : public Store {
           using T = std::decay_t<decltype(o)>;
           if constexpr (std::is_same_v<T, op::InsertJob> || std::is_same_v<T, op::UpdateJob>) {
             const auto& j = o.job;
-            st = wconn_.prepare(
-                std::string(std::is_same_v<T, op::InsertJob> ? "INSERT" : "REPLACE") +
-                " INTO jobs (" + kJobCols + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+            static const std::string insert = std::string("INSERT INTO jobs (") + kJobCols +
+                                              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+            static const std::string replace = "REPLACE" + insert.substr(6);
+            st = wconn_.prepare(std::is_same_v<T, op::InsertJob> ? insert : replace);
             bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
                  j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
                  j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,
