@@ -536,20 +536,29 @@ int cmd_budget(const Args& a, const Conn& c) {
                       v.get<double>() * 100);
         fr += buf;
       }
-      std::string members;
-      for (const auto& m : b["members"])
-        members += (members.empty() ? "" : ",") + m.get<std::string>();
+      auto names = [](const json& list) {
+        std::string out;
+        if (!list.is_array()) return out;
+        for (const auto& m : list) out += (out.empty() ? "" : ",") + m.get<std::string>();
+        return out;
+      };
       char share[32];
       std::snprintf(share, sizeof share, "%g", b["share"].get<double>());
       rows.push_back({std::string(2 * static_cast<std::size_t>(b["depth"].get<int>()), ' ') +
                           b["path"].get<std::string>(),
-                      share, fr, members});
+                      share, fr, names(b.value("owners", json::array())), names(b["members"])});
     }
-    table({"BUDGET", "SHARE", "OF CLUSTER", "MEMBERS"}, rows);
+    table({"BUDGET", "SHARE", "OF CLUSTER", "OWNERS", "MEMBERS"}, rows);
+    return kOk;
+  }
+  if (sub == "rm" || sub == "remove") {
+    if (a.pos.size() < 2) die(kUsage, "budget rm PATH");
+    auto r = request(c, "DELETE", "/api/v1/budgets?path=" + qs_escape(a.pos[1]));
+    for (const auto& p : r["removed"]) std::printf("removed %s\n", p.get<std::string>().c_str());
     return kOk;
   }
   if (sub == "set") {
-    if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b]");
+    if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b] [--owners c,d]");
     json body = {{"path", a.pos[1]}};
     if (a.has("share")) {
       char* end = nullptr;
@@ -557,9 +566,10 @@ int cmd_budget(const Args& a, const Conn& c) {
       if (*end != '\0') die(kUsage, "--share: not a number");
       body["share"] = v;
     }
-    if (a.has("members")) {
+    for (const char* list : {"members", "owners"}) {
+      if (!a.has(list)) continue;
       json m = json::array();
-      std::string s = a.get("members");
+      std::string s = a.get(list);
       std::size_t st = 0;
       while (st < s.size()) {
         auto comma = s.find(',', st);
@@ -567,7 +577,7 @@ int cmd_budget(const Args& a, const Conn& c) {
         if (comma > st) m.push_back(s.substr(st, comma - st));
         st = comma + 1;
       }
-      body["members"] = m;
+      body[list] = m;
     }
     auto r = request(c, "POST", "/api/v1/budgets", &body);
     std::printf("budget %s: share %g\n", r["path"].get<std::string>().c_str(),
@@ -596,37 +606,118 @@ int cmd_budget(const Args& a, const Conn& c) {
           rows);
     return kOk;
   }
-  die(kUsage, "budget: tree, set or usage");
+  die(kUsage, "budget: tree, set, rm or usage");
 }
 
+std::string pct(const json& v) {
+  if (!v.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", v.get<double>() * 100);
+  return buf;
+}
+
+std::string hours(const json& v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v.is_number() ? v.get<double>() / 3600 : 0.0);
+  return buf;
+}
+
+std::string num(const json& v) {
+  if (!v.is_number()) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
+  return buf;
+}
+
+// allot report: the four metrics over the period (availability, occupancy, impact, utilization),
+// then owed and delivered per budget. --format text (default), csv (one metric per line: section,
+// name, metric, value) or json (the API's reply).
 int cmd_report(const Args& a, const Conn& c) {
   std::string q = "/api/v1/report?" + period_query(a);
   if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
-  auto r = request(c, "GET", q);
   const auto fmt = a.has("json") ? "json" : a.get("format", "text");
+  if (fmt != "json" && fmt != "csv" && fmt != "text") die(kUsage, "--format: text, csv or json");
+  auto r = request(c, "GET", q);
   if (fmt == "json") {
     std::printf("%s\n", r.dump(2).c_str());
     return kOk;
   }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& b : r["budgets"]) {
-    char o[32], al[32], un[32], pct[32];
-    std::snprintf(o, sizeof o, "%.1f", b["owed_gpu_seconds"].get<double>() / 3600);
-    std::snprintf(al, sizeof al, "%.1f", b["allocated_gpu_seconds"].get<double>() / 3600);
-    std::snprintf(un, sizeof un, "%.1f", b["unallocated_gpu_seconds"].get<double>() / 3600);
-    std::snprintf(pct, sizeof pct, "%.0f%%", b["delivered_fraction"].get<double>() * 100);
-    rows.push_back({b["budget"], o, al, un, pct});
-  }
+  const auto& av = r["availability"];
+  const auto& oc = r["occupancy"];
+  const auto& im = r["impact"];
+  const auto& ut = r["utilization"];
   if (fmt == "csv") {
-    std::printf("budget,owed_gpu_hours,allocated_gpu_hours,unallocated_gpu_hours,delivered\n");
-    for (const auto& r2 : rows) {
-      std::printf("%s,%s,%s,%s,%s\n", r2[0].c_str(), r2[1].c_str(), r2[2].c_str(), r2[3].c_str(),
-                  r2[4].c_str());
+    std::printf("section,name,metric,value\n");
+    auto line = [](const std::string& sec, const std::string& name, const char* metric,
+                   const json& v) {
+      std::printf("%s,%s,%s,%s\n", sec.c_str(), name.c_str(), metric, num(v).c_str());
+    };
+    const std::string scope = r.value("scope", "/");
+    line("all", scope, "availability", av["value"]);
+    line("all", scope, "occupancy", oc["value"]);
+    line("all", scope, "occupancy_allocated", oc["allocated"]);
+    line("all", scope, "occupancy_unallocated", oc["unallocated"]);
+    line("all", scope, "impact_mean", im["mean"]);
+    line("all", scope, "impact_min", im["min"]);
+    line("all", scope, "budgets_owed", im["budgets_owed"]);
+    line("all", scope, "budgets_at_least_95", im["budgets_at_least_95"]);
+    line("all", scope, "utilization", ut["value"]);
+    line("all", scope, "jobs_measured", ut["jobs_measured"]);
+    line("all", scope, "jobs_without_telemetry", ut["jobs_without_telemetry"]);
+    for (const auto& [name, cl] : r["clusters"].items()) {
+      for (const char* k :
+           {"availability", "occupancy", "occupancy_allocated", "occupancy_unallocated",
+            "total_gpu_seconds", "available_gpu_seconds"}) {
+        line("cluster", name, k, cl[k]);
+      }
+    }
+    for (const auto& b : r["budgets"]) {
+      for (const char* k :
+           {"owed_gpu_seconds", "owed_capped_gpu_seconds", "demand_gpu_seconds",
+            "allocated_gpu_seconds", "unallocated_gpu_seconds", "delivered_fraction", "impact",
+            "utilization", "jobs_measured", "jobs_without_telemetry"}) {
+        line("budget", b["budget"].get<std::string>(), k, b[k]);
+      }
     }
     return kOk;
   }
-  if (fmt != "text") die(kUsage, "--format: text, csv or json");
-  table({"BUDGET", "OWED GPU-H", "ALLOCATED GPU-H", "UNALLOCATED GPU-H", "DELIVERED"}, rows);
+  auto when = [](long long t) {
+    std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+    return std::string(buf);
+  };
+  std::printf("%s: %s to %s UTC\n", r.value("scope", "/").c_str(),
+              when(r["from"].get<long long>()).c_str(), when(r["to"].get<long long>()).c_str());
+  std::printf("availability  %-7s healthy and ready GPU-time / total GPU-time\n",
+              pct(av["value"]).c_str());
+  std::printf("occupancy     %-7s assigned / available GPU-time (allocated %s, unallocated %s)\n",
+              pct(oc["value"]).c_str(), pct(oc["allocated"]).c_str(),
+              pct(oc["unallocated"]).c_str());
+  if (im["budgets_owed"].get<int>() > 0) {
+    std::printf(
+        "impact        %-7s mean over %d budgets owed GPU-time; worst %s (%s); %d at >= 95%%\n",
+        pct(im["mean"]).c_str(), im["budgets_owed"].get<int>(), pct(im["min"]).c_str(),
+        im["min_budget"].get<std::string>().c_str(), im["budgets_at_least_95"].get<int>());
+  } else {
+    std::printf("impact        -       no budget was owed GPU-time (no demand)\n");
+  }
+  std::printf(
+      "utilization   %-7s measured GPU use / assigned, %d jobs measured, %d without "
+      "telemetry (left out)\n\n",
+      pct(ut["value"]).c_str(), ut["jobs_measured"].get<int>(),
+      ut["jobs_without_telemetry"].get<int>());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& b : r["budgets"]) {
+    rows.push_back({b["budget"], hours(b["owed_gpu_seconds"]), hours(b["owed_capped_gpu_seconds"]),
+                    hours(b["allocated_gpu_seconds"]), hours(b["unallocated_gpu_seconds"]),
+                    pct(b["impact"]), pct(b["utilization"])});
+  }
+  table({"BUDGET", "SHARE GPU-H", "OWED GPU-H", "ALLOCATED GPU-H", "UNALLOCATED GPU-H", "IMPACT",
+         "UTILIZATION"},
+        rows);
   return kOk;
 }
 
@@ -744,7 +835,8 @@ void client_usage(const std::string& cmd) {
       "  ls [--state S[,S]] [--owner U] [--budget B] [--limit N] [--all] [--json]\n"
       "  show ID | why ID | cancel ID [--reason R]\n"
       "  logs ID [--stderr] [--node N] [--run R] [-f]\n"
-      "  budget tree | budget set PATH [--share X] [--members a,b] |\n"
+      "  budget tree | budget set PATH [--share X] [--members a,b] [--owners c,d] |\n"
+      "  budget rm PATH |\n"
       "  budget usage [--since 7d | --from T --to T] [--by budget|user] [--budget B]\n"
       "  nodes | drain NODE [--reason R] | undrain NODE | cordon NODE | uncordon NODE\n"
       "  report [--since 7d] [--budget B] [--format text|csv|json]\n"

@@ -1,6 +1,10 @@
 // `allot server`: the control plane on the embedded store. `allot up`: the same plus a local
 // cluster of node agents in this process (cli/local_cluster.h: 11 nodes x 8 H100 by default, fake
 // GPUs unless NVML finds real ones), whose jobs run as real processes: one command to a cluster.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
 #include "server/api.h"
+#include "server/auth.h"
 #include "server/controller.h"
 #include "store/sqlite_store.h"
 
@@ -138,10 +143,28 @@ std::string dash(std::string s) {
   return s;
 }
 
-void write_private(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text << "\n";
-  std::filesystem::permissions(
-      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+// Writes `text` to `path`, readable by its owner only from the first byte on, and syncs it.
+bool write_private(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const std::string line = text + "\n";
+  bool ok = ::fchmod(fd, 0600) == 0 &&
+            ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) ::unlink(tmp.c_str());
+  return ok;
+}
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line;
 }
 
 int serve(ServerArgs a, bool up) {
@@ -185,8 +208,20 @@ int serve(ServerArgs a, bool up) {
     return 1;
   }
   const auto now = ctl.now();
+  // allot up keeps its admin token next to the data and shows the same one at every start;
+  // allot server makes one only on its first start (more: allot token create).
   std::string admin;
-  if (st.tokens().empty() || up) {
+  bool reused = false;
+  const std::string up_token_file = a.data + ".admin-token";
+  if (up) {
+    auto kept = read_first_line(up_token_file);
+    auto rec = kept.empty() ? std::nullopt : st.token_by_hash(server::sha256_hex(kept));
+    if (rec && !rec->revoked && rec->role == "admin") {
+      admin = kept;
+      reused = true;
+    }
+  }
+  if ((up && !reused) || (!up && st.tokens().empty())) {
     auto t =
         server::create_token(st, up ? "up-admin" : "bootstrap-admin", "admin", "admin", "", now);
     if (!t.ok()) {
@@ -194,6 +229,10 @@ int serve(ServerArgs a, bool up) {
       return 1;
     }
     admin = t.value();
+    if (up && !write_private(up_token_file, admin)) {
+      std::fprintf(stderr, "allot: cannot write %s\n", up_token_file.c_str());
+      return 1;
+    }
   }
   for (int i = 0; i < a.sim_nodes; ++i) {
     store::NodeRecord n;
@@ -225,7 +264,10 @@ int serve(ServerArgs a, bool up) {
   }
   const std::string addr = std::string(a.tls_cert.empty() ? "http" : "https") + "://" + a.host +
                            ":" + std::to_string(port.value());
-  if (!a.token_file.empty() && !admin.empty()) write_private(a.token_file, admin);
+  if (!a.token_file.empty() && !admin.empty() && !write_private(a.token_file, admin)) {
+    std::fprintf(stderr, "allot: cannot write %s\n", a.token_file.c_str());
+    return 1;
+  }
   if (!a.addr_file.empty()) {
     std::ofstream(a.addr_file + ".tmp") << addr << "\n";
     std::filesystem::rename(a.addr_file + ".tmp", a.addr_file);
@@ -253,7 +295,15 @@ int serve(ServerArgs a, bool up) {
     std::printf("local cluster 'local': %s\n", local->describe().c_str());
   }
   if (!admin.empty()) {
-    std::printf("admin token (shown once): %s\n", admin.c_str());
+    if (up) {
+      std::printf("admin token%s: %s (kept in %s)\n", reused ? " (the same as before)" : "",
+                  admin.c_str(), up_token_file.c_str());
+    } else {
+      std::printf(
+          "admin token (shown once; more with 'allot token create NAME --role admin'): "
+          "%s\n",
+          admin.c_str());
+    }
     std::printf("\n  export ALLOT_ADDR=%s ALLOT_TOKEN=%s\n", addr.c_str(), admin.c_str());
     if (up) {
       std::printf(

@@ -11,6 +11,7 @@
 #include "server/auth.h"
 #include "server/job_spec.h"
 #include "server/logs.h"
+#include "server/metrics.h"
 #include "server/telemetry.h"
 
 namespace allot::server {
@@ -54,29 +55,84 @@ std::string to_regex(const std::string& path) {
   return out;
 }
 
-json job_json(const store::JobRecord& j) {
-  json o = {{"id", j.id},
-            {"name", j.name},
-            {"owner", j.owner},
-            {"budget", j.budget},
-            {"state", j.state},
-            {"reason", j.reason},
-            {"submit_time", j.submit_time},
-            {"updated_at", j.updated_at},
-            {"idempotency_key", j.idempotency_key},
-            {"runs", j.runs},
-            {"allocated", j.allocated}};
-  auto spec = json::parse(j.spec_json, nullptr, false);
-  o["spec"] = spec.is_discarded() ? json::object() : spec;
-  if (j.runs > 0) {
-    o["cluster"] = j.cluster;
-    auto p = json::parse(j.placement_json, nullptr, false);
-    o["placement"] = p.is_discarded() ? json::array() : p;
-    o["run_start"] = j.run_start;
-    o["protected_until"] = j.protected_until;
+// JSON string literal of `v` (UTF-8 kept as is; quotes, backslashes and controls escaped).
+void append_quoted(std::string& out, std::string_view v) {
+  out += '"';
+  for (char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else {
+        out += "\\u00";
+        out += hex[u >> 4];
+        out += hex[u & 15];
+      }
+    } else {
+      out += c;
+    }
   }
-  o["exit_code"] = j.exit_code ? json(*j.exit_code) : json(nullptr);
-  return o;
+  out += '"';
+}
+
+// A job as the API shows it, written straight to text: the canonical spec and the placement are
+// stored as JSON already and go in as they are (a submit storm encodes thousands a second).
+void append_job(std::string& out, const store::JobRecord& j) {
+  auto field = [&](const char* name) {
+    out += out.back() == '{' ? "\"" : ",\"";
+    out += name;
+    out += "\":";
+  };
+  auto text = [&](const char* name, std::string_view v) {
+    field(name);
+    append_quoted(out, v);
+  };
+  auto number = [&](const char* name, std::int64_t v) {
+    field(name);
+    out += std::to_string(v);
+  };
+  auto raw = [&](const char* name, const std::string& v, const char* fallback) {
+    field(name);
+    out += v.empty() ? std::string(fallback) : v;  // the server wrote it: valid JSON
+  };
+  out += '{';
+  number("id", static_cast<std::int64_t>(j.id));
+  text("name", j.name);
+  text("owner", j.owner);
+  text("budget", j.budget);
+  text("state", j.state);
+  text("reason", j.reason);
+  number("submit_time", j.submit_time);
+  number("updated_at", j.updated_at);
+  text("idempotency_key", j.idempotency_key);
+  number("runs", j.runs);
+  field("allocated");
+  out += j.allocated ? "true" : "false";
+  raw("spec", j.spec_json, "{}");
+  if (j.runs > 0) {
+    text("cluster", j.cluster);
+    raw("placement", j.placement_json, "[]");
+    number("run_start", j.run_start);
+    number("protected_until", j.protected_until);
+  }
+  field("exit_code");
+  out += j.exit_code ? std::to_string(*j.exit_code) : std::string("null");
+  out += '}';
+}
+
+std::string job_text(const store::JobRecord& j) {
+  std::string out;
+  out.reserve(512 + j.spec_json.size() + j.placement_json.size());
+  append_job(out, j);
+  return out;
 }
 
 json parsed_or(const std::string& text, json fallback) {
@@ -280,6 +336,10 @@ struct ApiServer::Impl {
     res.status = status;
     res.set_content(body.dump(), "application/json");
   }
+  static void send_text(httplib::Response& res, int status, std::string body) {
+    res.status = status;
+    res.set_content(std::move(body), "application/json");
+  }
 
   Principal authenticate(const httplib::Request& req) {
     auto h = req.get_header_value("Authorization");
@@ -289,16 +349,28 @@ struct ApiServer::Impl {
     auto secret = h.substr(7);
     if (secret.size() > 256) throw HttpError{401, "Authorization", "invalid token"};
     auto hash = sha256_hex(secret);
+    Principal p;
+    bool cached = false;
     {
       std::lock_guard lk(token_mu);
       auto it = token_cache.find(hash);
-      if (it != token_cache.end()) return it->second;
+      if (it != token_cache.end()) {
+        p = it->second;
+        cached = true;
+      }
     }
-    auto t = store->token_by_hash(hash);
-    if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
-    Principal p{t->id, t->role, t->subject, t->scope};
-    std::lock_guard lk(token_mu);
-    token_cache[hash] = p;
+    if (!cached) {
+      auto t = store->token_by_hash(hash);
+      if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
+      p = Principal{t->id, t->role, t->subject, t->scope, {}};
+      std::lock_guard lk(token_mu);
+      token_cache[hash] = p;
+    }
+    // What it manages follows the budgets' owners as they are now.
+    if (p.role == "manager" || p.role == "user") {
+      auto snap = ctl->snapshot();
+      add_managed(p, snap->owned_by);
+    }
     return p;
   }
 
@@ -391,7 +463,140 @@ struct ApiServer::Impl {
   }
 
   void install();
+  json report(core::Time from, core::Time to, const std::string& scope,
+              const std::vector<store::LedgerEntry>& entries);
 };
+
+// GET /report: owed and delivered per budget, and the four metrics (server/metrics.h;
+// utilization from telemetry).
+json ApiServer::Impl::report(core::Time from, core::Time to, const std::string& scope,
+                             const std::vector<store::LedgerEntry>& entries) {
+  auto snap = ctl->snapshot();
+  const auto& tree = *snap->budgets;
+  auto ancestors = [](std::string path, auto fn) {
+    for (;;) {
+      fn(path);
+      if (path == "/") break;
+      auto slash = path.rfind('/');
+      path = slash == 0 ? "/" : path.substr(0, slash);
+    }
+  };
+  // Delivered: allocated and unallocated GPU-seconds per budget and its ancestors.
+  std::map<std::string, std::pair<double, double>> used;
+  // Utilization: measured GPU use over the GPU-time measured, from telemetry, for the jobs
+  // measured in the period; jobs that ran without telemetry are left out and counted.
+  struct Util {
+    double used = 0, measured = 0;
+    std::set<JobId> with, without;
+  };
+  std::map<std::string, Util> util;
+  std::set<JobId> measured;
+  for (const auto& t : store->telemetry_between(from, to)) {
+    measured.insert(t.job);
+    ancestors(t.budget, [&](const std::string& b) {
+      auto& u = util[b];
+      u.used += t.used_gpu_seconds;
+      u.measured += t.gpu_seconds;
+      u.with.insert(t.job);
+    });
+  }
+  for (const auto& e : entries) {
+    if (e.end <= e.start) continue;
+    const bool unmeasured = !measured.count(e.job);
+    const double gs = static_cast<double>(e.milli) * static_cast<double>(e.end - e.start) / 1000.0;
+    ancestors(e.budget, [&](const std::string& b) {
+      (e.allocated ? used[b].first : used[b].second) += gs;
+      if (unmeasured) util[b].without.insert(e.job);
+    });
+  }
+  // Availability, occupancy and impact.
+  MetricsInput mi;
+  mi.from = from;
+  mi.to = to;
+  mi.nodes = store->nodes();
+  mi.health = store->node_health(to);
+  mi.ledger = entries;
+  for (const auto& j : store->jobs_overlapping(from, to)) {
+    if (!path_within(j.budget, scope)) continue;
+    auto spec = json::parse(j.spec_json, nullptr, false);
+    if (!spec.is_object()) continue;
+    const auto st = parse_job_status(j.state).value_or(JobStatus::Pending);
+    mi.jobs.push_back({j.budget, j.submit_time, is_terminal(st) ? j.updated_at : to,
+                       static_cast<double>(spec.value("nodes", 1)) *
+                           spec.value("gpus_per_node", 1) * spec.value("gpu_milli", 1000) /
+                           1000.0});
+  }
+  for (core::BudgetId id = 0; id < tree.size(); ++id) {
+    const auto& n = tree.node(id);
+    if (!tree.valid(id) || !tree.is_leaf(id) || id == tree.root() || !path_within(n.path, scope)) {
+      continue;
+    }
+    auto& f = mi.fractions[n.path];
+    for (const auto& [name, cid] : snap->cluster_ids) f[name] = tree.allocated_fraction(id, cid);
+  }
+  const auto m = compute_metrics(mi);
+
+  auto ratio = [](double a, double b) { return b > 0 ? json(a / b) : json(); };
+  auto cluster_json = [&](const ClusterMetrics& c) {
+    return json{{"availability", ratio(c.available, c.total)},
+                {"occupancy", ratio(c.allocated + c.unallocated, c.available)},
+                {"occupancy_allocated", ratio(c.allocated, c.available)},
+                {"occupancy_unallocated", ratio(c.unallocated, c.available)},
+                {"total_gpu_seconds", c.total},
+                {"available_gpu_seconds", c.available},
+                {"allocated_gpu_seconds", c.allocated},
+                {"unallocated_gpu_seconds", c.unallocated}};
+  };
+  json out = {{"from", from}, {"to", to}, {"scope", scope}, {"clusters", json::object()}};
+  for (const auto& [name, c] : m.clusters) out["clusters"][name] = cluster_json(c);
+  out["availability"] = {{"value", ratio(m.all.available, m.all.total)},
+                         {"available_gpu_seconds", m.all.available},
+                         {"total_gpu_seconds", m.all.total}};
+  out["occupancy"] = {{"value", ratio(m.all.allocated + m.all.unallocated, m.all.available)},
+                      {"allocated", ratio(m.all.allocated, m.all.available)},
+                      {"unallocated", ratio(m.all.unallocated, m.all.available)},
+                      {"assigned_gpu_seconds", m.all.allocated + m.all.unallocated}};
+  const bool owed_any = m.budgets_owed > 0;
+  out["impact"] = {{"mean", owed_any ? json(m.impact_mean) : json()},
+                   {"min", owed_any ? json(m.impact_min) : json()},
+                   {"min_budget", m.impact_min_budget},
+                   {"budgets_owed", m.budgets_owed},
+                   {"budgets_at_least_95", m.budgets_at_95}};
+  const auto& all = util[scope];
+  out["utilization"] = {{"value", ratio(all.used, all.measured)},
+                        {"measured_gpu_seconds", all.measured},
+                        {"used_gpu_seconds", all.used},
+                        {"jobs_measured", all.with.size()},
+                        {"jobs_without_telemetry", all.without.size()}};
+  out["budgets"] = json::array();
+  const double secs = static_cast<double>(to - from);
+  for (core::BudgetId id = 0; id < tree.size(); ++id) {
+    const auto& n = tree.node(id);
+    if (n.removed || !path_within(n.path, scope)) continue;
+    double owed = 0;
+    for (const auto& c : snap->clusters) {
+      auto cid = snap->cluster_ids.at(c.name);
+      owed += tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 * secs;
+    }
+    const auto u = used[n.path];
+    const auto& ut = util[n.path];
+    const auto bm = m.budgets.find(n.path);
+    const bool has = bm != m.budgets.end();
+    out["budgets"].push_back(
+        {{"budget", n.path},
+         {"owed_gpu_seconds", owed},
+         {"allocated_gpu_seconds", u.first},
+         {"unallocated_gpu_seconds", u.second},
+         {"delivered_fraction", owed > 0 ? u.first / owed : 0.0},
+         {"demand_gpu_seconds", has ? bm->second.demand : 0.0},
+         {"owed_capped_gpu_seconds", has ? bm->second.owed : 0.0},
+         {"impact", has && bm->second.owed > 0 ? json(bm->second.impact()) : json()},
+         {"utilization", ratio(ut.used, ut.measured)},
+         {"jobs_measured", ut.with.size()},
+         {"jobs_without_telemetry", ut.without.size()}});
+  }
+  return out;
+}
 
 void ApiServer::Impl::install() {
   route("GET", "/api/v1/health", [this](const auto&, auto& res) {
@@ -426,9 +631,10 @@ void ApiServer::Impl::install() {
             409, "idempotency_key",
             "already used for job " + std::to_string(existing.id) + " with a different request"};
       }
-      send(res, 200, job_json(existing));
+      send_text(res, 200, job_text(existing));
     };
-    if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) return replay(*existing);
+    // No look-up first: the store's unique (owner, key) index refuses a second job with the key,
+    // and only then is the existing job read (a retried submit is the rare case).
     store::JobRecord rec;
     rec.id = ctl->next_job_id();
     rec.owner = p.subject;
@@ -454,8 +660,9 @@ void ApiServer::Impl::install() {
     spec.id = rec.id;
     spec.owner = rec.owner;
     spec.submit_time = rec.submit_time;
-    ctl->submitted(rec, spec);
-    send(res, 201, job_json(rec));
+    auto reply = job_text(rec);
+    ctl->submitted(std::move(rec), std::move(spec));
+    send_text(res, 201, std::move(reply));
   });
 
   route("GET", "/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
@@ -488,25 +695,33 @@ void ApiServer::Impl::install() {
       throw HttpError{400, "order", "must be asc or desc"};
     }
     q.descending = order == "desc";
-    if (p.role == "user") {
-      if (!q.owner.empty() && q.owner != p.subject) {
-        throw HttpError{403, "owner", "users see only their own jobs"};
+    if (!p.is_admin()) {
+      if (p.manages.empty()) {
+        if (!q.owner.empty() && q.owner != p.subject) {
+          throw HttpError{403, "owner", "users see only their own jobs"};
+        }
+        q.owner = p.subject;
+      } else {
+        q.budgets_within = p.manages;
+        q.owner_or_within = p.subject;
       }
-      q.owner = p.subject;
-    } else if (p.role == "manager") {
-      q.budgets_within = {p.scope};
-      q.owner_or_within = p.subject;
     }
     auto rows = store->jobs(q);
-    json out = {{"jobs", json::array()}};
-    for (const auto& j : rows) out["jobs"].push_back(job_json(j));
-    out["next"] = static_cast<int>(rows.size()) == q.limit ? json(rows.back().id) : json(nullptr);
-    send(res, 200, out);
+    std::string out = "{\"jobs\":[";
+    out.reserve(rows.size() * 600 + 64);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (i) out += ',';
+      append_job(out, rows[i]);
+    }
+    out += "],\"next\":";
+    out += static_cast<int>(rows.size()) == q.limit ? std::to_string(rows.back().id) : "null";
+    out += '}';
+    send_text(res, 200, std::move(out));
   });
 
   route("GET", "/api/v1/jobs/{id}", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    send(res, 200, job_json(visible_job(p, req.matches[1])));
+    send_text(res, 200, job_text(visible_job(p, req.matches[1])));
   });
 
   route("POST", "/api/v1/jobs/{id}/cancel",
@@ -518,7 +733,7 @@ void ApiServer::Impl::install() {
           auto r = ctl->cancel(j.id,
                                "cancelled by " + p.subject + (reason.empty() ? "" : ": " + reason));
           if (!r.ok()) check(r.error(), 409);
-          send(res, 200, job_json(r.value()));
+          send_text(res, 200, job_text(r.value()));
         });
 
   route("GET", "/api/v1/jobs/{id}/why",
@@ -527,8 +742,10 @@ void ApiServer::Impl::install() {
           auto j = visible_job(p, req.matches[1]);
           auto snap = ctl->snapshot();
           json out = {{"id", j.id}, {"state", j.state}};
-          auto it = snap->why.find(j.id);
-          if (it != snap->why.end()) {
+          const bool queued = j.state == "pending" || j.state == "requeued";
+          // The explanation holds if the job has not changed since the cycle that gave it.
+          auto it = snap->why->find(j.id);
+          if (queued && it != snap->why->end() && j.updated_at <= snap->explained_at) {
             out["code"] = it->second.code;
             out["explanation"] = it->second.text;
             out["rank"] = it->second.rank;
@@ -536,7 +753,7 @@ void ApiServer::Impl::install() {
             out["expected_start"] = it->second.expected_start == core::kNever
                                         ? json(nullptr)
                                         : json(it->second.expected_start);
-          } else if (j.state == "pending" || j.state == "requeued") {
+          } else if (queued) {
             out["code"] = "not-yet-considered";
             out["explanation"] =
                 "submitted after the last scheduling cycle; the next one considers it";
@@ -641,10 +858,12 @@ void ApiServer::Impl::install() {
     json out = {{"budgets", json::array()}};
     for (core::BudgetId id = 0; id < tree.size(); ++id) {
       const auto& n = tree.node(id);
-      if (n.removed) continue;
+      if (n.removed || !can_see_budget(p, n.path, snap->members)) continue;
       json b = {{"path", n.path}, {"share", n.share}, {"depth", n.depth}};
       auto m = snap->members.find(n.path);
       b["members"] = m == snap->members.end() ? json::array() : json(m->second);
+      auto o = snap->owners.find(n.path);
+      b["owners"] = o == snap->owners.end() ? json::array() : json(o->second);
       json fr = json::object();
       for (const auto& [name, cid] : snap->cluster_ids) fr[name] = tree.allocated_fraction(id, cid);
       b["fraction"] = fr;
@@ -655,7 +874,7 @@ void ApiServer::Impl::install() {
 
   route("POST", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    auto body = parse_body(req, {"path", "share", "members"});
+    auto body = parse_body(req, {"path", "share", "members", "owners"});
     auto path = str_field(body, "path", true, 512);
     if (!valid_budget_path(path) || path == "/") {
       throw HttpError{400, "path", "must be a budget path like /org/team"};
@@ -667,25 +886,51 @@ void ApiServer::Impl::install() {
       }
       share = it->get<double>();
     }
-    std::optional<std::vector<std::string>> members;
-    if (auto it = body.find("members"); it != body.end()) {
+    auto users = [&](const char* f) -> std::optional<std::vector<std::string>> {
+      auto it = body.find(f);
+      if (it == body.end()) return std::nullopt;
       if (!it->is_array() || it->size() > 1000) {
-        throw HttpError{400, "members", "must be a list of at most 1000 user names"};
+        throw HttpError{400, f, "must be a list of at most 1000 user names"};
       }
-      members.emplace();
+      std::vector<std::string> out;
       for (const auto& m : *it) {
         if (!m.is_string() || !valid_name(m.get<std::string>())) {
-          throw HttpError{400, "members", "entries must be user names"};
+          throw HttpError{400, f, "entries must be user names"};
         }
-        members->push_back(m.get<std::string>());
+        out.push_back(m.get<std::string>());
       }
+      return out;
+    };
+    auto members = users("members");
+    auto owners = users("owners");
+    if (!share && !members && !owners) {
+      throw HttpError{400, "share", "give a share, members or owners"};
     }
-    if (!share && !members) throw HttpError{400, "share", "give a share, members, or both"};
     require(can_manage_budget(p, path), "change budget " + path);
-    auto r = ctl->set_budget(path, share, members, p.subject);
+    auto r = ctl->set_budget(path, share, members, p.subject, owners);
     if (!r.ok()) check(r.error());
     send(res, 200,
-         {{"path", r.value().path}, {"share", r.value().share}, {"members", r.value().members}});
+         {{"path", r.value().path},
+          {"share", r.value().share},
+          {"members", r.value().members},
+          {"owners", r.value().owners}});
+  });
+
+  route("DELETE", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
+    auto p = authenticate(req);
+    check_query(req, {"path"});
+    auto path = req.get_param_value("path");
+    if (!req.has_param("path")) throw HttpError{400, "path", "required: the budget to remove"};
+    if (!valid_budget_path(path) || path == "/") {
+      throw HttpError{400, "path", "must be a budget path like /org/team"};
+    }
+    require(can_manage_budget(p, path), "remove budget " + path);
+    auto r = ctl->remove_budget(path, p.subject);
+    if (!r.ok()) {
+      const bool missing = r.error().reason.rfind("no budget", 0) == 0;
+      check(r.error(), missing ? 404 : 409);
+    }
+    send(res, 200, {{"path", path}, {"removed", r.value()}});
   });
 
   route("GET", "/api/v1/budgets/audit",
@@ -694,8 +939,7 @@ void ApiServer::Impl::install() {
           check_query(req, {"path", "limit"});
           auto path = req.has_param("path") ? req.get_param_value("path") : std::string("/");
           if (!valid_budget_path(path)) throw HttpError{400, "path", "not a budget path"};
-          require(p.is_admin() || (p.role == "manager" && path_within(path, p.scope)),
-                  "read the audit log of " + path);
+          require(can_see_budget_usage(p, path), "read the audit log of " + path);
           auto limit = static_cast<int>(query_int(req, "limit", 100, 1, 1000));
           json out = {{"entries", json::array()}};
           for (const auto& a : store->audit(path == "/" ? "" : path, limit)) {
@@ -875,90 +1119,16 @@ void ApiServer::Impl::install() {
           }
           send(res, 200, out);
         });
-  route(
-      "GET", "/api/v1/report",
-      [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
-        auto p = authenticate(req);
-        check_query(req, {"from", "to", "budget"});
-        auto [from, to] = period(req, ctl->now());
-        auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
-        if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
-        require(can_see_budget_usage(p, scope), "see the report of " + scope);
-        auto snap = ctl->snapshot();
-        const auto& tree = *snap->budgets;
-        std::map<std::string, std::pair<double, double>> used;
-        // Utilization: measured GPU use over the GPU-time measured, from telemetry, for the
-        // jobs that ran in the period; jobs without telemetry are left out and counted.
-        struct Util {
-          double used = 0, measured = 0;
-          std::set<JobId> with, without;
-        };
-        std::map<std::string, Util> util;
-        std::map<JobId, const store::TelemetryRecord*> measured;
-        const auto tel = store->telemetry_between(from, to);
-        for (const auto& t : tel) measured[t.job] = &t;
-        auto ancestors = [](std::string path, auto fn) {
-          for (;;) {
-            fn(path);
-            if (path == "/") break;
-            auto slash = path.rfind('/');
-            path = slash == 0 ? "/" : path.substr(0, slash);
-          }
-        };
-        for (const auto& t : tel) {
-          ancestors(t.budget, [&](const std::string& b) {
-            auto& u = util[b];
-            u.used += t.used_gpu_seconds;
-            u.measured += t.gpu_seconds;
-            u.with.insert(t.job);
-          });
-        }
-        for (const auto& e : usage_entries(from, to)) {
-          if (e.end <= e.start) continue;
-          if (!measured.count(e.job)) {
-            ancestors(e.budget, [&](const std::string& b) { util[b].without.insert(e.job); });
-          }
-          const double gs =
-              static_cast<double>(e.milli) * static_cast<double>(e.end - e.start) / 1000.0;
-          std::string path = e.budget;
-          for (;;) {
-            (e.allocated ? used[path].first : used[path].second) += gs;
-            if (path == "/") break;
-            auto slash = path.rfind('/');
-            path = slash == 0 ? "/" : path.substr(0, slash);
-          }
-        }
-        const double secs = static_cast<double>(to - from);
-        json out = {{"from", from}, {"to", to}, {"budgets", json::array()}};
-        for (core::BudgetId id = 0; id < tree.size(); ++id) {
-          const auto& n = tree.node(id);
-          if (n.removed || !path_within(n.path, scope)) continue;
-          double owed = 0;
-          for (const auto& c : snap->clusters) {
-            auto cid = snap->cluster_ids.at(c.name);
-            owed +=
-                tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 * secs;
-          }
-          auto u = used[n.path];
-          const auto& ut = util[n.path];
-          out["budgets"].push_back(
-              {{"budget", n.path},
-               {"owed_gpu_seconds", owed},
-               {"allocated_gpu_seconds", u.first},
-               {"unallocated_gpu_seconds", u.second},
-               {"delivered_fraction", owed > 0 ? u.first / owed : 0.0},
-               {"utilization", ut.measured > 0 ? json(ut.used / ut.measured) : json()},
-               {"jobs_measured", ut.with.size()},
-               {"jobs_without_telemetry", ut.without.size()}});
-        }
-        const auto& all = util[scope];
-        out["utilization"] = {{"value", all.measured > 0 ? json(all.used / all.measured) : json()},
-                              {"measured_gpu_seconds", all.measured},
-                              {"used_gpu_seconds", all.used},
-                              {"jobs_measured", all.with.size()},
-                              {"jobs_without_telemetry", all.without.size()}};
-        send(res, 200, out);
-      });
+  route("GET", "/api/v1/report",
+        [this, period, usage_entries](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          check_query(req, {"from", "to", "budget"});
+          auto [from, to] = period(req, ctl->now());
+          auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
+          if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
+          require(can_see_budget_usage(p, scope), "see the report of " + scope);
+          send(res, 200, report(from, to, scope, usage_entries(from, to)));
+        });
 
   // ---- the agent protocol ----
   route("GET", "/api/v1/agent/nodes/{name}/assignments",
@@ -1207,9 +1377,15 @@ void ApiServer::Impl::install() {
   // ---- tokens ----
   route("GET", "/api/v1/tokens", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    require(p.is_admin(), "list tokens (administrators only)");
+    check_query(req, {});
+    require(p.is_admin() || (p.is_human() && !p.manages.empty()),
+            "list tokens (administrators, and managers for their members)");
+    auto snap = ctl->snapshot();
     json out = {{"tokens", json::array()}};
     for (const auto& t : store->tokens()) {
+      if (!p.is_admin() && !(t.role == "user" && can_manage_user(p, t.subject, snap->members))) {
+        continue;
+      }
       out["tokens"].push_back({{"id", t.id},
                                {"name", t.name},
                                {"role", t.role},
@@ -1222,6 +1398,9 @@ void ApiServer::Impl::install() {
   });
   route("POST", "/api/v1/tokens", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
+    // Who may create tokens at all comes before what the request says.
+    require(p.is_admin() || (p.is_human() && !p.manages.empty()),
+            "create tokens (administrators; managers create user tokens for their members)");
     auto body = parse_body(req, {"name", "role", "subject", "scope"});
     auto name = str_field(body, "name", true);
     auto role = str_field(body, "role", true);
@@ -1240,7 +1419,14 @@ void ApiServer::Impl::install() {
     if ((role == "admin" || role == "user") && !scope.empty()) {
       throw HttpError{400, "scope", "only manager and agent tokens have a scope"};
     }
-    require(p.is_admin(), "create tokens (administrators only)");
+    if (!p.is_admin()) {
+      if (role != "user") throw HttpError{403, "role", "managers create user tokens only"};
+      auto snap = ctl->snapshot();
+      if (!can_manage_user(p, subject, snap->members)) {
+        throw HttpError{403, "subject",
+                        subject + " is not a member of a budget you manage: add them first"};
+      }
+    }
     auto secret = create_token(*store, name, role, subject, scope, ctl->now());
     if (!secret.ok()) check(secret.error(), 409);
     auto rec = store->token_by_hash(sha256_hex(secret.value()));
@@ -1254,16 +1440,26 @@ void ApiServer::Impl::install() {
   route("DELETE", "/api/v1/tokens/{id}",
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
-          require(p.is_admin(), "revoke tokens (administrators only)");
+          require(p.is_admin() || (p.is_human() && !p.manages.empty()),
+                  "revoke tokens (administrators; managers revoke their members' user tokens)");
           std::int64_t id = 0;
           try {
             id = std::stoll(req.matches[1]);
           } catch (...) {
             throw HttpError{404, "id", "no such token"};  // out of range: no token has it
           }
-          bool found = false;
-          for (const auto& t : store->tokens()) found = found || t.id == id;
+          std::optional<store::TokenRecord> found;
+          for (const auto& t : store->tokens()) {
+            if (t.id == id) found = t;
+          }
           if (!found) throw HttpError{404, "id", "no such token"};
+          if (!p.is_admin()) {
+            auto snap = ctl->snapshot();
+            // A token a manager may not touch is not shown to it either: 404, not 403.
+            if (found->role != "user" || !can_manage_user(p, found->subject, snap->members)) {
+              throw HttpError{404, "id", "no such token"};
+            }
+          }
           auto st = store->write({op::RevokeToken{id, ctl->now()}});
           if (!st.ok()) check(st.error(), 503);
           {

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace allot::server {
@@ -61,34 +62,82 @@ bool is_member(const std::map<std::string, std::vector<std::string>>& members,
   }
 }
 
-bool can_submit(const Principal& p, const std::string& budget,
-                const std::map<std::string, std::vector<std::string>>& members) {
-  if (p.role == "admin") return true;
-  if (p.role == "manager" && path_within(budget, p.scope)) return true;
-  if (p.role == "manager" || p.role == "user") return is_member(members, budget, p.subject);
+void add_managed(Principal& p, const std::map<std::string, std::vector<std::string>>& owned_by) {
+  p.manages.clear();
+  if (p.role == "manager" && !p.scope.empty()) p.manages.push_back(p.scope);
+  if (p.role != "manager" && p.role != "user") return;
+  auto it = owned_by.find(p.subject);
+  if (it != owned_by.end()) p.manages.insert(p.manages.end(), it->second.begin(), it->second.end());
+}
+
+namespace {
+bool within_any(const std::string& path, const std::vector<std::string>& scopes) {
+  for (const auto& s : scopes) {
+    if (path_within(path, s)) return true;
+  }
   return false;
+}
+}  // namespace
+
+bool can_submit(const Principal& p, const std::string& budget, const Members& members) {
+  if (p.role == "admin") return true;
+  if (p.role != "manager" && p.role != "user") return false;
+  return within_any(budget, p.manages) || is_member(members, budget, p.subject);
 }
 
 bool can_see_job(const Principal& p, const store::JobRecord& job) {
   if (p.role == "admin") return true;
   if (p.role == "agent") return false;
   if (job.owner == p.subject) return true;
-  return p.role == "manager" && path_within(job.budget, p.scope);
+  return within_any(job.budget, p.manages);
 }
 
 bool can_manage_budget(const Principal& p, const std::string& path) {
   if (p.role == "admin") return true;
+  if (p.role == "agent") return false;
   // A manager shapes the inside of its subtree, not its own share among its siblings.
-  return p.role == "manager" && path != p.scope && path_within(path, p.scope);
+  for (const auto& s : p.manages) {
+    if (path != s && path_within(path, s)) return true;
+  }
+  return false;
 }
 
 bool can_see_budget_usage(const Principal& p, const std::string& path) {
   if (p.role == "admin") return true;
-  return p.role == "manager" && path_within(path, p.scope);
+  if (p.role == "agent") return false;
+  return within_any(path, p.manages);
+}
+
+bool can_see_budget(const Principal& p, const std::string& path, const Members& members) {
+  if (p.role == "admin") return true;
+  if (p.role == "agent") return false;
+  auto visible_from = [&](const std::string& root) {
+    return path_within(path, root) || path_within(root, path);  // below it, or an ancestor
+  };
+  for (const auto& s : p.manages) {
+    if (visible_from(s)) return true;
+  }
+  for (const auto& [b, users] : members) {
+    if (std::find(users.begin(), users.end(), p.subject) != users.end() && visible_from(b)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool can_act_for_node(const Principal& p, const std::string& node) {
   return p.role == "admin" || (p.role == "agent" && p.scope == node);
+}
+
+bool can_manage_user(const Principal& p, const std::string& user, const Members& members) {
+  if (p.role == "admin") return true;
+  if (p.manages.empty() || p.role == "agent") return false;
+  for (const auto& [b, users] : members) {
+    if (within_any(b, p.manages) && std::find(users.begin(), users.end(), user) != users.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace allot::server

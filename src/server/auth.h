@@ -20,8 +20,17 @@ struct Principal {
   std::string role;     // admin, manager, user, agent
   std::string subject;  // user name
   std::string scope;    // manager: budget path; agent: node name
+  // Budget subtrees it manages: a manager token's scope, and the budgets whose owners list the
+  // subject (filled per request from the budget tree).
+  std::vector<std::string> manages;
   bool is_admin() const { return role == "admin"; }
+  bool is_human() const { return role != "agent"; }
 };
+
+using Members = std::map<std::string, std::vector<std::string>>;  // budget path -> users
+
+// Fills p.manages from the token and the budgets' owners (user -> budgets they own).
+void add_managed(Principal& p, const std::map<std::string, std::vector<std::string>>& owned_by);
 
 bool valid_role(const std::string& role);
 // `path` is `scope` or below it.
@@ -30,11 +39,16 @@ bool path_within(const std::string& path, const std::string& scope);
 bool is_member(const std::map<std::string, std::vector<std::string>>& members,
                const std::string& budget, const std::string& user);
 
-bool can_submit(const Principal& p, const std::string& budget,
-                const std::map<std::string, std::vector<std::string>>& members);
+bool can_submit(const Principal& p, const std::string& budget, const Members& members);
 bool can_see_job(const Principal& p, const store::JobRecord& job);
-bool can_manage_budget(const Principal& p, const std::string& path);  // set share / members
+// Set share, members or owners, remove: strictly below a managed budget (not one's own share).
+bool can_manage_budget(const Principal& p, const std::string& path);
 bool can_see_budget_usage(const Principal& p, const std::string& path);
+// The budget tree a person sees: admins all; others the budgets they manage or are members of,
+// everything below those, and their ancestors (so the tree reads from the root).
+bool can_see_budget(const Principal& p, const std::string& path, const Members& members);
 bool can_act_for_node(const Principal& p, const std::string& node);
+// User tokens a manager may create and revoke: for members of budgets within what it manages.
+bool can_manage_user(const Principal& p, const std::string& user, const Members& members);
 
 }  // namespace allot::server

@@ -178,6 +178,11 @@ Status Controller::transition(Active& a, JobStatus to, const std::string& reason
   a.rec.state = to_string(to);
   a.rec.reason = reason;
   a.rec.updated_at = now;
+  if (holds_gpus(to)) {
+    holding_.insert(a.rec.id);
+  } else {
+    holding_.erase(a.rec.id);
+  }
   batch.push_back(op::AddEvent{{a.rec.id, now, to_string(from), to_string(to), reason}});
   return core::ok_status();
 }
@@ -199,7 +204,7 @@ void Controller::finish(Active& a, JobStatus to, const std::string& reason, Time
   a.rec.seg_start = 0;
   batch.push_back(op::UpdateJob{a.rec});
   sched_.job_finished(a.rec.id, now);
-  why_.erase(a.rec.id);
+  holding_.erase(a.rec.id);
   active_.erase(a.rec.id);
 }
 
@@ -357,6 +362,7 @@ void Controller::rebuild() {
       act.sim_end =
           act.rec.run_start + act.spec.expected_duration.value_or(options_.sim_default_duration);
     }
+    holding_.insert(rec.id);
     batch.push_back(op::UpdateJob{act.rec});
   }
   for (const auto& [name, id] : node_ids_) {
@@ -376,6 +382,7 @@ void Controller::rebuild() {
   }
   last_job_id_ = std::max<JobId>(last_job_id_, store_.max_job_id());
   write(std::move(batch));
+  why_ = std::make_shared<const std::map<JobId, WhyInfo>>();
   publish();
 }
 
@@ -441,7 +448,6 @@ void Controller::lose(Active& a, const std::string& reason, Time now, WriteBatch
   } else {
     transition(a, JobStatus::Preempted, reason, now, batch);
     batch.push_back(op::UpdateJob{a.rec});
-    why_.erase(id);
     active_.erase(id);
   }
 }
@@ -719,9 +725,18 @@ Status Controller::heartbeat(const std::string& name) {
   });
 }
 
+namespace {
+std::string joined(const std::vector<std::string>& v) {
+  std::string m;
+  for (const auto& x : v) m += (m.empty() ? "" : ",") + x;
+  return m;
+}
+}  // namespace
+
 core::Result<store::BudgetRecord> Controller::set_budget(
     const std::string& path, std::optional<double> share,
-    std::optional<std::vector<std::string>> members, const std::string& actor) {
+    std::optional<std::vector<std::string>> members, const std::string& actor,
+    std::optional<std::vector<std::string>> owners) {
   return call<core::Result<store::BudgetRecord>>([&]() -> core::Result<store::BudgetRecord> {
     const Time now = options_.clock();
     auto& tree = sched_.budgets();
@@ -743,8 +758,9 @@ core::Result<store::BudgetRecord> Controller::set_budget(
           auto id =
               tree.add(*parent, cur.substr(cur.rfind('/') + 1), leaf ? share.value_or(1.0) : 1.0);
           if (!id.ok()) return id.error();
-          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false};
+          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false, {}};
           if (leaf && members) r.members = *members;
+          if (leaf && owners) r.owners = *owners;
           budgets_[cur] = r;
           batch.push_back(op::PutBudget{r});
           batch.push_back(
@@ -753,13 +769,15 @@ core::Result<store::BudgetRecord> Controller::set_budget(
         start = slash + 1;
       }
       if (members && !members->empty()) {
-        std::string m;
-        for (const auto& x : *members) m += (m.empty() ? "" : ",") + x;
-        batch.push_back(op::AddAudit{{0, now, actor, path, "members", "", m}});
+        batch.push_back(op::AddAudit{{0, now, actor, path, "members", "", joined(*members)}});
+      }
+      if (owners && !owners->empty()) {
+        batch.push_back(op::AddAudit{{0, now, actor, path, "owners", "", joined(*owners)}});
       }
     } else {
       auto& r = budgets_[path];
       r.path = path;
+      r.removed = false;
       if (share) {
         auto st = tree.set_share(*existing, *share);
         if (!st.ok()) return st.error();
@@ -768,13 +786,14 @@ core::Result<store::BudgetRecord> Controller::set_budget(
         r.share = *share;
       }
       if (members) {
-        auto j = [](const std::vector<std::string>& v) {
-          std::string m;
-          for (const auto& x : v) m += (m.empty() ? "" : ",") + x;
-          return m;
-        };
-        batch.push_back(op::AddAudit{{0, now, actor, path, "members", j(r.members), j(*members)}});
+        batch.push_back(
+            op::AddAudit{{0, now, actor, path, "members", joined(r.members), joined(*members)}});
         r.members = *members;
+      }
+      if (owners) {
+        batch.push_back(
+            op::AddAudit{{0, now, actor, path, "owners", joined(r.owners), joined(*owners)}});
+        r.owners = *owners;
       }
       batch.push_back(op::PutBudget{r});
     }
@@ -785,11 +804,63 @@ core::Result<store::BudgetRecord> Controller::set_budget(
   });
 }
 
+core::Result<std::vector<std::string>> Controller::remove_budget(const std::string& path,
+                                                                 const std::string& actor) {
+  using R = core::Result<std::vector<std::string>>;
+  return call<R>([&]() -> R {
+    auto& tree = sched_.budgets();
+    auto id = tree.find(path);
+    if (!id || *id == tree.root()) return Error{"path", "no budget " + path};
+    std::size_t busy = 0;
+    for (const auto& [jid, a] : active_) {
+      if (a.rec.budget == path ||
+          (a.rec.budget.size() > path.size() && a.rec.budget.compare(0, path.size(), path) == 0 &&
+           a.rec.budget[path.size()] == '/')) {
+        ++busy;
+      }
+    }
+    if (busy > 0) {
+      return Error{"path", std::to_string(busy) + " job" + (busy == 1 ? " is" : "s are") +
+                               " queued or running in " + path +
+                               ": cancel them or wait for them to end"};
+    }
+    // Deepest first: the tree removes leaves only.
+    std::vector<core::BudgetId> order;
+    std::vector<core::BudgetId> stack{*id};
+    while (!stack.empty()) {
+      auto b = stack.back();
+      stack.pop_back();
+      order.push_back(b);
+      for (auto c : tree.node(b).children) {
+        if (tree.valid(c)) stack.push_back(c);
+      }
+    }
+    const Time now = options_.clock();
+    WriteBatch batch;
+    std::vector<std::string> removed;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const std::string p = tree.node(*it).path;
+      if (auto st = tree.remove(*it); !st.ok()) return st.error();
+      auto& r = budgets_[p];
+      r.path = p;
+      r.removed = true;
+      batch.push_back(op::PutBudget{r});
+      batch.push_back(
+          op::AddAudit{{0, now, actor, p, "removed", "share " + json(r.share).dump(), ""}});
+      removed.push_back(p);
+    }
+    write(std::move(batch));
+    dirty_ = true;
+    publish();
+    return removed;
+  });
+}
+
 void Controller::sync() {
   std::promise<void> p;
   auto fut = p.get_future();
   post([&] {
-    cycle();
+    cycle(true);
     p.set_value();
   });
   fut.get();
@@ -798,6 +869,7 @@ void Controller::sync() {
 void Controller::run() {
   using clock = std::chrono::steady_clock;
   auto last_cycle = clock::now() - options_.tick;
+  auto last_explained = last_cycle;
   for (;;) {
     std::deque<std::function<void()>> work;
     {
@@ -810,16 +882,19 @@ void Controller::run() {
     for (auto& fn : work) fn();
     auto now = clock::now();
     if (now - last_cycle >= (dirty_ ? options_.min_cycle_interval : options_.tick)) {
-      cycle();
+      const bool explain = now - last_explained >= options_.tick;
+      cycle(explain);
       last_cycle = clock::now();
+      if (explain) last_explained = last_cycle;
     }
   }
 }
 
 void Controller::sim_exits(Time now, WriteBatch& batch) {
   std::vector<JobId> done;
-  for (auto& [id, a] : active_) {
-    if (a.sim_end <= now) done.push_back(id);
+  for (JobId id : holding_) {
+    auto it = active_.find(id);
+    if (it != active_.end() && it->second.sim_end <= now) done.push_back(id);
   }
   for (JobId id : done) {
     auto& a = active_.at(id);
@@ -831,12 +906,14 @@ void Controller::sim_exits(Time now, WriteBatch& batch) {
   }
 }
 
-void Controller::cycle() {
+void Controller::cycle(bool explain) {
   const Time now = std::max(options_.clock(), sched_.now());
   WriteBatch batch;
   check_timeouts(now, batch);
   sim_exits(now, batch);
-  auto res = sched_.cycle(now);
+  core::CycleOptions copts;
+  copts.explain_all = explain;
+  auto res = sched_.cycle(now, copts);
   ++cycles_;
   for (const auto& s : res.stops) {
     auto it = active_.find(s.job);
@@ -888,17 +965,20 @@ void Controller::cycle() {
       a.sim_end = now + a.spec.expected_duration.value_or(options_.sim_default_duration);
     }
     batch.push_back(op::UpdateJob{a.rec});
-    why_.erase(s.job);
   }
-  why_.clear();
-  for (const auto& e : res.waiting) {
-    WhyInfo w;
-    w.code = core::to_string(e.code);
-    w.text = sched_.describe(e);
-    w.rank = e.rank;
-    w.funded = e.funded;
-    w.expected_start = e.expected_start;
-    why_[e.job] = std::move(w);
+  if (explain) {
+    auto why = std::make_shared<std::map<JobId, WhyInfo>>();
+    for (const auto& e : res.waiting) {
+      WhyInfo w;
+      w.code = core::to_string(e.code);
+      w.text = sched_.describe(e);
+      w.rank = e.rank;
+      w.funded = e.funded;
+      w.expected_start = e.expected_start;
+      why->emplace_hint(why->end(), e.job, std::move(w));
+    }
+    why_ = std::move(why);
+    explained_at_ = now;
   }
   write(std::move(batch));
   dirty_ = false;
@@ -910,14 +990,18 @@ void Controller::publish() {
   s->now = sched_.now();
   s->cycles = cycles_;
   s->why = why_;
+  s->explained_at = explained_at_;
   if (!budgets_snap_ || budgets_snap_version_ != sched_.budgets().version()) {
     budgets_snap_ = std::make_shared<const core::BudgetTree>(sched_.budgets());
     budgets_snap_version_ = sched_.budgets().version();
   }
   s->budgets = budgets_snap_;
   for (const auto& [path, b] : budgets_) {
+    if (b.removed) continue;
     s->members[path] = b.members;
     s->shares[path] = b.share;
+    if (!b.owners.empty()) s->owners[path] = b.owners;
+    for (const auto& o : b.owners) s->owned_by[o].push_back(path);
   }
   for (const auto& c : sched_.clusters()) {
     s->clusters.push_back({c.name, sched_.capacity(c.id), 0});
@@ -925,13 +1009,13 @@ void Controller::publish() {
   s->cluster_ids = cluster_ids_;
   s->catalog = std::make_shared<const core::GpuCatalog>(sched_.catalog());
   s->policy = sched_.config();
-  for (auto& [id, a] : active_) {
+  s->running = holding_.size();
+  s->pending = active_.size() - holding_.size();
+  for (JobId id : holding_) {
+    auto found = active_.find(id);
+    if (found == active_.end()) continue;
+    auto& a = found->second;
     auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
-    if (is_queued(st)) {
-      ++s->pending;
-      continue;
-    }
-    ++s->running;
     if (!a.nodes || a.nodes->empty()) continue;
     if (st == JobStatus::Starting && !a.victims.empty()) {
       std::erase_if(a.victims, [&](JobId v) {

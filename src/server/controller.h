@@ -40,6 +40,8 @@ struct ControllerOptions {
   std::function<Time()> clock;                       // seconds; default: the system clock
   std::chrono::milliseconds tick{1000};              // a cycle at least this often
   std::chrono::milliseconds min_cycle_interval{50};  // at most one cycle per interval under load
+  // Waiting jobs are explained by the cycle at least `tick` after the last explained one (and on
+  // sync()); cycles on events in between only decide, which costs what changed, not the queue.
   core::Duration sim_default_duration = 300;  // simulated nodes: run time without expected_duration
   // The agent protocol (docs/agent-protocol.md): how long an agent keeps its jobs without
   // reaching the server, how long the server waits before it marks a silent node down (must be
@@ -96,11 +98,16 @@ struct ClusterInfo {
 struct Snapshot {
   Time now = 0;
   std::uint64_t cycles = 0;
-  std::map<JobId, WhyInfo> why;  // every waiting job
+  // Every job left waiting by the last cycle that explained the whole queue (one a second at
+  // most; cycles on events in between only decide). Shared between snapshots.
+  std::shared_ptr<const std::map<JobId, WhyInfo>> why;
+  Time explained_at = 0;  // the time of that cycle
   std::map<std::string, NodeAssignments> assignments;
   std::shared_ptr<const core::BudgetTree> budgets;
-  std::map<std::string, std::vector<std::string>> members;  // budget path -> members
-  std::map<std::string, double> shares;                     // budget path -> share
+  std::map<std::string, std::vector<std::string>> members;   // budget path -> members
+  std::map<std::string, std::vector<std::string>> owners;    // budget path -> owners
+  std::map<std::string, std::vector<std::string>> owned_by;  // user -> budgets they own
+  std::map<std::string, double> shares;                      // budget path -> share
   std::vector<ClusterInfo> clusters;
   std::map<std::string, core::ClusterId> cluster_ids;
   std::shared_ptr<const core::GpuCatalog> catalog;
@@ -148,9 +155,14 @@ class Controller {
   void set_node_telemetry(const std::string& name, std::string gpus_json);
   std::string node_telemetry(const std::string& name) const;
   const ControllerOptions& options() const { return options_; }
-  core::Result<store::BudgetRecord> set_budget(const std::string& path, std::optional<double> share,
-                                               std::optional<std::vector<std::string>> members,
-                                               const std::string& actor);
+  core::Result<store::BudgetRecord> set_budget(
+      const std::string& path, std::optional<double> share,
+      std::optional<std::vector<std::string>> members, const std::string& actor,
+      std::optional<std::vector<std::string>> owners = std::nullopt);
+  // Removes the budget and everything below it, refused (field "path") while any job is queued
+  // or running there. Returns the removed paths, deepest first; each is audited.
+  core::Result<std::vector<std::string>> remove_budget(const std::string& path,
+                                                       const std::string& actor);
   // Runs a cycle now and returns once its snapshot is published.
   void sync();
 
@@ -175,7 +187,7 @@ class Controller {
   void post(std::function<void()> fn);
   void run();
   void rebuild();
-  void cycle();
+  void cycle(bool explain);
   void publish();
   void sim_exits(Time now, store::WriteBatch& batch);
 
@@ -205,7 +217,9 @@ class Controller {
   std::vector<store::NodeRecord> nodes_;  // by NodeId
   std::map<std::string, store::BudgetRecord> budgets_;
   std::map<std::string, core::ClusterId> cluster_ids_;
-  std::map<JobId, WhyInfo> why_;
+  std::shared_ptr<const std::map<JobId, WhyInfo>> why_;
+  Time explained_at_ = 0;
+  std::set<JobId> holding_;  // jobs holding GPUs (starting, running, preempting)
   std::atomic<JobId> last_job_id_{0};
   std::uint64_t cycles_ = 0;
 

@@ -143,6 +143,10 @@ CREATE TABLE job_telemetry (
 );
 CREATE INDEX job_telemetry_last ON job_telemetry(last_time);
 )sql",
+    // 3: budget owners (users who manage a budget).
+    R"sql(
+ALTER TABLE budgets ADD COLUMN owners TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
 
@@ -449,6 +453,18 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  std::vector<JobRecord> jobs_overlapping(Time from, Time to) const override {
+    auto c = reader();
+    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
+                          " FROM jobs WHERE submit_time < ? AND (state IN ('pending','starting',"
+                          "'running','preempting','requeued') OR updated_at > ?) ORDER BY id");
+    bind(st, to, from);
+    std::vector<JobRecord> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_job(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
   std::vector<JobEvent> job_events(JobId id) const override {
     auto c = reader();
     auto* st = c->prepare(
@@ -484,11 +500,12 @@ class SqliteStore final : public Store {
 
   std::vector<BudgetRecord> budgets() const override {
     auto c = reader();
-    auto* st = c->prepare("SELECT path, share, members, removed FROM budgets ORDER BY rowid");
+    auto* st =
+        c->prepare("SELECT path, share, members, removed, owners FROM budgets ORDER BY rowid");
     std::vector<BudgetRecord> out;
     while (sqlite3_step(st) == SQLITE_ROW) {
       out.push_back({col_text(st, 0), sqlite3_column_double(st, 1), split(col_text(st, 2)),
-                     col_int(st, 3) != 0});
+                     col_int(st, 3) != 0, split(col_text(st, 4))});
     }
     sqlite3_reset(st);
     return out;
@@ -744,9 +761,10 @@ class SqliteStore final : public Store {
           using T = std::decay_t<decltype(o)>;
           if constexpr (std::is_same_v<T, op::InsertJob> || std::is_same_v<T, op::UpdateJob>) {
             const auto& j = o.job;
-            st = wconn_.prepare(
-                std::string(std::is_same_v<T, op::InsertJob> ? "INSERT" : "REPLACE") +
-                " INTO jobs (" + kJobCols + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+            static const std::string insert = std::string("INSERT INTO jobs (") + kJobCols +
+                                              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+            static const std::string replace = "REPLACE" + insert.substr(6);
+            st = wconn_.prepare(std::is_same_v<T, op::InsertJob> ? insert : replace);
             bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
                  j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
                  j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,
@@ -758,10 +776,10 @@ class SqliteStore final : public Store {
           } else if constexpr (std::is_same_v<T, op::PutBudget>) {
             const auto& b = o.budget;
             st = wconn_.prepare(
-                "INSERT INTO budgets (path, share, members, removed) VALUES (?,?,?,?) ON "
+                "INSERT INTO budgets (path, share, members, removed, owners) VALUES (?,?,?,?,?) ON "
                 "CONFLICT(path) DO UPDATE SET share = excluded.share, members = excluded.members, "
-                "removed = excluded.removed");
-            bind(st, b.path, b.share, join(b.members), b.removed);
+                "removed = excluded.removed, owners = excluded.owners");
+            bind(st, b.path, b.share, join(b.members), b.removed, join(b.owners));
           } else if constexpr (std::is_same_v<T, op::AddAudit>) {
             const auto& a = o.entry;
             st = wconn_.prepare(

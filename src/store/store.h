@@ -59,6 +59,7 @@ struct BudgetRecord {
   double share = 1.0;
   std::vector<std::string> members;  // users who may submit here and below
   bool removed = false;
+  std::vector<std::string> owners;  // users who manage it (as a manager token scoped here would)
 };
 
 struct AuditEntry {
@@ -221,6 +222,9 @@ class Store {
   // Jobs not in a terminal state, in id order (to rebuild the scheduler after a restart).
   virtual std::vector<JobRecord> active_jobs() const = 0;
   virtual std::vector<JobEvent> job_events(JobId id) const = 0;
+  // Jobs submitted before `to` that had not ended by `from` (ended: updated_at of a terminal
+  // state), in id order: the demand behind the impact metric.
+  virtual std::vector<JobRecord> jobs_overlapping(Time from, Time to) const = 0;
   virtual JobId max_job_id() const = 0;
   virtual std::int64_t count_jobs() const = 0;
 

@@ -253,6 +253,43 @@ TEST_F(Api, BudgetTreeAndAudit) {
   EXPECT_EQ(a.body["entries"][1]["actor"], "root");
 }
 
+TEST_F(Api, BudgetRemovalWaitsForItsJobsAndIsAudited) {
+  ASSERT_EQ(h->post("/api/v1/budgets", {{"path", "/lab/b/x"}, {"share", 1}}).status, 200);
+  ASSERT_EQ(h->post("/api/v1/jobs", job("q", "/lab/b/x")).status, 201);
+  auto r = h->call("DELETE", "/api/v1/budgets?path=/lab/b");
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(r.body["error"]["field"], "path");
+  EXPECT_NE(r.body["error"]["reason"].get<std::string>().find("1 job is queued or running"),
+            std::string::npos)
+      << r.body.dump();
+  ASSERT_EQ(h->post("/api/v1/jobs/1/cancel", json::object()).status, 200);
+  r = h->call("DELETE", "/api/v1/budgets?path=/lab/b");
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["removed"], json({"/lab/b/x", "/lab/b"}));
+  auto has = [&](const std::string& path) {
+    const auto tree = h->get("/api/v1/budgets").body;
+    for (const auto& b : tree["budgets"]) {
+      if (b["path"] == path) return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(has("/lab/b"));
+  EXPECT_FALSE(has("/lab/b/x"));
+  EXPECT_TRUE(has("/lab/a"));
+  auto audit = h->get("/api/v1/budgets/audit?path=/lab/b").body["entries"];
+  ASSERT_GE(audit.size(), 2u);
+  EXPECT_EQ(audit[0]["field"], "removed");
+  EXPECT_EQ(audit[0]["actor"], "root");
+  EXPECT_EQ(h->post("/api/v1/jobs", job("z", "/lab/b/x")).body["error"]["field"], "budget");
+  h->restart();
+  EXPECT_FALSE(has("/lab/b"));
+  EXPECT_EQ(h->call("DELETE", "/api/v1/budgets?path=/lab/b").status, 404);
+  // The path can be made again.
+  ASSERT_EQ(h->post("/api/v1/budgets", {{"path", "/lab/b"}, {"share", 2}}).status, 200);
+  EXPECT_TRUE(has("/lab/b"));
+  EXPECT_EQ(h->post("/api/v1/jobs", job("z2", "/lab/b")).status, 201);
+}
+
 TEST_F(Api, RestartRebuildsRunningJobsQueueAndUsage) {
   h->add_sim_nodes(2);
   for (int i = 0; i < 3; ++i) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
 
 #include "harness.h"
 
@@ -38,9 +39,11 @@ TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
       {"bob", h.token("bob", "user")},
       {"agent1", h.token("agent1", "agent", "gpu1")},
       {"agent2", h.token("agent2", "agent", "gpu2")},
+      {"carl", h.token("carl", "user")},  // an owner of /lab/b
       {"nobody", "allot_0000000000000000000000000000000000000000"},
       {"none", "-"},
   };
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/lab/b"}, {"owners", {"carl"}}}).status, 200);
   // Job 1: ann's in /lab/a; job 2: bob's in /lab/b.
   ASSERT_EQ(h.post("/api/v1/jobs", job("j1", "/lab/a"), tok["ann"]).status, 201);
   ASSERT_EQ(h.post("/api/v1/jobs", job("j2", "/lab/b"), tok["bob"]).status, 201);
@@ -147,10 +150,63 @@ TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
       {"none", "GET", "/api/v1/jobs/1/logs", {}, 401},
       // tokens
       {"admin", "GET", "/api/v1/tokens", {}, 200},
-      {"mgr", "GET", "/api/v1/tokens", {}, 403},
+      {"mgr", "GET", "/api/v1/tokens", {}, 200},  // its members' user tokens only
+      {"ann", "GET", "/api/v1/tokens", {}, 403},
+      {"agent1", "GET", "/api/v1/tokens", {}, 403},
       {"ann", "POST", "/api/v1/tokens", {{"name", "x"}, {"role", "admin"}}, 403},
+      {"ann", "POST", "/api/v1/tokens", {{"name", "x"}}, 403},  // permission before validation
+      {"agent1", "POST", "/api/v1/tokens", {{"colour", 1}}, 403},
       {"agent1", "DELETE", "/api/v1/tokens/1", {}, 403},
       {"admin", "POST", "/api/v1/tokens", {{"name", "carl"}, {"role", "user"}}, 201},
+      // managers create user tokens for members of their subtree
+      {"mgr",
+       "POST",
+       "/api/v1/tokens",
+       {{"name", "ann-laptop"}, {"role", "user"}, {"subject", "ann"}},
+       201},
+      {"mgr", "POST", "/api/v1/tokens", {{"name", "x"}}, 400},
+      {"mgr_b",
+       "POST",
+       "/api/v1/tokens",
+       {{"name", "ann-2"}, {"role", "user"}, {"subject", "ann"}},
+       403},
+      {"mgr", "POST", "/api/v1/tokens", {{"name", "zed"}, {"role", "user"}}, 403},
+      {"mgr",
+       "POST",
+       "/api/v1/tokens",
+       {{"name", "m2"}, {"role", "manager"}, {"scope", "/lab"}},
+       403},
+      {"mgr", "POST", "/api/v1/tokens", {{"name", "root2"}, {"role", "admin"}}, 403},
+      // budget owners manage their budget like a manager scoped there
+      {"carl", "GET", "/api/v1/jobs/2", {}, 200},
+      {"carl", "GET", "/api/v1/jobs/1", {}, 404},
+      {"carl", "GET", "/api/v1/usage?budget=/lab/b", {}, 200},
+      {"carl", "GET", "/api/v1/usage?budget=/lab", {}, 403},
+      {"carl", "GET", "/api/v1/budgets/audit?path=/lab/b", {}, 200},
+      {"carl", "POST", "/api/v1/budgets", {{"path", "/lab/b/y"}, {"share", 2}}, 200},
+      {"carl", "POST", "/api/v1/budgets", {{"path", "/lab/b"}, {"share", 9}}, 403},
+      {"carl", "POST", "/api/v1/budgets", {{"path", "/lab/a/z"}, {"share", 1}}, 403},
+      {"carl", "POST", "/api/v1/jobs", sub("/lab/b/y"), 201},
+      {"carl",
+       "POST",
+       "/api/v1/tokens",
+       {{"name", "bob-2"}, {"role", "user"}, {"subject", "bob"}},
+       201},
+      // budget removal: within what one manages, refused while jobs wait or run there
+      {"ann", "DELETE", "/api/v1/budgets?path=/lab/a", {}, 403},
+      {"agent1", "DELETE", "/api/v1/budgets?path=/lab/a", {}, 403},
+      {"mgr_b", "DELETE", "/api/v1/budgets?path=/lab/a", {}, 403},
+      {"carl", "DELETE", "/api/v1/budgets?path=/lab/b/y", {}, 409},  // carl's job waits there
+      {"mgr_b", "DELETE", "/api/v1/budgets?path=/lab/b/x", {}, 200},
+      {"mgr_b", "DELETE", "/api/v1/budgets?path=/lab/b/x", {}, 404},
+      {"mgr", "DELETE", "/api/v1/budgets?path=/lab", {}, 403},  // its own scope
+      {"admin", "DELETE", "/api/v1/budgets", {}, 400},
+      {"admin", "DELETE", "/api/v1/budgets?path=/", {}, 400},
+      // revoking: a manager its members' user tokens (others are not found)
+      {"mgr_b", "DELETE", "/api/v1/tokens/4", {}, 404},  // ann's, not in /lab/b
+      {"mgr", "DELETE", "/api/v1/tokens/2", {}, 404},    // a manager token
+      {"mgr", "DELETE", "/api/v1/tokens/4", {}, 200},    // ann's
+      {"ann", "GET", "/api/v1/whoami", {}, 401},
   };
   for (const auto& r : rows) {
     auto rep = h.call(r.method, r.path, r.body.is_null() ? nullptr : &r.body, tok.at(r.who));
@@ -170,6 +226,43 @@ TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
   EXPECT_EQ(h.call("DELETE", "/api/v1/tokens/99999999999999999999").status, 404);
   // Tokens are stored hashed.
   for (const auto& t : h.store().tokens()) EXPECT_NE(t.hash, dan);
+}
+
+// Who sees which budgets: members their budgets, what is below and the ancestors; managers and
+// owners their subtree; admins everything. Nodes are visible to every person.
+TEST(AuthMatrix, BudgetVisibility) {
+  TempDir dir;
+  Harness h(dir.file("a.db"));
+  for (const char* p : {"/lab/a", "/lab/b/x", "/lab/b/y", "/other/c"}) {
+    ASSERT_EQ(h.post("/api/v1/budgets", {{"path", p}, {"share", 1}}).status, 200);
+  }
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"members", {"ann"}}}).status, 200);
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/lab/b"}, {"members", {"ann"}}}).status, 200);
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/other"}, {"owners", {"olga"}}}).status, 200);
+  auto seen = [&](const std::string& tok) {
+    std::set<std::string> out;
+    auto r = h.get("/api/v1/budgets", tok);
+    EXPECT_EQ(r.status, 200) << r.body.dump();
+    for (const auto& b : r.body["budgets"]) out.insert(b["path"].get<std::string>());
+    return out;
+  };
+  using S = std::set<std::string>;
+  EXPECT_EQ(seen(h.token("ann", "user")),
+            (S{"/", "/lab", "/lab/a", "/lab/b", "/lab/b/x", "/lab/b/y"}));
+  EXPECT_EQ(seen(h.token("bob", "user")), (S{}));
+  EXPECT_EQ(seen(h.token("mgr", "manager", "/lab/b")),
+            (S{"/", "/lab", "/lab/b", "/lab/b/x", "/lab/b/y"}));
+  EXPECT_EQ(seen(h.token("olga", "user")), (S{"/", "/other", "/other/c"}));
+  EXPECT_EQ(seen(h.admin()).size(), 8u);
+  // Owners show in the tree.
+  const auto tree = h.get("/api/v1/budgets").body;
+  for (const auto& b : tree["budgets"]) {
+    if (b["path"] == "/other") {
+      EXPECT_EQ(b["owners"], json({"olga"}));
+    }
+  }
+  ASSERT_EQ(h.post("/api/v1/nodes", {{"name", "g1"}, {"model", "H100"}, {"gpus", 8}}).status, 201);
+  EXPECT_EQ(h.get("/api/v1/nodes", h.token("bob2", "user")).body["nodes"].size(), 1u);
 }
 
 TEST(Tls, ServesHttpsWithCertificateAndKey) {

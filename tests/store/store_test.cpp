@@ -164,16 +164,19 @@ TEST(SqliteStore, JobsLifecycleEventsAndQueries) {
 TEST(SqliteStore, BudgetsAuditNodesTokensLedger) {
   TempDir dir;
   auto s = open(dir.file("a.db"));
-  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 2.0, {"ann", "bob"}, false}},
+  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 2.0, {"ann", "bob"}, false, {}}},
                         op::AddAudit{{0, 10, "admin", "/lab", "share", "", "2"}}})
                   .ok());
-  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false}},
+  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {}}},
                         op::AddAudit{{0, 11, "admin", "/lab", "share", "2", "3"}}})
                   .ok());
   auto b = s->budgets();
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].share, 3.0);
   EXPECT_EQ(b[0].members, std::vector<std::string>{"ann"});
+  EXPECT_TRUE(b[0].owners.empty());
+  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {"pat", "quinn"}}}}).ok());
+  EXPECT_EQ(s->budgets()[0].owners, (std::vector<std::string>{"pat", "quinn"}));
   auto a = s->audit("/lab", 10);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].new_value, "3");  // newest first
@@ -226,7 +229,7 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
        {"DROP TABLE node_health", "DROP TABLE job_telemetry",
         "ALTER TABLE nodes DROP COLUMN address", "ALTER TABLE nodes DROP COLUMN devices",
         "ALTER TABLE nodes DROP COLUMN agent", "ALTER TABLE nodes DROP COLUMN timed_out",
-        "UPDATE schema_version SET version = 1"}) {
+        "ALTER TABLE budgets DROP COLUMN owners", "UPDATE schema_version SET version = 1"}) {
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
   }
   sqlite3_close(db);
