@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 
 namespace allot::agent {
 namespace {
@@ -111,9 +112,11 @@ TEST(Telemetry, CpuOnlyRunAndFallingTotals) {
 }
 
 TEST(ProcessTimes, ReadsThisProcess) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  // Spin for 60 ms of CPU time (not wall time: on a loaded machine that could be no CPU at all),
+  // several clock ticks' worth.
+  const std::clock_t until = std::clock() + CLOCKS_PER_SEC * 6 / 100;
   volatile unsigned long spin = 0;
-  while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+  while (std::clock() < until) spin = spin + 1;
   const ProcessTimes t = process_times({getpid()});
   EXPECT_GT(t.cpu_seconds, 0);
   EXPECT_GE(t.io_wait_seconds, 0);
