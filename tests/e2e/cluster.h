@@ -155,10 +155,13 @@ class Cluster {
         })) {
       fail("the server did not come up; see " + dir_ + "/server.log");
     }
-    if (admin_.empty()) {
-      std::ifstream in(dir_ + "/admin-token");
-      std::getline(in, admin_);
-      if (admin_.empty()) fail("the server printed no admin token");
+    // The token file is written once the server listens: it may come just after /health.
+    if (admin_.empty() && !eventually([&] {
+          std::ifstream in(dir_ + "/admin-token");
+          std::getline(in, admin_);
+          return !admin_.empty();
+        })) {
+      fail("the server printed no admin token");
     }
   }
   void kill_server(int sig = SIGKILL) { server_.signal(sig); }
