@@ -417,7 +417,21 @@ core::Result<store::JobRecord> Controller::cancel(JobId id, const std::string& r
     WriteBatch batch;
     store::JobRecord out;
     auto& a = it->second;
-    finish(a, JobStatus::Cancelled, reason, options_.clock(), std::nullopt, batch);
+    const Time now = options_.clock();
+    // Its processes get SIGTERM and the grace period like any stop; meanwhile its GPUs are not
+    // handed to another job.
+    if (holds_gpus(parse_job_status(a.rec.state).value_or(JobStatus::Pending)) && a.nodes &&
+        !simulated(a)) {
+      Vacating v;
+      v.run = a.rec.runs;
+      v.until = now + options_.stop_grace_seconds + options_.node_timeout_seconds;
+      for (std::size_t i = 0; i < a.nodes->size(); ++i) {
+        const auto& node = (*a.nodes)[i];
+        if (!a.stopped.count(node) && !a.exited_ok.count(node)) v.gpus[node] = a.per_node[i].first;
+      }
+      if (!v.gpus.empty()) vacating_[id] = std::move(v);
+    }
+    finish(a, JobStatus::Cancelled, reason, now, std::nullopt, batch);
     out = std::get<op::UpdateJob>(batch.back()).job;
     write(std::move(batch));
     dirty_ = true;
@@ -470,6 +484,12 @@ ReportOutcome Controller::agent_report(const std::string& node, JobId id, int ru
   return call<ReportOutcome>([&]() -> ReportOutcome {
     auto it = active_.find(id);
     if (it == active_.end()) {
+      if (auto v = vacating_.find(id);
+          v != vacating_.end() && v->second.run == run && event != "started") {
+        v->second.gpus.erase(node);  // gone from this node: its GPUs are free
+        if (v->second.gpus.empty()) vacating_.erase(v);
+        dirty_ = true;
+      }
       auto rec = store_.job(id);
       if (!rec) return {"", "no such job"};
       if (run != rec->runs) return {"", "stale run"};
@@ -688,6 +708,11 @@ void Controller::check_timeouts(Time now, WriteBatch& batch) {
     {
       std::lock_guard lk(contact_mu_);
       timed_out_.insert(n.name);
+    }
+    // Nothing runs on a node that is down.
+    for (auto v = vacating_.begin(); v != vacating_.end();) {
+      v->second.gpus.erase(n.name);
+      v = v->second.gpus.empty() ? vacating_.erase(v) : std::next(v);
     }
     // Stops already asked of this node will never be confirmed by it.
     std::vector<JobId> waiting;
@@ -913,6 +938,7 @@ void Controller::cycle(bool explain) {
   sim_exits(now, batch);
   core::CycleOptions copts;
   copts.explain_all = explain;
+  std::erase_if(vacating_, [&](const auto& v) { return v.second.until <= now; });
   auto res = sched_.cycle(now, copts);
   ++cycles_;
   for (const auto& s : res.stops) {
@@ -953,7 +979,6 @@ void Controller::cycle(bool explain) {
     a.rec.milli = 0;
     for (const auto& g : s.placement) a.rec.milli += g.milli;
     a.rec.runs += 1;
-    a.victims = s.victims;
     set_placement(a);
     std::string reason = std::string(s.allocated ? "allocated" : "unallocated") + ", " +
                          (s.mode == core::StartMode::Preempting   ? "preempting"
@@ -1011,20 +1036,45 @@ void Controller::publish() {
   s->policy = sched_.config();
   s->running = holding_.size();
   s->pending = active_.size() - holding_.size();
+  // GPUs still being vacated: those of runs stopping (preempted, drained, cancelled) that their
+  // agents have not yet confirmed gone. A job placed on any of them reaches its agents only once
+  // they are free, so that two jobs never share a GPU while one spends its grace period.
+  std::map<std::string, std::set<int>> vacating;
+  for (const auto& [id, v] : vacating_) {
+    for (const auto& [node, gpus] : v.gpus) {
+      s->assignments[node].stop.push_back({id, v.run});
+      vacating[node].insert(gpus.begin(), gpus.end());
+    }
+  }
+  for (JobId id : holding_) {
+    auto found = active_.find(id);
+    if (found == active_.end() || found->second.rec.state != "preempting") continue;
+    const auto& a = found->second;
+    if (!a.nodes) continue;
+    for (std::size_t r = 0; r < a.nodes->size(); ++r) {
+      const auto& node = (*a.nodes)[r];
+      if (!a.stopped.count(node)) {
+        vacating[node].insert(a.per_node[r].first.begin(), a.per_node[r].first.end());
+      }
+    }
+  }
+  auto waits_for_gpus = [&](const Active& a) {
+    for (std::size_t r = 0; r < a.nodes->size(); ++r) {
+      auto v = vacating.find((*a.nodes)[r]);
+      if (v == vacating.end()) continue;
+      for (int g : a.per_node[r].first) {
+        if (v->second.count(g)) return true;
+      }
+    }
+    return false;
+  };
   for (JobId id : holding_) {
     auto found = active_.find(id);
     if (found == active_.end()) continue;
     auto& a = found->second;
     auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
     if (!a.nodes || a.nodes->empty()) continue;
-    if (st == JobStatus::Starting && !a.victims.empty()) {
-      std::erase_if(a.victims, [&](JobId v) {
-        auto it = active_.find(v);
-        return it == active_.end() ||
-               parse_job_status(it->second.rec.state) != JobStatus::Preempting;
-      });
-      if (!a.victims.empty()) continue;  // its GPUs are still being vacated
-    }
+    if (st == JobStatus::Starting && waits_for_gpus(a)) continue;
     std::string rendezvous;
     {
       // Rank 0's host (its registered address without a port, else its name) and the job's port.

@@ -177,9 +177,14 @@ class Controller {
     std::vector<std::pair<std::vector<int>, std::int64_t>> per_node;  // same order as nodes
     std::set<std::string> exited_ok;  // nodes of a gang that reported exit 0 (this run)
     std::set<std::string> stopped;    // nodes that confirmed the stop (this run, preempting)
-    // Jobs this run preempted: it is not handed to agents until they have all stopped, so that
-    // two jobs never share a GPU while a victim spends its grace period checkpointing.
-    std::vector<JobId> victims;
+  };
+  // A run that ended here (cancelled) while its agents may still run it: until each of its nodes
+  // reports it gone (or `until` passes), it is in those nodes' stop lists and its GPUs count as
+  // still being vacated.
+  struct Vacating {
+    int run = 0;
+    std::map<std::string, std::vector<int>> gpus;  // node -> its GPUs there
+    Time until = 0;
   };
 
   template <typename T>
@@ -213,6 +218,7 @@ class Controller {
   ControllerOptions options_;
   core::Scheduler sched_;
   std::map<JobId, Active> active_;
+  std::map<JobId, Vacating> vacating_;
   std::map<std::string, core::NodeId> node_ids_;
   std::vector<store::NodeRecord> nodes_;  // by NodeId
   std::map<std::string, store::BudgetRecord> budgets_;

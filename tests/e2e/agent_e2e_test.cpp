@@ -131,6 +131,33 @@ TEST(EndToEnd, AMoreDeservingJobPreemptsWithSigtermThenSigkillAndTheVictimRequeu
   EXPECT_LT(start_time(ws[0]), start_time(vs[1]));
 }
 
+TEST(EndToEnd, ACancelledJobGetsSigtermAndItsGpusWaitUntilItIsGone) {
+  TestCluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8);
+  const auto cancelled =
+      c.submit({{"budget", "/lab/a"},
+                {"gpus_per_node", 8},
+                {"min_runtime", 60},
+                {"command", c.marked("c", "trap 'sleep 0.5; echo term > " + c.out("c.term") +
+                                              "; exit 0' TERM; sleep 600 & wait")}});
+  ASSERT_TRUE(c.wait_state(cancelled, "running")) << c.history(cancelled);
+  const auto next = c.submit({{"budget", "/lab/a"},
+                              {"gpus_per_node", 8},
+                              {"min_runtime", 60},
+                              {"command", c.marked("n", "if kill -0 $(head -1 " + c.out("c.pid") +
+                                                            "); then echo shared >> " +
+                                                            c.out("n.overlap") + "; fi; exit 0")}});
+  auto r = c.post("/api/v1/jobs/" + std::to_string(cancelled) + "/cancel", {{"reason", "test"}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["state"], "cancelled");
+  ASSERT_TRUE(c.wait_state(next, "succeeded")) << c.history(next);
+  EXPECT_EQ(slurp(c.out("c.term")), "term\n") << "the cancelled job saw SIGTERM";
+  EXPECT_FALSE(std::filesystem::exists(c.out("n.overlap")))
+      << "the next job started while the cancelled one still held the GPUs";
+}
+
 TEST(EndToEnd, AnUnhealthyNodeDrainsAsMinimumRuntimesExpire) {
   TestCluster c(kFastServer);
   c.start_server();
