@@ -386,17 +386,22 @@ void Agent::ship_logs() {
       std::ifstream in(*path, std::ios::binary);
       if (!in) continue;
       auto& offset = rec.shipped[stream];
-      for (int chunks = 0; chunks < 8; ++chunks) {
+      // Once the run has ended, the last bytes go with final=true (an empty body if need be),
+      // so that the server can say the stream is complete.
+      const bool ended = st->second.phase == RunPhase::Exited;
+      auto& final_sent = rec.shipped[std::string(stream) + ".final"];
+      for (int chunks = 0; chunks < 8 && !final_sent; ++chunks) {
         in.clear();
         in.seekg(offset);
         std::string data(kLogChunk, '\0');
         in.read(data.data(), static_cast<std::streamsize>(data.size()));
         data.resize(static_cast<std::size_t>(in.gcount()));
-        if (data.empty()) break;
+        const bool last = ended && data.size() < kLogChunk;
+        if (data.empty() && !last) break;
         const std::string url = node_path("/api/v1/agent/nodes/", o_.node, "/logs") +
                                 "?job=" + std::to_string(key.job) +
                                 "&run=" + std::to_string(key.run) + "&stream=" + stream +
-                                "&offset=" + std::to_string(offset);
+                                "&offset=" + std::to_string(offset) + (last ? "&final=true" : "");
         auto r = client_->post_bytes(url, data);
         if (r.status == 409) {
           offset = 0;  // the server has less than we thought: resend; it skips what it has
@@ -410,12 +415,14 @@ void Agent::ship_logs() {
             // Refused for good (an ended run, a stale one): give up on this stream.
             in.seekg(0, std::ios::end);
             offset = static_cast<std::int64_t>(in.tellg());
+            final_sent = 1;
             changed = true;
           }
           break;
         }
         contact();
         offset += static_cast<std::int64_t>(data.size());
+        if (last) final_sent = 1;
         changed = true;
       }
     }
@@ -434,8 +441,9 @@ void Agent::send_reports() {
         const std::string text =
             "allot agent on " + o_.node + ": cannot start: " + rec.launch_error + "\n";
         auto r = client_->post_bytes(node_path("/api/v1/agent/nodes/", o_.node, "/logs") +
-                                         "?job=" + std::to_string(key.job) + "&run=" +
-                                         std::to_string(key.run) + "&stream=stderr&offset=0",
+                                         "?job=" + std::to_string(key.job) +
+                                         "&run=" + std::to_string(key.run) +
+                                         "&stream=stderr&offset=0&final=true",
                                      text);
         if (r.status == 0) continue;  // unreachable: try again next time
         rec.shipped["stderr"] = static_cast<std::int64_t>(text.size());
@@ -455,7 +463,8 @@ void Agent::send_reports() {
     auto complete = [&](const std::string& path, const char* stream) {
       if (path.empty()) return true;
       auto size = fs::file_size(path, ec);
-      return ec || static_cast<std::int64_t>(size) <= rec.shipped[stream];
+      return ec || (static_cast<std::int64_t>(size) <= rec.shipped[stream] &&
+                    rec.shipped[std::string(stream) + ".final"] != 0);
     };
     if (!complete(s.stdout_path, "stdout") || !complete(s.stderr_path, "stderr")) {
       finishing.pop_back();
