@@ -113,6 +113,12 @@ struct Scheduler::ClusterScratch {
   bool held_before(JobId id) const {
     return std::find(previous.begin(), previous.end(), id) != previous.end();
   }
+  // Holders of last cycle's reservations already considered in this pass: their old nodes stay
+  // closed to everyone else unless they re-planned (then they are in `made`).
+  std::vector<JobId> passed;
+  bool passed_by(JobId id) const {
+    return std::find(passed.begin(), passed.end(), id) != passed.end();
+  }
   std::vector<Reservation> made;  // this cycle's
   struct ShapeMemo {
     std::uint64_t failed_at = ~std::uint64_t{0};  // stamp at which the masked search failed
@@ -158,6 +164,8 @@ struct Scheduler::ClusterScratch {
   int preemption_considered = 0;  // funded blocked jobs that reached the preemption step
   mutable std::tuple<std::uint64_t, std::uint64_t, std::size_t> usable_free_key{~0ull, 0, 0};
   mutable int usable_free = 0;
+  mutable std::tuple<std::uint64_t, std::uint64_t, std::size_t> backfill_free_key{~0ull, 0, 0};
+  mutable int backfill_free = 0;
   bool head_blocked = false;
   Time now = 0;
 };
@@ -210,16 +218,23 @@ class Scheduler::Selector {
     *ahead = ahead_[cur]++;
     JobEntry* j = (it_[cur]++)->second;
     skip(cur);
-    if (it_[cur] == queues_[cur].end()) {
-      active_[cur].erase(own_key_[cur]);
-      for (BudgetId b = cur; b != tree_.root() && active_[b].empty();) {
-        const BudgetId parent = tree_.node(b).parent;
-        active_[parent].erase(key_[b]);
-        in_parent_[b] = 0;
-        b = parent;
-      }
-    }
+    if (it_[cur] == queues_[cur].end()) unlink(cur);
     return j;
+  }
+
+  // Passes over the rest of b's own queue.
+  void drop(BudgetId b) {
+    if (b >= queues_.size() || it_[b] == queues_[b].end()) return;
+    it_[b] = queues_[b].end();
+    unlink(b);
+  }
+
+  // Passes over b's jobs ranked before `key` (a job of b not yet walked).
+  void skip_to(BudgetId b, const PendingKey& key) {
+    if (b >= queues_.size() || it_[b] == queues_[b].end()) return;
+    it_[b] = queues_[b].lower_bound(key);
+    skip(b);
+    if (it_[b] == queues_[b].end()) unlink(b);
   }
 
   // Standings along b's path changed: re-sort b and its ancestors among their siblings.
@@ -247,6 +262,17 @@ class Scheduler::Selector {
         return;
       }
       ++it;
+    }
+  }
+
+  // b's own queue is done: take it off the walk, and its ancestors that have nothing left.
+  void unlink(BudgetId cur) {
+    active_[cur].erase(own_key_[cur]);
+    for (BudgetId b = cur; b != tree_.root() && active_[b].empty();) {
+      const BudgetId parent = tree_.node(b).parent;
+      active_[parent].erase(key_[b]);
+      in_parent_[b] = 0;
+      b = parent;
     }
   }
 
@@ -303,6 +329,12 @@ void Scheduler::repoint_pending() {
   }
   for (auto& queue : flat_) {
     for (auto& [key, entry] : queue) entry = &jobs_.at(std::get<2>(key));
+  }
+  for (auto& running : running_) {
+    for (auto& [id, entry] : running) entry = &jobs_.at(id);
+  }
+  for (auto& on_node : jobs_on_node_) {
+    for (JobEntry*& entry : on_node) entry = &jobs_.at(entry->spec.id);
   }
 }
 
@@ -386,10 +418,18 @@ void Scheduler::add_pending(JobEntry& j) {
   }
   pending_total_.insert(j.spec.shape.total_milli());
   pending_with_end_ += j.spec.expected_duration.has_value();
+  auto& sizes = pending_sizes_[pass_of(j.spec)];
+  if (sizes.size() < queues.size()) sizes.resize(queues.size());
+  PendingSizes& mine = sizes[j.spec.budget];
+  if (j.spec.min_runtime > 0)
+    mine.contracts.insert(j.spec.shape.total_milli() * j.spec.min_runtime);
+  mine.debug += j.spec.kind == JobKind::Debug;
   if (j.spec.shape.fractional()) {
     pending_fraction_.insert(j.spec.shape.gpu_milli);
+    mine.fraction.insert(j.spec.shape.gpu_milli);
   } else {
     pending_per_node_.insert(j.spec.shape.gpus_per_node);
+    mine.per_node.insert(j.spec.shape.gpus_per_node);
   }
   ++pending_count_;
 }
@@ -404,10 +444,17 @@ void Scheduler::remove_pending(JobEntry& j) {
   }
   pending_total_.erase(pending_total_.find(j.spec.shape.total_milli()));
   pending_with_end_ -= j.spec.expected_duration.has_value();
+  PendingSizes& mine = pending_sizes_[pass_of(j.spec)][j.spec.budget];
+  if (j.spec.min_runtime > 0) {
+    mine.contracts.erase(mine.contracts.find(j.spec.shape.total_milli() * j.spec.min_runtime));
+  }
+  mine.debug -= j.spec.kind == JobKind::Debug;
   if (j.spec.shape.fractional()) {
     pending_fraction_.erase(pending_fraction_.find(j.spec.shape.gpu_milli));
+    mine.fraction.erase(mine.fraction.find(j.spec.shape.gpu_milli));
   } else {
     pending_per_node_.erase(pending_per_node_.find(j.spec.shape.gpus_per_node));
+    mine.per_node.erase(mine.per_node.find(j.spec.shape.gpus_per_node));
   }
   --pending_count_;
 }
@@ -467,10 +514,10 @@ Status Scheduler::restore_running(JobSpec spec, ClusterId cluster, const Placeme
                       : config_.minimum_runtime_contract ? allocated_since + j.spec.min_runtime
                                                          : kNever;
   pool_.take(placement);
-  running_[cluster].insert(j.spec.id);
+  running_[cluster].emplace(j.spec.id, &j);
   NodeId last = std::numeric_limits<NodeId>::max();
   for (const GpuSlot& g : placement) {
-    if (g.node != last) jobs_on_node_[g.node].push_back(j.spec.id);
+    if (g.node != last) jobs_on_node_[g.node].push_back(&j);
     last = g.node;
   }
   if (allocated) charge_rate(j, +1);
@@ -496,7 +543,7 @@ void Scheduler::release(JobEntry& j) {
     if (g.node == last) continue;
     last = g.node;
     auto& v = jobs_on_node_[g.node];
-    v.erase(std::remove(v.begin(), v.end(), j.spec.id), v.end());
+    v.erase(std::remove(v.begin(), v.end(), &j), v.end());
   }
 }
 
@@ -579,8 +626,8 @@ Milli Scheduler::allocated_rate(ClusterId cluster, BudgetId budget) const {
 Time Scheduler::next_wakeup() const {
   Time t = kNever;
   for (ClusterId c = 0; c < clusters_.size(); ++c) {
-    for (JobId id : running_[c]) {
-      const JobEntry& j = jobs_.at(id);
+    for (const auto& [id, entry] : running_[c]) {
+      const JobEntry& j = *entry;
       if (j.run.protected_until > now_) t = std::min(t, j.run.protected_until);
       const Time drain_at = j.run.started + j.spec.min_runtime;
       if (drain_at > now_) t = std::min(t, drain_at);
@@ -612,8 +659,8 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   }
   // Remaining contracts of running allocated jobs count as already spent: a budget can fund a
   // new contract only if it can still afford all the ones it has promised.
-  for (JobId id : running_[c]) {
-    const JobEntry& j = jobs_.at(id);
+  for (const auto& [id, entry] : running_[c]) {
+    const JobEntry& j = *entry;
     if (j.run.allocated && j.spec.kind == JobKind::Debug) {
       s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
     }
@@ -658,11 +705,19 @@ bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* lim
           config_.max_debug_gpus_per_budget) {
     return true;
   }
-  const MilliGpuSeconds cost = milli * j.spec.min_runtime;
-  bool ok = j.spec.min_runtime > 0;
+  const bool ok = within_allocation(s, j.spec.budget, milli * j.spec.min_runtime, limiting);
+  return ok && j.spec.min_runtime > 0;
+}
+
+// Whether every budget from `leaf` up to the root (excluded) can afford a contract of `cost` on top
+// of what it has promised. Monotone in `cost`: if it fails for some cost it fails for every larger
+// one (the sum is exact in integers and its conversion to double never decreases).
+bool Scheduler::within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
+                                  BudgetId* limiting) const {
+  bool ok = true;
   // Walking up, the last budget found out of allocation is the highest one. The root is the whole
   // cluster: its limit is physical and placement enforces it.
-  for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.node(b).parent) {
+  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
     if (static_cast<double>(s.projected[b] + cost) > config_.allocation_limit * s.allocation[b]) {
       *limiting = b;
       ok = false;
@@ -713,9 +768,9 @@ void Scheduler::stop(JobEntry& j, StopDecision d, CycleResult& out) {
 void Scheduler::stop_failed_and_drained(CycleResult& out) {
   for (const Node& n : nodes_) {
     if (n.health == NodeHealth::Healthy || jobs_on_node_[n.id].empty()) continue;
-    const std::vector<JobId> ids = jobs_on_node_[n.id];  // stop() edits the list
-    for (JobId id : ids) {
-      JobEntry& j = jobs_.at(id);
+    const std::vector<JobEntry*> on_node = jobs_on_node_[n.id];  // stop() edits the list
+    for (JobEntry* entry : on_node) {
+      JobEntry& j = *entry;
       if (j.state != JobState::Running) continue;
       StopDecision d;
       d.node = n.id;
@@ -738,8 +793,8 @@ void Scheduler::stop_failed_and_drained(CycleResult& out) {
 
 void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out) {
   if (!config_.demote_over_allocation && !config_.promote_when_funded) return;
-  for (JobId id : running_[c]) {
-    JobEntry& j = jobs_.at(id);
+  for (const auto& [id, entry] : running_[c]) {
+    JobEntry& j = *entry;
     const MilliGpuSeconds m = total_milli(j.run.placement);
     if (j.run.allocated) {
       if (!config_.demote_over_allocation || now_ < j.run.protected_until ||
@@ -805,8 +860,8 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // Running jobs a funded request could take, per node, cheapest first.
   for (NodeId n : cluster_nodes_[c]) {
     const std::size_t first = s.exposed.size();
-    for (JobId id : jobs_on_node_[n]) {
-      JobEntry& j = jobs_.at(id);
+    for (JobEntry* entry : jobs_on_node_[n]) {
+      JobEntry& j = *entry;
       if (j.run.allocated && j.run.protected_until > now_) continue;
       if (j.run.started == now_) continue;  // never undo this cycle's own decisions
       s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, work_at_risk(j)});
@@ -829,6 +884,20 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
       BudgetId b = 0;
       std::uint32_t ahead = 0;
       while (JobEntry* j = sel.next(&b, &ahead)) {
+        if (!options.explain_all && budget_inert(c, s, pass, b)) {
+          // None of b's jobs can start, reserve or preempt now, and considering them would change
+          // nothing: the walk goes on as it would after them, except for a holder of last cycle's
+          // reservation among them (it may use its own nodes).
+          const JobEntry* holder = next_holder(s, pass, b, *j);
+          if (holder != j) {
+            if (holder) {
+              sel.skip_to(b, pending_key(*holder));
+            } else {
+              sel.drop(b);
+            }
+            continue;
+          }
+        }
         consider(c, s, *j, rank++, ahead, out, started);
         if (j->state == JobState::Running) sel.rekey(b);
         if (!options.explain_all && !anything_can_start(c, s)) break;
@@ -876,14 +945,16 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
 // Most whole GPUs free on one node that a job not yet considered could use: reserved nodes count
 // only where backfill may open them (see consider, step 2) or their holder has not had its turn.
 int Scheduler::usable_whole_free(ClusterId c, const ClusterScratch& s) const {
-  const auto key = std::make_tuple(pool_.version(), s.mask_version, s.made.size());
+  const auto key =
+      std::make_tuple(pool_.version(), s.mask_version, s.made.size() + (s.passed.size() << 32));
   if (s.usable_free_key == key) return s.usable_free;
   int best = 0;
   for (NodeId n : cluster_nodes_[c]) {
     const int free = pool_.whole_free(n);
     if (free <= best || !nodes_[n].schedulable()) continue;
     if (s.mask[n]) {
-      bool usable = true;  // a holder of last cycle that has not been considered yet
+      // A holder of last cycle that has not been considered yet may start there or free them.
+      bool usable = !s.passed_by(s.reserved_by[n]);
       for (std::size_t i = 0; i < s.made.size(); ++i) {
         if (s.made[i].job != s.reserved_by[n]) continue;
         usable =
@@ -925,6 +996,80 @@ bool Scheduler::anything_can_start(ClusterId c, const ClusterScratch& s) const {
   return !pending_fraction_.empty() && pool_.largest_gpu_free(c) >= *pending_fraction_.begin();
 }
 
+// Whether no pending job of budget b in this pass, other than a holder of last cycle's reservation,
+// can do anything in the current state: none fits on free GPUs it may use, and none is funded
+// while a funded job could still reserve or preempt (the first blocked job of the cycle has been
+// seen, so an unfunded one cannot reserve). Only certain answers: "yes" lets the walk pass over
+// the budget. Considering such a job changes no state (its explanation aside), so the jobs after
+// it would be considered in the same state, and are just as inert.
+bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const {
+  if (!s.head_blocked || config_.funding != Funding::Lookback || pending_with_end_ > 0) {
+    return false;
+  }
+  const auto& sizes = pending_sizes_[pass];
+  if (b >= sizes.size() || !budgets_.valid(b)) return false;
+  const PendingSizes& mine = sizes[b];
+  // Funding matters while a funded job could still reserve or preempt in this pass.
+  const bool funded_may_act =
+      (config_.reserve_for_blocked && static_cast<int>(s.made.size()) < config_.max_reservations) ||
+      (config_.preemption && !s.exposed_nodes.empty() &&
+       s.preemption_considered < config_.max_preemption_attempts);
+  if (funded_may_act) {
+    if (mine.debug > 0 && config_.debug_always_funded) return false;
+    // The cheapest contract is not affordable, so none is (within_allocation is monotone).
+    BudgetId unused = kNoBudget;
+    if (!mine.contracts.empty() && within_allocation(s, b, *mine.contracts.begin(), &unused)) {
+      return false;
+    }
+  }
+  if (!mine.per_node.empty() && *mine.per_node.begin() <= backfill_whole_free(c, s)) return false;
+  return mine.fraction.empty() || pool_.largest_gpu_free(c) < *mine.fraction.begin();
+}
+
+// The first holder of last cycle's reservations among b's pending jobs of this pass at or after
+// `from` in b's order (nullptr if none).
+const JobEntry* Scheduler::next_holder(const ClusterScratch& s, int pass, BudgetId b,
+                                       const JobEntry& from) const {
+  const JobEntry* best = nullptr;
+  const PendingKey lo = pending_key(from);
+  for (JobId h : s.previous) {
+    const JobEntry& e = jobs_.at(h);
+    if (e.spec.budget != b || pass_of(e.spec) != pass || pending_key(e) < lo) continue;
+    if (!best || pending_key(e) < pending_key(*best)) best = &e;
+  }
+  return best;
+}
+
+Scheduler::PendingKey Scheduler::pending_key(const JobEntry& j) {
+  return PendingKey{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
+}
+
+// Most whole GPUs free on one node that an unfunded job that holds no reservation may use: nodes
+// outside every reservation, and the nodes of this cycle's reservations whose holder may preempt
+// (evictable backfill, consider step 2).
+int Scheduler::backfill_whole_free(ClusterId c, const ClusterScratch& s) const {
+  const auto key = std::make_tuple(pool_.version(), s.mask_version, s.made.size());
+  if (s.backfill_free_key == key) return s.backfill_free;
+  const bool evictable =
+      config_.backfill && config_.backfill_unallocated_on_reserved && config_.preemption;
+  int best = 0;
+  for (NodeId n : cluster_nodes_[c]) {
+    const int free = pool_.whole_free(n);
+    if (free <= best || !nodes_[n].schedulable()) continue;
+    if (s.mask[n]) {
+      bool usable = false;
+      for (std::size_t i = 0; i < s.made.size(); ++i) {
+        if (s.made[i].job == s.reserved_by[n]) usable = evictable && s.made_funded[i];
+      }
+      if (!usable) continue;
+    }
+    best = free;
+  }
+  s.backfill_free_key = key;
+  s.backfill_free = best;
+  return best;
+}
+
 void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
                       std::vector<JobId> victims, CycleResult& out) {
   remove_pending(j);
@@ -939,10 +1084,10 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   r.allocated = allocated;
   r.allocated_since = now_;
   r.protected_until = allocated ? protection_end(j) : now_;
-  running_[s.cluster].insert(j.spec.id);
+  running_[s.cluster].emplace(j.spec.id, &j);
   NodeId last = std::numeric_limits<NodeId>::max();
   for (const GpuSlot& g : r.placement) {
-    if (g.node != last) jobs_on_node_[g.node].push_back(j.spec.id);
+    if (g.node != last) jobs_on_node_[g.node].push_back(&j);
     last = g.node;
     if (s.mask[g.node] && s.reserved_by[g.node] != j.spec.id) r.on_reserved = true;
   }
@@ -998,6 +1143,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
 
   // A holder may use its own reserved nodes; everyone else is kept off all reserved nodes.
   const bool holder = s.held_before(j.spec.id);
+  if (holder) s.passed.push_back(j.spec.id);
   NodeMask own_mask;
   if (holder) {
     own_mask = s.mask;
@@ -1401,8 +1547,8 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
       // When does each job on the node give its GPUs back: its declared end, or, if this job
       // may preempt it, the end of its contract.
       releases.clear();
-      for (JobId vid : jobs_on_node_[n]) {
-        const JobEntry& v = jobs_.at(vid);
+      for (const JobEntry* entry : jobs_on_node_[n]) {
+        const JobEntry& v = *entry;
         Time t = v.spec.expected_duration ? v.run.started + *v.spec.expected_duration : kNever;
         VictimReason why;
         if (can_preempt && preemptible_by(s, v, j, &why)) t = now_;

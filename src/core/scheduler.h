@@ -110,14 +110,24 @@ struct SchedulerState {
   // those is the policy (key: (inverted priority or 0, submit time, id)).
   std::vector<Queue> pending_[2];
   Queue flat_[2];
+  // Per pass and budget, what its pending jobs ask for: a cycle without explain_all passes over a
+  // budget none of whose jobs can be funded, placed or backfilled (Scheduler::budget_inert).
+  struct PendingSizes {
+    std::multiset<MilliGpuSeconds> contracts;  // milli x minimum runtime, of jobs with one
+    std::multiset<int> per_node;               // whole-GPU requests: GPUs per node
+    std::multiset<Milli> fraction;             // fractional requests: milli of one GPU
+    std::size_t debug = 0;                     // debug jobs (funded by their own rule)
+  };
+  std::vector<PendingSizes> pending_sizes_[2];
   // Sizes of the pending requests, so that a cycle knows when nothing left can fit.
   std::multiset<int> pending_per_node_;    // whole-GPU requests: GPUs per node
   std::multiset<Milli> pending_fraction_;  // fractional requests: milli of one GPU
   std::multiset<Milli> pending_total_;     // every request: total milli
   std::size_t pending_with_end_ = 0;       // pending jobs that declared an expected duration
   std::size_t pending_count_ = 0;
-  std::vector<std::set<JobId>> running_;                // per cluster: Running jobs
-  std::vector<std::vector<JobId>> jobs_on_node_;        // Running jobs touching each node
+  // Entries of jobs_ (re-pointed when a Scheduler is copied, like the pending queues).
+  std::vector<std::map<JobId, JobEntry*>> running_;     // per cluster: Running jobs, by id
+  std::vector<std::vector<JobEntry*>> jobs_on_node_;    // Running jobs touching each node
   std::vector<std::vector<Reservation>> reservations_;  // per cluster, from the last cycle
   Time now_ = 0;
 };
@@ -203,6 +213,13 @@ class Scheduler : private detail::SchedulerState {
   void schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
                         std::set<JobId>& started);
   bool anything_can_start(ClusterId c, const ClusterScratch& s) const;
+  bool budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const;
+  int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
+  const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,
+                              const JobEntry& from) const;
+  static PendingKey pending_key(const JobEntry& j);
+  bool within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
+                         BudgetId* limiting) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
   double work_at_risk(const JobEntry& j) const;
   int pass_of(const JobSpec& spec) const;
