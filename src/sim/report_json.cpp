@@ -153,7 +153,17 @@ std::string report_json(const Report& rep) {
     examples.push_back(in.diag.skipped()[i].message());
   }
   inputs["skipped_examples"] = examples;
-  inputs["budgets"] = spec.budgets_path.empty() ? "proportional to demand" : spec.budgets_path;
+  if (spec.budget_variants.empty()) {
+    inputs["budgets"] = spec.budgets_path.empty() ? "proportional to demand" : spec.budgets_path;
+  } else {
+    Json files = Json::array();
+    for (const BudgetVariant& v : in.budget_variants) {
+      files.push_back({{"file", v.path},
+                       {"jobs_admitted", v.scenario.jobs.size()},
+                       {"jobs_left_out", v.skipped}});
+    }
+    inputs["budgets"] = files;
+  }
   inputs["seed"] = spec.seed;
   inputs["load"] = {{"ratio_before", fixed(in.load_before.ratio)},
                     {"target", fixed(spec.load)},
