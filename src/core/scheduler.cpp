@@ -96,6 +96,36 @@ int inverted(Priority p) {
   return 3 - static_cast<int>(p);
 }
 
+// A budget node's rank in the fair-share walk: lowest standing first, then projected usage, id.
+struct RankKey {
+  double standing;
+  MilliGpuSeconds projected;
+  BudgetId id;
+  auto operator<=>(const RankKey&) const = default;
+};
+
+// The ranked children of one budget node: an ordered set kept as a sorted vector, which a walk
+// reuses from cycle to cycle without allocating (a node has a handful of children).
+class RankSet {
+ public:
+  bool empty() const { return v_.empty(); }
+  const RankKey& front() const { return v_.front(); }
+  void insert(const RankKey& k) {
+    auto it = std::lower_bound(v_.begin(), v_.end(), k);
+    if (it == v_.end() || *it != k) v_.insert(it, k);
+  }
+  bool erase(const RankKey& k) {
+    auto it = std::lower_bound(v_.begin(), v_.end(), k);
+    if (it == v_.end() || *it != k) return false;
+    v_.erase(it);
+    return true;
+  }
+  void clear() { v_.clear(); }
+
+ private:
+  std::vector<RankKey> v_;
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -168,34 +198,95 @@ struct Scheduler::ClusterScratch {
   mutable int backfill_free = 0;
   bool head_blocked = false;
   Time now = 0;
+  // Buffers of plan_reservation.
+  struct Ready {
+    Time at;
+    int free_now;
+    NodeId node;
+    BlockId block;
+  };
+  std::vector<Ready> ready_buffer;
+  std::vector<std::pair<Time, int>> release_buffer;
+  // The Selector's working state (see there), reused by every walk.
+  struct WalkState {
+    std::vector<RankSet> active;
+    std::vector<RankKey> key, own_key;
+    std::vector<char> in_parent;
+    std::vector<Queue::const_iterator> it;
+    std::vector<std::uint32_t> ahead;
+  };
+  WalkState walk;
+  // may_take's memo: per victim budget, for the requester of the current search.
+  std::uint64_t taker_stamp = 0;
+  std::vector<std::uint64_t> taker_memo_at;
+  std::vector<char> taker_memo;
+  void new_requester() { ++taker_stamp; }
+
+  // A fresh pass over cluster c. Buffers keep their capacity; every field that carries state from
+  // one pass to the next is set here (the rest are cleared where they are used, or, like the
+  // taker memo, are keyed so that old entries never match).
+  void reset(ClusterId c, Time t) {
+    cluster = c;
+    now = t;
+    previous.clear();
+    passed.clear();
+    made.clear();
+    memo.clear();
+    preemption_failed.clear();
+    exposed.clear();
+    exposed_nodes.clear();
+    made_funded.clear();
+    made_free.clear();
+    made_free_at = ~std::uint64_t{0};
+    mask_version = 0;
+    preemption_considered = 0;
+    usable_free_key = {~0ull, 0, 0};
+    usable_free = 0;
+    backfill_free_key = {~0ull, 0, 0};
+    backfill_free = 0;
+    head_blocked = false;
+    // projected, rank_extra, debug_gpus, allocation: assigned by compute_projected; mask and
+    // reserved_by: assigned by schedule_cluster.
+  }
 };
+
+void Scheduler::ScratchDeleter::operator()(ClusterScratch* s) const {
+  delete s;
+}
 
 // Picks the next pending job by walking the budget tree: at each level the active child (a
 // subtree with jobs left) whose standing is lowest; within a budget, its own queue order. Standings
 // change as jobs start, so the order adapts within one cycle.
 class Scheduler::Selector {
  public:
-  struct Key {
-    double standing;
-    MilliGpuSeconds projected;
-    BudgetId id;
-    auto operator<=>(const Key&) const = default;
-  };
+  using Key = RankKey;
 
-  // Walks `queues` (one per budget) lazily, taking only jobs that accept `cluster`.
-  Selector(const Scheduler& sched, const ClusterScratch& s, const std::vector<Queue>& queues,
-           ClusterId cluster)
-      : tree_(sched.budgets_), sched_(sched), s_(s), queues_(queues), cluster_(cluster) {
+  // Walks `queues` (one per budget) lazily, taking only jobs that accept `cluster`, in the
+  // working state `w` (whatever an earlier walk left there).
+  Selector(const Scheduler& sched, const ClusterScratch& s, ClusterScratch::WalkState& w,
+           const std::vector<Queue>& queues, ClusterId cluster)
+      : tree_(sched.budgets_),
+        sched_(sched),
+        s_(s),
+        queues_(queues),
+        cluster_(cluster),
+        active_(w.active),
+        key_(w.key),
+        own_key_(w.own_key),
+        in_parent_(w.in_parent),
+        it_(w.it),
+        ahead_(w.ahead) {
     const std::size_t n = tree_.size();
     active_.resize(n);
+    for (RankSet& a : active_) a.clear();
     key_.resize(n);
     own_key_.resize(n);
     in_parent_.assign(n, 0);
     it_.resize(n);
     ahead_.assign(n, 0);
     for (BudgetId b = 0; b < queues_.size() && b < n; ++b) {
+      it_[b] = queues_[b].begin();  // end() when empty: no iterator is left from another walk
       if (queues_[b].empty()) continue;
-      it_[b] = queues_[b].begin();
       skip(b);
       if (it_[b] == queues_[b].end()) continue;
       own_key_[b] = key_for(b);
@@ -210,7 +301,7 @@ class Scheduler::Selector {
     BudgetId cur = tree_.root();
     for (;;) {
       if (active_[cur].empty()) return nullptr;
-      const BudgetId pick = active_[cur].begin()->id;
+      const BudgetId pick = active_[cur].front().id;
       if (pick == cur) break;
       cur = pick;
     }
@@ -294,12 +385,12 @@ class Scheduler::Selector {
   const ClusterScratch& s_;
   const std::vector<Queue>& queues_;
   ClusterId cluster_;
-  std::vector<std::set<Key>> active_;
-  std::vector<Key> key_;      // key of a node in its parent's set
-  std::vector<Key> own_key_;  // key of a node's own queue in its own set
-  std::vector<char> in_parent_;
-  std::vector<Queue::const_iterator> it_;
-  std::vector<std::uint32_t> ahead_;
+  std::vector<RankSet>& active_;
+  std::vector<Key>& key_;      // key of a node in its parent's set
+  std::vector<Key>& own_key_;  // key of a node's own queue in its own set
+  std::vector<char>& in_parent_;
+  std::vector<Queue::const_iterator>& it_;
+  std::vector<std::uint32_t>& ahead_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -836,9 +927,9 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
 
 void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
                                  std::set<JobId>& started) {
-  ClusterScratch s;
-  s.cluster = c;
-  s.now = now_;
+  if (!scratch_.p) scratch_.p.reset(new ClusterScratch);
+  ClusterScratch& s = *scratch_.p;
+  s.reset(c, now_);
   const std::size_t first_waiting = out.waiting.size();
   compute_projected(c, s);
   change_classes(c, s, out);
@@ -880,7 +971,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   std::uint32_t rank = 0;
   for (int pass = 0; pass < 2; ++pass) {
     if (config_.order == QueueOrder::FairShare) {
-      Selector sel(*this, s, pending_[pass], c);
+      Selector sel(*this, s, s.walk, pending_[pass], c);
       BudgetId b = 0;
       std::uint32_t ahead = 0;
       while (JobEntry* j = sel.next(&b, &ahead)) {
@@ -1351,8 +1442,30 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
   return why->victim_standing > why->requester_standing + config_.preemption_margin;
 }
 
+// preemptible_by without the reason, for weighing many victims for one requester: the branch
+// comparison depends only on the victim's budget while standings stand still (within one search),
+// so it is made once per budget. Call s.new_requester() before each search.
+bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r) const {
+  if (!v.run.allocated) {
+    return config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority;
+  }
+  if (now_ < v.run.protected_until) return false;
+  const BudgetId b = v.spec.budget;
+  if (s.taker_memo_at.size() <= b) {
+    s.taker_memo_at.resize(budgets_.size(), 0);
+    s.taker_memo.resize(budgets_.size(), 0);
+  }
+  if (s.taker_memo_at[b] != s.taker_stamp) {
+    VictimReason why;
+    s.taker_memo[b] = preemptible_by(s, v, r, &why);
+    s.taker_memo_at[b] = s.taker_stamp;
+  }
+  return s.taker_memo[b];
+}
+
 bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
                             CycleResult& out) {
+  s.new_requester();
   const Shape& shape = j.spec.shape;
   using Cost = ClusterScratch::PreemptCost;
   using NodeOption = ClusterScratch::NodeOption;
@@ -1384,11 +1497,10 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
     }
     // Candidates on this node, unallocated before allocated, cheapest loss first.
     cands.clear();
-    VictimReason why;
     for (std::size_t i = first; i < last; ++i) {
       const ClusterScratch::Exposed& x = s.exposed[i];
       if (x.job->state != JobState::Running) continue;  // stopped earlier in this cycle
-      if (!preemptible_by(s, *x.job, j, &why)) continue;
+      if (!may_take(s, *x.job, j)) continue;
       cands.push_back(&x);
     }
     auto give_back = [&](const ClusterScratch::Exposed* x, Milli sign) {
@@ -1528,15 +1640,12 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
   const Shape& shape = j.spec.shape;
   BudgetId unused = kNoBudget;
   const bool can_preempt = config_.preemption && funded(s, j, &unused);
+  s.new_requester();
   const int need = shape.fractional() ? 1 : shape.gpus_per_node;
-  struct Ready {
-    Time at;
-    int free_now;
-    NodeId node;
-    BlockId block;
-  };
-  std::vector<Ready> ready;
-  std::vector<std::pair<Time, int>> releases;  // reused for every node
+  using Ready = ClusterScratch::Ready;
+  std::vector<Ready>& ready = s.ready_buffer;
+  std::vector<std::pair<Time, int>>& releases = s.release_buffer;  // reused for every node
+  ready.clear();
   for (NodeId n : cluster_nodes_[c]) {
     if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
       continue;
@@ -1550,8 +1659,7 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
       for (const JobEntry* entry : jobs_on_node_[n]) {
         const JobEntry& v = *entry;
         Time t = v.spec.expected_duration ? v.run.started + *v.spec.expected_duration : kNever;
-        VictimReason why;
-        if (can_preempt && preemptible_by(s, v, j, &why)) t = now_;
+        if (can_preempt && may_take(s, v, j)) t = now_;
         if (can_preempt && v.run.allocated && t == kNever) {
           // Past its contract it may become preemptible as standings move: plan on that.
           t = std::max(now_, v.run.protected_until);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -201,6 +202,20 @@ class Scheduler : private detail::SchedulerState {
  private:
   struct ClusterScratch;  // per-cycle working state of one cluster pass
   class Selector;
+  struct ScratchDeleter {
+    void operator()(ClusterScratch* s) const;
+  };
+  // The working state of a cluster pass, kept between cycles so that its buffers are not
+  // allocated again each time. Decided nothing: a copy of the Scheduler starts without one.
+  struct ScratchBox {
+    std::unique_ptr<ClusterScratch, ScratchDeleter> p;
+    ScratchBox() = default;
+    ScratchBox(const ScratchBox&) {}
+    ScratchBox& operator=(const ScratchBox&) { return *this; }
+    ScratchBox(ScratchBox&&) noexcept = default;
+    ScratchBox& operator=(ScratchBox&&) noexcept = default;
+  };
+  ScratchBox scratch_;
 
   void refresh_fractions();
   void charge_rate(const JobEntry& j, Milli sign);
@@ -233,6 +248,7 @@ class Scheduler : private detail::SchedulerState {
                    CycleResult& out);
   bool preemptible_by(const ClusterScratch& s, const JobEntry& victim, const JobEntry& requester,
                       VictimReason* why) const;
+  bool may_take(ClusterScratch& s, const JobEntry& victim, const JobEntry& requester) const;
   Reservation plan_reservation(ClusterId c, ClusterScratch& s, const JobEntry& j,
                                const NodeMask& mask) const;
   void remove_pending(JobEntry& j);
