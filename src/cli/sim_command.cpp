@@ -292,10 +292,10 @@ int sim_main(int argc, char** argv) {
   }
 
   std::fprintf(stderr,
-               "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, load %.2fx%s; "
+               "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, load %sx%s; "
                "%zu run%s\n",
                in.scenario.jobs.size(), in.jobs_read, in.diag.skipped().size(),
-               in.scenario.cluster.total_gpus(), in.load_after.ratio,
+               in.scenario.cluster.total_gpus(), sim::load_text(in.load_after.ratio).c_str(),
                spec.load > 0 ? " (scaled)" : "", runs.size(), runs.size() == 1 ? "" : "s");
   for (std::size_t k = 0; k < in.diag.skipped().size() && k < 5; ++k) {
     std::fprintf(stderr, "  skipped %s\n", in.diag.skipped()[k].message().c_str());

@@ -161,8 +161,8 @@ std::string report_html(const Report& rep) {
        html_escape(sc.workload_source) + "</b> (" + html_escape(in.workload_format) +
        "): " + std::to_string(sc.jobs.size()) + " jobs admitted of " +
        std::to_string(in.jobs_read) + " read, " + std::to_string(in.diag.skipped().size()) +
-       " skipped. Load (demand / supply): " + fmt(in.load_after.ratio, "%.2f") +
-       "x (trace as given: " + fmt(in.load_before.ratio, "%.2f") + "x). Seed " +
+       " skipped. Load (demand / supply): " + load_text(in.load_after.ratio) +
+       "x (trace as given: " + load_text(in.load_before.ratio) + "x). Seed " +
        std::to_string(rep.spec->seed) + ". Faults: " +
        (rep.spec->sim.faults.enabled
             ? "MTBF " + duration_text(rep.spec->sim.faults.mtbf) + " per node, repair " +

@@ -165,11 +165,15 @@ std::string report_json(const Report& rep) {
     inputs["budgets"] = files;
   }
   inputs["seed"] = spec.seed;
-  inputs["load"] = {{"ratio_before", fixed(in.load_before.ratio)},
-                    {"target", fixed(spec.load)},
-                    {"ratio", fixed(in.load_after.ratio)},
-                    {"arrival_factor", fixed(in.arrival_factor)},
-                    {"demand_gpu_hours", fixed(in.load_after.demand_gpu_seconds / 3600.0, 3)}};
+  inputs["load"] = {
+      {"ratio_before", fixed(in.load_before.ratio)},
+      {"target", fixed(spec.load)},
+      {"ratio", fixed(in.load_after.ratio)},
+      {"arrival_factor", fixed(in.arrival_factor)},
+      {"demand_gpu_hours", fixed(in.load_after.demand_gpu_seconds / 3600.0, 3)},
+      {"window_from_s", in.load_after.window_from},
+      {"window_to_s", in.load_after.window_to},
+      {"window_demand_gpu_hours", fixed(in.load_after.window_demand_gpu_seconds / 3600.0, 3)}};
   const FaultModel& f = spec.sim.faults;
   inputs["faults"] = {{"enabled", f.enabled},
                       {"mtbf_s", f.mtbf},
