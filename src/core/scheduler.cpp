@@ -96,6 +96,14 @@ int inverted(Priority p) {
   return 3 - static_cast<int>(p);
 }
 
+// GPU slots of placement `p` on node n (a placement lists its nodes in order).
+int slots_on(const Placement& p, NodeId n) {
+  if (!p.empty() && p.front().node == n && p.back().node == n) return static_cast<int>(p.size());
+  int k = 0;
+  for (const GpuSlot& g : p) k += g.node == n;
+  return k;
+}
+
 // A budget node's rank in the fair-share walk: lowest standing first, then projected usage, id.
 struct RankKey {
   double standing;
@@ -166,7 +174,8 @@ struct Scheduler::ClusterScratch {
   struct Exposed {
     JobEntry* job;
     bool allocated;
-    double lost;  // GPU-seconds lost if stopped now
+    double lost;    // GPU-seconds lost if stopped now
+    int gpus_here;  // its GPU slots on this node
   };
   std::vector<Exposed> exposed;
   std::vector<std::pair<NodeId, std::pair<std::size_t, std::size_t>>> exposed_nodes;
@@ -186,6 +195,7 @@ struct Scheduler::ClusterScratch {
   std::vector<const Exposed*> candidate_buffer;
   std::vector<JobId> victim_buffer;
   std::vector<Milli> extra_buffer;
+  std::vector<char> keep_buffer;
   std::vector<char> made_funded;  // per made reservation: its holder may preempt
   std::vector<int> made_free;     // per made reservation: most whole GPUs free on a node
   std::uint64_t made_free_at = ~std::uint64_t{0};
@@ -198,6 +208,8 @@ struct Scheduler::ClusterScratch {
   mutable int backfill_free = 0;
   bool head_blocked = false;
   Time now = 0;
+  bool explain = true;               // explain_all: waiting jobs' explanations go out
+  int largest_waiting_per_node = 0;  // over waiting jobs that some node could hold
   // Buffers of plan_reservation.
   struct Ready {
     Time at;
@@ -245,6 +257,7 @@ struct Scheduler::ClusterScratch {
     backfill_free_key = {~0ull, 0, 0};
     backfill_free = 0;
     head_blocked = false;
+    largest_waiting_per_node = 0;
     // projected, rank_extra, debug_gpus, allocation: assigned by compute_projected; mask and
     // reserved_by: assigned by schedule_cluster.
   }
@@ -930,7 +943,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   if (!scratch_.p) scratch_.p.reset(new ClusterScratch);
   ClusterScratch& s = *scratch_.p;
   s.reset(c, now_);
-  const std::size_t first_waiting = out.waiting.size();
+  s.explain = options.explain_all;
   compute_projected(c, s);
   change_classes(c, s, out);
 
@@ -955,7 +968,8 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
       JobEntry& j = *entry;
       if (j.run.allocated && j.run.protected_until > now_) continue;
       if (j.run.started == now_) continue;  // never undo this cycle's own decisions
-      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, work_at_risk(j)});
+      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, work_at_risk(j),
+                                                  slots_on(j.run.placement, n)});
     }
     if (s.exposed.size() == first) continue;
     std::sort(s.exposed.begin() + static_cast<std::ptrdiff_t>(first), s.exposed.end(),
@@ -1010,13 +1024,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // What is left idle, and how much of it the largest waiting request cannot use.
   ClusterState state;
   state.cluster = c;
-  for (std::size_t i = first_waiting; i < out.waiting.size(); ++i) {
-    const Explanation& e = out.waiting[i];
-    if (e.code != WaitCode::NoMatchingNodes) {
-      state.largest_waiting_per_node =
-          std::max(state.largest_waiting_per_node, e.needs_gpus_per_node);
-    }
-  }
+  state.largest_waiting_per_node = s.largest_waiting_per_node;
   for (NodeId n : cluster_nodes_[c]) {
     if (!nodes_[n].schedulable()) continue;
     const int free = pool_.whole_free(n);
@@ -1214,6 +1222,14 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   out.starts.push_back(std::move(d));
 }
 
+// J waits: its explanation goes out (with explain_all), and it counts for fragmentation.
+void Scheduler::waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const {
+  if (e.code != WaitCode::NoMatchingNodes) {
+    s.largest_waiting_per_node = std::max(s.largest_waiting_per_node, e.needs_gpus_per_node);
+  }
+  if (s.explain) out.waiting.push_back(e);
+}
+
 void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                          std::uint32_t ahead, CycleResult& out, std::set<JobId>& started) {
   ++out.stats.considered;
@@ -1324,7 +1340,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       if (pool_.find(other, shape, models, nullptr, config_.gang_spans_blocks)) {
         e.code = WaitCode::WaitingForGpus;
         e.largest_free = pool_.largest_whole_free(c, models);
-        out.waiting.push_back(e);
+        waits(s, e, out);
         return;
       }
     }
@@ -1397,7 +1413,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
         e.expected_start = r.expected_start;
         s.made.push_back(std::move(r));
         s.made_funded.push_back(e.funded);
-        out.waiting.push_back(e);
+        waits(s, e, out);
         return;
       }
     }
@@ -1414,7 +1430,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       e.expected_start = s.made.front().expected_start;
     }
   }
-  out.waiting.push_back(e);
+  waits(s, e, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1482,27 +1498,26 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
     if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
       return;
     }
-    // Even taking every exposed job on the node would not make room: skip it.
-    if (!shape.fractional()) {
-      int could_free = pool_.whole_free(n);
-      for (std::size_t i = first; i < last; ++i) {
-        for (const GpuSlot& g : s.exposed[i].job->run.placement) could_free += g.node == n;
-      }
-      if (could_free < shape.gpus_per_node) return;
-    }
-    extra.assign(static_cast<std::size_t>(pool_.gpu_count(n)), 0);
-    if (pool_.fits_node_with(n, shape, extra)) {
-      options.push_back(NodeOption{n, {}, victims_of.size(), victims_of.size()});
-      return;
-    }
     // Candidates on this node, unallocated before allocated, cheapest loss first.
     cands.clear();
+    int could_free = pool_.whole_free(n);
     for (std::size_t i = first; i < last; ++i) {
       const ClusterScratch::Exposed& x = s.exposed[i];
       if (x.job->state != JobState::Running) continue;  // stopped earlier in this cycle
       if (!may_take(s, *x.job, j)) continue;
       cands.push_back(&x);
+      could_free += x.gpus_here;
     }
+    // Even taking every candidate would not make room (an upper bound: a slot may be a fraction).
+    if (!shape.fractional() && could_free < shape.gpus_per_node) return;
+    const bool fits_now = shape.fractional() ? (extra.assign(pool_.gpu_count(n), 0),
+                                                pool_.fits_node_with(n, shape, extra))
+                                             : pool_.whole_free(n) >= shape.gpus_per_node;
+    if (fits_now) {
+      options.push_back(NodeOption{n, {}, victims_of.size(), victims_of.size()});
+      return;
+    }
+    extra.assign(static_cast<std::size_t>(pool_.gpu_count(n)), 0);
     auto give_back = [&](const ClusterScratch::Exposed* x, Milli sign) {
       for (const GpuSlot& g : x->job->run.placement) {
         if (g.node == n) extra[g.gpu] += sign * g.milli;
@@ -1516,7 +1531,8 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
     }
     if (!fits) return;
     // Drop victims that turned out not to be needed, most expensive first.
-    std::vector<char> keep(taken, 1);
+    std::vector<char>& keep = s.keep_buffer;
+    keep.assign(taken, 1);
     for (std::size_t k = taken; k-- > 0;) {
       give_back(cands[k], -1);
       if (pool_.fits_node_with(n, shape, extra)) {
@@ -1655,7 +1671,10 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
     if (free_now < need) {
       // When does each job on the node give its GPUs back: its declared end, or, if this job
       // may preempt it, the end of its contract.
+      // The node is ready at the first release that brings it to `need`: what is released now
+      // counts at once, releases that never come never count, the rest in time order.
       releases.clear();
+      int have = free_now;
       for (const JobEntry* entry : jobs_on_node_[n]) {
         const JobEntry& v = *entry;
         Time t = v.spec.expected_duration ? v.run.started + *v.spec.expected_duration : kNever;
@@ -1664,18 +1683,24 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
           // Past its contract it may become preemptible as standings move: plan on that.
           t = std::max(now_, v.run.protected_until);
         }
-        int gpus = 0;
-        for (const GpuSlot& g : v.run.placement) gpus += g.node == n;
-        releases.emplace_back(std::max(t, now_), gpus);
+        t = std::max(t, now_);
+        if (t == now_) {
+          have += slots_on(v.run.placement, n);
+        } else if (t != kNever) {
+          releases.emplace_back(t, slots_on(v.run.placement, n));
+        }
       }
-      std::sort(releases.begin(), releases.end());
-      int have = free_now;
       at = kNever;
-      for (const auto& [t, g] : releases) {
-        have += g;
-        if (have >= need) {
-          at = t;
-          break;
+      if (have >= need) {
+        at = now_;
+      } else {
+        std::sort(releases.begin(), releases.end());
+        for (const auto& [t, g] : releases) {
+          have += g;
+          if (have >= need) {
+            at = t;
+            break;
+          }
         }
       }
     }

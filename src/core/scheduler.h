@@ -64,9 +64,10 @@ struct ClusterState {
 };
 
 struct CycleOptions {
-  // true: every pending job gets an explanation (what `allot why` shows). false: the walk stops
-  // once provably nothing further can start, so a cycle costs what changed rather than the length
-  // of the queue (the simulator); the decisions are the same either way.
+  // true: every pending job gets an explanation (what `allot why` shows). false: no explanations
+  // (CycleResult::waiting stays empty), and the walk stops once provably nothing further can
+  // start, so a cycle costs what changed rather than the length of the queue (the simulator); the
+  // decisions are the same either way.
   bool explain_all = true;
 };
 
@@ -238,6 +239,7 @@ class Scheduler : private detail::SchedulerState {
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
   double work_at_risk(const JobEntry& j) const;
   int pass_of(const JobSpec& spec) const;
+  void waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const;
   void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                 std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
   void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
