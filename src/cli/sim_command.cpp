@@ -17,6 +17,7 @@
 #include "sim/experiment.h"
 #include "sim/reports.h"
 #include "sim/sweep.h"
+#include "sim/tradeoff.h"
 
 namespace allot::cli {
 namespace {
@@ -37,6 +38,7 @@ void usage(FILE* out) {
       "  --cluster FILE         cluster YAML (openb: default the trace's node list)\n"
       "  --nodes FILE           openb node list (default: next to the pod list)\n"
       "  --budgets FILE         budget tree YAML (default: leaves in proportion to demand)\n"
+      "                         (sweep: a comma-separated list of files is a grid axis)\n"
       "  --limit N              only the first N jobs\n"
       "  --strict               fail on the first bad record (default: skip and count)\n"
       "models:\n"
@@ -52,7 +54,9 @@ void usage(FILE* out) {
       "  --policies LIST        default fairshare,fifo,priority,fairtree (sweep: fairshare)\n"
       "  --lookback DUR, --max-min-runtime DUR, --margin F   override the presets\n"
       "sweep (allot sim sweep): comma-separated values make a grid, e.g.\n"
-      "  --lookback 1d,7d,14d --max-min-runtime 2h,8h --margin 0.05,0.1\n"
+      "  --lookback 1d,7d,14d --max-min-runtime 2h,8h --margin 0.05,0.1 --budgets a.yaml,b.yaml\n"
+      "  --plot-x COST          the trade-off plot's x axis: debug-p90 (default), batch-p90,\n"
+      "                         large-p90, wait-p50, lost-gpu-hours, preemptions\n"
       "output:\n"
       "  --out DIR              write report.json, events.csv and report.html\n"
       "  --threads N            parallel runs (default: all cores)\n"
@@ -145,6 +149,8 @@ int sim_main(int argc, char** argv) {
   bool quiet = false, policies_given = false;
   std::vector<core::Duration> lookback, max_min_runtime;
   std::vector<double> margin;
+  std::vector<std::string> budget_files;
+  std::string plot_x = sim::tradeoff_costs().front().name;
   auto bad = [&](const std::string& what) {
     std::fprintf(stderr, "allot sim: %s\n", what.c_str());
     return 2;
@@ -188,7 +194,8 @@ int sim_main(int argc, char** argv) {
       spec.openb_nodes_path = v;
     } else if (a == "--budgets") {
       if (!need("--budgets")) return 2;
-      spec.budgets_path = v;
+      budget_files = split(v);
+      if (budget_files.empty()) return bad("bad --budgets");
     } else if (a == "--policies") {
       if (!need("--policies")) return 2;
       spec.policies = split(v);
@@ -235,6 +242,10 @@ int sim_main(int argc, char** argv) {
       }
     } else if (a == "--margin") {
       if (!need("--margin") || !parse_numbers(v, &margin)) return bad("bad --margin");
+    } else if (a == "--plot-x") {
+      if (!need("--plot-x")) return 2;
+      if (!sim::find_tradeoff_cost(v)) return bad(std::string("unknown --plot-x '") + v + "'");
+      plot_x = v;
     } else if (a == "--out") {
       if (!need("--out")) return 2;
       out_dir = v;
@@ -249,9 +260,12 @@ int sim_main(int argc, char** argv) {
     return 2;
   }
   if (sweep && !policies_given) spec.policies = {"fairshare"};
-  if (!sweep && (lookback.size() > 1 || max_min_runtime.size() > 1 || margin.size() > 1)) {
+  if (!sweep && (lookback.size() > 1 || max_min_runtime.size() > 1 || margin.size() > 1 ||
+                 budget_files.size() > 1)) {
     return bad("several values make a grid: use 'allot sim sweep'");
   }
+  if (!budget_files.empty()) spec.budgets_path = budget_files.front();
+  if (budget_files.size() > 1) spec.budget_variants = budget_files;
   grid.lookback = lookback;
   grid.max_min_runtime = max_min_runtime;
   grid.preemption_margin = margin;
@@ -263,6 +277,13 @@ int sim_main(int argc, char** argv) {
   if (spec.sim.until != core::kNever && !in.scenario.jobs.empty()) {
     spec.sim.until += in.scenario.jobs.front().job.submit;
   }
+  for (const sim::BudgetVariant& b : in.budget_variants) {
+    grid.budgets.push_back(sim::SweepBudgets{sim::budgets_name(b.path), &b.scenario});
+    if (b.skipped > 0) {
+      std::fprintf(stderr, "allot sim: with budgets %s, %zu jobs are left out (unknown budget)\n",
+                   b.path.c_str(), b.skipped);
+    }
+  }
   auto bases = sim::policy_runs(spec);
   if (!bases.ok()) return bad(bases.error().message());
   std::vector<sim::SimOptions> runs = sim::sweep_points(bases.value(), grid);
@@ -271,10 +292,10 @@ int sim_main(int argc, char** argv) {
   }
 
   std::fprintf(stderr,
-               "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, load %.2fx%s; "
+               "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, load %sx%s; "
                "%zu run%s\n",
                in.scenario.jobs.size(), in.jobs_read, in.diag.skipped().size(),
-               in.scenario.cluster.total_gpus(), in.load_after.ratio,
+               in.scenario.cluster.total_gpus(), sim::load_text(in.load_after.ratio).c_str(),
                spec.load > 0 ? " (scaled)" : "", runs.size(), runs.size() == 1 ? "" : "s");
   for (std::size_t k = 0; k < in.diag.skipped().size() && k < 5; ++k) {
     std::fprintf(stderr, "  skipped %s\n", in.diag.skipped()[k].message().c_str());
@@ -283,6 +304,8 @@ int sim_main(int argc, char** argv) {
   sim::Report report;
   report.spec = &spec;
   report.inputs = &in;
+  report.sweep = sweep;
+  report.tradeoff_x = plot_x;
   {
     Progress progress(runs.size(), !quiet && isatty(STDERR_FILENO));
     for (std::size_t k = 0; k < runs.size(); ++k) runs[k].progress = progress.callback(k);

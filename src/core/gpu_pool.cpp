@@ -104,12 +104,6 @@ int GpuPool::largest_whole_free(ClusterId cluster, const std::vector<GpuModelId>
   return best;
 }
 
-bool GpuPool::could_ever_fit(NodeId node, const Shape& shape,
-                             const std::vector<GpuModelId>& models) const {
-  const NodeState& s = nodes_[node];
-  return accepts(models, s.model) && static_cast<int>(s.free.size()) >= shape.gpus_per_node;
-}
-
 bool GpuPool::fits_node_with(NodeId node, const Shape& shape,
                              const std::vector<Milli>& extra) const {
   const NodeState& s = nodes_[node];

@@ -3,6 +3,7 @@
 // shared GPUs) are allocated by the same all-or-nothing take/release.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -49,7 +50,12 @@ class GpuPool {
                                 const std::vector<GpuModelId>& models, const NodeMask* excluded,
                                 bool gang_spans_blocks) const;
   // Whether `shape` could fit node `node` if it were empty (size and model only).
-  bool could_ever_fit(NodeId node, const Shape& shape, const std::vector<GpuModelId>& models) const;
+  bool could_ever_fit(NodeId node, const Shape& shape,
+                      const std::vector<GpuModelId>& models) const {
+    const NodeState& s = nodes_[node];
+    return static_cast<int>(s.free.size()) >= shape.gpus_per_node &&
+           (models.empty() || std::find(models.begin(), models.end(), s.model) != models.end());
+  }
   // GPUs of `node` free for `shape` once `extra` (GPU index -> milli) is handed back.
   bool fits_node_with(NodeId node, const Shape& shape, const std::vector<Milli>& extra) const;
 

@@ -96,6 +96,44 @@ int inverted(Priority p) {
   return 3 - static_cast<int>(p);
 }
 
+// GPU slots of placement `p` on node n (a placement lists its nodes in order).
+int slots_on(const Placement& p, NodeId n) {
+  if (!p.empty() && p.front().node == n && p.back().node == n) return static_cast<int>(p.size());
+  int k = 0;
+  for (const GpuSlot& g : p) k += g.node == n;
+  return k;
+}
+
+// A budget node's rank in the fair-share walk: lowest standing first, then projected usage, id.
+struct RankKey {
+  double standing;
+  MilliGpuSeconds projected;
+  BudgetId id;
+  auto operator<=>(const RankKey&) const = default;
+};
+
+// The ranked children of one budget node: an ordered set kept as a sorted vector, which a walk
+// reuses from cycle to cycle without allocating (a node has a handful of children).
+class RankSet {
+ public:
+  bool empty() const { return v_.empty(); }
+  const RankKey& front() const { return v_.front(); }
+  void insert(const RankKey& k) {
+    auto it = std::lower_bound(v_.begin(), v_.end(), k);
+    if (it == v_.end() || *it != k) v_.insert(it, k);
+  }
+  bool erase(const RankKey& k) {
+    auto it = std::lower_bound(v_.begin(), v_.end(), k);
+    if (it == v_.end() || *it != k) return false;
+    v_.erase(it);
+    return true;
+  }
+  void clear() { v_.clear(); }
+
+ private:
+  std::vector<RankKey> v_;
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -112,6 +150,12 @@ struct Scheduler::ClusterScratch {
   std::vector<JobId> previous;              // holders of last cycle's reservations (a handful)
   bool held_before(JobId id) const {
     return std::find(previous.begin(), previous.end(), id) != previous.end();
+  }
+  // Holders of last cycle's reservations already considered in this pass: their old nodes stay
+  // closed to everyone else unless they re-planned (then they are in `made`).
+  std::vector<JobId> passed;
+  bool passed_by(JobId id) const {
+    return std::find(passed.begin(), passed.end(), id) != passed.end();
   }
   std::vector<Reservation> made;  // this cycle's
   struct ShapeMemo {
@@ -130,7 +174,8 @@ struct Scheduler::ClusterScratch {
   struct Exposed {
     JobEntry* job;
     bool allocated;
-    double lost;  // GPU-seconds lost if stopped now
+    double lost;    // GPU-seconds lost if stopped now
+    int gpus_here;  // its GPU slots on this node
   };
   std::vector<Exposed> exposed;
   std::vector<std::pair<NodeId, std::pair<std::size_t, std::size_t>>> exposed_nodes;
@@ -150,6 +195,7 @@ struct Scheduler::ClusterScratch {
   std::vector<const Exposed*> candidate_buffer;
   std::vector<JobId> victim_buffer;
   std::vector<Milli> extra_buffer;
+  std::vector<char> keep_buffer;
   std::vector<char> made_funded;  // per made reservation: its holder may preempt
   std::vector<int> made_free;     // per made reservation: most whole GPUs free on a node
   std::uint64_t made_free_at = ~std::uint64_t{0};
@@ -158,36 +204,102 @@ struct Scheduler::ClusterScratch {
   int preemption_considered = 0;  // funded blocked jobs that reached the preemption step
   mutable std::tuple<std::uint64_t, std::uint64_t, std::size_t> usable_free_key{~0ull, 0, 0};
   mutable int usable_free = 0;
+  mutable std::tuple<std::uint64_t, std::uint64_t, std::size_t> backfill_free_key{~0ull, 0, 0};
+  mutable int backfill_free = 0;
   bool head_blocked = false;
   Time now = 0;
+  bool explain = true;               // explain_all: waiting jobs' explanations go out
+  int largest_waiting_per_node = 0;  // over waiting jobs that some node could hold
+  // Buffers of plan_reservation.
+  struct Ready {
+    Time at;
+    int free_now;
+    NodeId node;
+    BlockId block;
+  };
+  std::vector<Ready> ready_buffer;
+  std::vector<std::pair<Time, int>> release_buffer;
+  // The Selector's working state (see there), reused by every walk.
+  struct WalkState {
+    std::vector<RankSet> active;
+    std::vector<RankKey> key, own_key;
+    std::vector<char> in_parent;
+    std::vector<Queue::const_iterator> it;
+    std::vector<std::uint32_t> ahead;
+  };
+  WalkState walk;
+  // may_take's memo: per victim budget, for the requester of the current search.
+  std::uint64_t taker_stamp = 0;
+  std::vector<std::uint64_t> taker_memo_at;
+  std::vector<char> taker_memo;
+  void new_requester() { ++taker_stamp; }
+
+  // A fresh pass over cluster c. Buffers keep their capacity; every field that carries state from
+  // one pass to the next is set here (the rest are cleared where they are used, or, like the
+  // taker memo, are keyed so that old entries never match).
+  void reset(ClusterId c, Time t) {
+    cluster = c;
+    now = t;
+    previous.clear();
+    passed.clear();
+    made.clear();
+    memo.clear();
+    preemption_failed.clear();
+    exposed.clear();
+    exposed_nodes.clear();
+    made_funded.clear();
+    made_free.clear();
+    made_free_at = ~std::uint64_t{0};
+    mask_version = 0;
+    preemption_considered = 0;
+    usable_free_key = {~0ull, 0, 0};
+    usable_free = 0;
+    backfill_free_key = {~0ull, 0, 0};
+    backfill_free = 0;
+    head_blocked = false;
+    largest_waiting_per_node = 0;
+    // projected, rank_extra, debug_gpus, allocation: assigned by compute_projected; mask and
+    // reserved_by: assigned by schedule_cluster.
+  }
 };
+
+void Scheduler::ScratchDeleter::operator()(ClusterScratch* s) const {
+  delete s;
+}
 
 // Picks the next pending job by walking the budget tree: at each level the active child (a
 // subtree with jobs left) whose standing is lowest; within a budget, its own queue order. Standings
 // change as jobs start, so the order adapts within one cycle.
 class Scheduler::Selector {
  public:
-  struct Key {
-    double standing;
-    MilliGpuSeconds projected;
-    BudgetId id;
-    auto operator<=>(const Key&) const = default;
-  };
+  using Key = RankKey;
 
-  // Walks `queues` (one per budget) lazily, taking only jobs that accept `cluster`.
-  Selector(const Scheduler& sched, const ClusterScratch& s, const std::vector<Queue>& queues,
-           ClusterId cluster)
-      : tree_(sched.budgets_), sched_(sched), s_(s), queues_(queues), cluster_(cluster) {
+  // Walks `queues` (one per budget) lazily, taking only jobs that accept `cluster`, in the
+  // working state `w` (whatever an earlier walk left there).
+  Selector(const Scheduler& sched, const ClusterScratch& s, ClusterScratch::WalkState& w,
+           const std::vector<Queue>& queues, ClusterId cluster)
+      : tree_(sched.budgets_),
+        sched_(sched),
+        s_(s),
+        queues_(queues),
+        cluster_(cluster),
+        active_(w.active),
+        key_(w.key),
+        own_key_(w.own_key),
+        in_parent_(w.in_parent),
+        it_(w.it),
+        ahead_(w.ahead) {
     const std::size_t n = tree_.size();
     active_.resize(n);
+    for (RankSet& a : active_) a.clear();
     key_.resize(n);
     own_key_.resize(n);
     in_parent_.assign(n, 0);
     it_.resize(n);
     ahead_.assign(n, 0);
     for (BudgetId b = 0; b < queues_.size() && b < n; ++b) {
+      it_[b] = queues_[b].begin();  // end() when empty: no iterator is left from another walk
       if (queues_[b].empty()) continue;
-      it_[b] = queues_[b].begin();
       skip(b);
       if (it_[b] == queues_[b].end()) continue;
       own_key_[b] = key_for(b);
@@ -202,7 +314,7 @@ class Scheduler::Selector {
     BudgetId cur = tree_.root();
     for (;;) {
       if (active_[cur].empty()) return nullptr;
-      const BudgetId pick = active_[cur].begin()->id;
+      const BudgetId pick = active_[cur].front().id;
       if (pick == cur) break;
       cur = pick;
     }
@@ -210,16 +322,23 @@ class Scheduler::Selector {
     *ahead = ahead_[cur]++;
     JobEntry* j = (it_[cur]++)->second;
     skip(cur);
-    if (it_[cur] == queues_[cur].end()) {
-      active_[cur].erase(own_key_[cur]);
-      for (BudgetId b = cur; b != tree_.root() && active_[b].empty();) {
-        const BudgetId parent = tree_.node(b).parent;
-        active_[parent].erase(key_[b]);
-        in_parent_[b] = 0;
-        b = parent;
-      }
-    }
+    if (it_[cur] == queues_[cur].end()) unlink(cur);
     return j;
+  }
+
+  // Passes over the rest of b's own queue.
+  void drop(BudgetId b) {
+    if (b >= queues_.size() || it_[b] == queues_[b].end()) return;
+    it_[b] = queues_[b].end();
+    unlink(b);
+  }
+
+  // Passes over b's jobs ranked before `key` (a job of b not yet walked).
+  void skip_to(BudgetId b, const PendingKey& key) {
+    if (b >= queues_.size() || it_[b] == queues_[b].end()) return;
+    it_[b] = queues_[b].lower_bound(key);
+    skip(b);
+    if (it_[b] == queues_[b].end()) unlink(b);
   }
 
   // Standings along b's path changed: re-sort b and its ancestors among their siblings.
@@ -250,6 +369,17 @@ class Scheduler::Selector {
     }
   }
 
+  // b's own queue is done: take it off the walk, and its ancestors that have nothing left.
+  void unlink(BudgetId cur) {
+    active_[cur].erase(own_key_[cur]);
+    for (BudgetId b = cur; b != tree_.root() && active_[b].empty();) {
+      const BudgetId parent = tree_.node(b).parent;
+      active_[parent].erase(key_[b]);
+      in_parent_[b] = 0;
+      b = parent;
+    }
+  }
+
   Key key_for(BudgetId b) const {
     const MilliGpuSeconds extra = s_.rank_extra[b];
     return Key{sched_.standing_of(s_, b, extra), s_.projected[b] + extra, b};
@@ -268,12 +398,12 @@ class Scheduler::Selector {
   const ClusterScratch& s_;
   const std::vector<Queue>& queues_;
   ClusterId cluster_;
-  std::vector<std::set<Key>> active_;
-  std::vector<Key> key_;      // key of a node in its parent's set
-  std::vector<Key> own_key_;  // key of a node's own queue in its own set
-  std::vector<char> in_parent_;
-  std::vector<Queue::const_iterator> it_;
-  std::vector<std::uint32_t> ahead_;
+  std::vector<RankSet>& active_;
+  std::vector<Key>& key_;      // key of a node in its parent's set
+  std::vector<Key>& own_key_;  // key of a node's own queue in its own set
+  std::vector<char>& in_parent_;
+  std::vector<Queue::const_iterator>& it_;
+  std::vector<std::uint32_t>& ahead_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -303,6 +433,12 @@ void Scheduler::repoint_pending() {
   }
   for (auto& queue : flat_) {
     for (auto& [key, entry] : queue) entry = &jobs_.at(std::get<2>(key));
+  }
+  for (auto& running : running_) {
+    for (auto& [id, entry] : running) entry = &jobs_.at(id);
+  }
+  for (auto& on_node : jobs_on_node_) {
+    for (JobEntry*& entry : on_node) entry = &jobs_.at(entry->spec.id);
   }
 }
 
@@ -386,10 +522,18 @@ void Scheduler::add_pending(JobEntry& j) {
   }
   pending_total_.insert(j.spec.shape.total_milli());
   pending_with_end_ += j.spec.expected_duration.has_value();
+  auto& sizes = pending_sizes_[pass_of(j.spec)];
+  if (sizes.size() < queues.size()) sizes.resize(queues.size());
+  PendingSizes& mine = sizes[j.spec.budget];
+  if (j.spec.min_runtime > 0)
+    mine.contracts.insert(j.spec.shape.total_milli() * j.spec.min_runtime);
+  mine.debug += j.spec.kind == JobKind::Debug;
   if (j.spec.shape.fractional()) {
     pending_fraction_.insert(j.spec.shape.gpu_milli);
+    mine.fraction.insert(j.spec.shape.gpu_milli);
   } else {
     pending_per_node_.insert(j.spec.shape.gpus_per_node);
+    mine.per_node.insert(j.spec.shape.gpus_per_node);
   }
   ++pending_count_;
 }
@@ -404,10 +548,17 @@ void Scheduler::remove_pending(JobEntry& j) {
   }
   pending_total_.erase(pending_total_.find(j.spec.shape.total_milli()));
   pending_with_end_ -= j.spec.expected_duration.has_value();
+  PendingSizes& mine = pending_sizes_[pass_of(j.spec)][j.spec.budget];
+  if (j.spec.min_runtime > 0) {
+    mine.contracts.erase(mine.contracts.find(j.spec.shape.total_milli() * j.spec.min_runtime));
+  }
+  mine.debug -= j.spec.kind == JobKind::Debug;
   if (j.spec.shape.fractional()) {
     pending_fraction_.erase(pending_fraction_.find(j.spec.shape.gpu_milli));
+    mine.fraction.erase(mine.fraction.find(j.spec.shape.gpu_milli));
   } else {
     pending_per_node_.erase(pending_per_node_.find(j.spec.shape.gpus_per_node));
+    mine.per_node.erase(mine.per_node.find(j.spec.shape.gpus_per_node));
   }
   --pending_count_;
 }
@@ -467,10 +618,10 @@ Status Scheduler::restore_running(JobSpec spec, ClusterId cluster, const Placeme
                       : config_.minimum_runtime_contract ? allocated_since + j.spec.min_runtime
                                                          : kNever;
   pool_.take(placement);
-  running_[cluster].insert(j.spec.id);
+  running_[cluster].emplace(j.spec.id, &j);
   NodeId last = std::numeric_limits<NodeId>::max();
   for (const GpuSlot& g : placement) {
-    if (g.node != last) jobs_on_node_[g.node].push_back(j.spec.id);
+    if (g.node != last) jobs_on_node_[g.node].push_back(&j);
     last = g.node;
   }
   if (allocated) charge_rate(j, +1);
@@ -496,7 +647,7 @@ void Scheduler::release(JobEntry& j) {
     if (g.node == last) continue;
     last = g.node;
     auto& v = jobs_on_node_[g.node];
-    v.erase(std::remove(v.begin(), v.end(), j.spec.id), v.end());
+    v.erase(std::remove(v.begin(), v.end(), &j), v.end());
   }
 }
 
@@ -579,8 +730,8 @@ Milli Scheduler::allocated_rate(ClusterId cluster, BudgetId budget) const {
 Time Scheduler::next_wakeup() const {
   Time t = kNever;
   for (ClusterId c = 0; c < clusters_.size(); ++c) {
-    for (JobId id : running_[c]) {
-      const JobEntry& j = jobs_.at(id);
+    for (const auto& [id, entry] : running_[c]) {
+      const JobEntry& j = *entry;
       if (j.run.protected_until > now_) t = std::min(t, j.run.protected_until);
       const Time drain_at = j.run.started + j.spec.min_runtime;
       if (drain_at > now_) t = std::min(t, drain_at);
@@ -612,8 +763,8 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   }
   // Remaining contracts of running allocated jobs count as already spent: a budget can fund a
   // new contract only if it can still afford all the ones it has promised.
-  for (JobId id : running_[c]) {
-    const JobEntry& j = jobs_.at(id);
+  for (const auto& [id, entry] : running_[c]) {
+    const JobEntry& j = *entry;
     if (j.run.allocated && j.spec.kind == JobKind::Debug) {
       s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
     }
@@ -658,11 +809,19 @@ bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* lim
           config_.max_debug_gpus_per_budget) {
     return true;
   }
-  const MilliGpuSeconds cost = milli * j.spec.min_runtime;
-  bool ok = j.spec.min_runtime > 0;
+  const bool ok = within_allocation(s, j.spec.budget, milli * j.spec.min_runtime, limiting);
+  return ok && j.spec.min_runtime > 0;
+}
+
+// Whether every budget from `leaf` up to the root (excluded) can afford a contract of `cost` on top
+// of what it has promised. Monotone in `cost`: if it fails for some cost it fails for every larger
+// one (the sum is exact in integers and its conversion to double never decreases).
+bool Scheduler::within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
+                                  BudgetId* limiting) const {
+  bool ok = true;
   // Walking up, the last budget found out of allocation is the highest one. The root is the whole
   // cluster: its limit is physical and placement enforces it.
-  for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.node(b).parent) {
+  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
     if (static_cast<double>(s.projected[b] + cost) > config_.allocation_limit * s.allocation[b]) {
       *limiting = b;
       ok = false;
@@ -713,9 +872,9 @@ void Scheduler::stop(JobEntry& j, StopDecision d, CycleResult& out) {
 void Scheduler::stop_failed_and_drained(CycleResult& out) {
   for (const Node& n : nodes_) {
     if (n.health == NodeHealth::Healthy || jobs_on_node_[n.id].empty()) continue;
-    const std::vector<JobId> ids = jobs_on_node_[n.id];  // stop() edits the list
-    for (JobId id : ids) {
-      JobEntry& j = jobs_.at(id);
+    const std::vector<JobEntry*> on_node = jobs_on_node_[n.id];  // stop() edits the list
+    for (JobEntry* entry : on_node) {
+      JobEntry& j = *entry;
       if (j.state != JobState::Running) continue;
       StopDecision d;
       d.node = n.id;
@@ -738,8 +897,8 @@ void Scheduler::stop_failed_and_drained(CycleResult& out) {
 
 void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out) {
   if (!config_.demote_over_allocation && !config_.promote_when_funded) return;
-  for (JobId id : running_[c]) {
-    JobEntry& j = jobs_.at(id);
+  for (const auto& [id, entry] : running_[c]) {
+    JobEntry& j = *entry;
     const MilliGpuSeconds m = total_milli(j.run.placement);
     if (j.run.allocated) {
       if (!config_.demote_over_allocation || now_ < j.run.protected_until ||
@@ -781,10 +940,10 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
 
 void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
                                  std::set<JobId>& started) {
-  ClusterScratch s;
-  s.cluster = c;
-  s.now = now_;
-  const std::size_t first_waiting = out.waiting.size();
+  if (!scratch_.p) scratch_.p.reset(new ClusterScratch);
+  ClusterScratch& s = *scratch_.p;
+  s.reset(c, now_);
+  s.explain = options.explain_all;
   compute_projected(c, s);
   change_classes(c, s, out);
 
@@ -805,11 +964,12 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // Running jobs a funded request could take, per node, cheapest first.
   for (NodeId n : cluster_nodes_[c]) {
     const std::size_t first = s.exposed.size();
-    for (JobId id : jobs_on_node_[n]) {
-      JobEntry& j = jobs_.at(id);
+    for (JobEntry* entry : jobs_on_node_[n]) {
+      JobEntry& j = *entry;
       if (j.run.allocated && j.run.protected_until > now_) continue;
       if (j.run.started == now_) continue;  // never undo this cycle's own decisions
-      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, work_at_risk(j)});
+      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, work_at_risk(j),
+                                                  slots_on(j.run.placement, n)});
     }
     if (s.exposed.size() == first) continue;
     std::sort(s.exposed.begin() + static_cast<std::ptrdiff_t>(first), s.exposed.end(),
@@ -825,10 +985,24 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   std::uint32_t rank = 0;
   for (int pass = 0; pass < 2; ++pass) {
     if (config_.order == QueueOrder::FairShare) {
-      Selector sel(*this, s, pending_[pass], c);
+      Selector sel(*this, s, s.walk, pending_[pass], c);
       BudgetId b = 0;
       std::uint32_t ahead = 0;
       while (JobEntry* j = sel.next(&b, &ahead)) {
+        if (!options.explain_all && budget_inert(c, s, pass, b)) {
+          // None of b's jobs can start, reserve or preempt now, and considering them would change
+          // nothing: the walk goes on as it would after them, except for a holder of last cycle's
+          // reservation among them (it may use its own nodes).
+          const JobEntry* holder = next_holder(s, pass, b, *j);
+          if (holder != j) {
+            if (holder) {
+              sel.skip_to(b, pending_key(*holder));
+            } else {
+              sel.drop(b);
+            }
+            continue;
+          }
+        }
         consider(c, s, *j, rank++, ahead, out, started);
         if (j->state == JobState::Running) sel.rekey(b);
         if (!options.explain_all && !anything_can_start(c, s)) break;
@@ -850,13 +1024,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // What is left idle, and how much of it the largest waiting request cannot use.
   ClusterState state;
   state.cluster = c;
-  for (std::size_t i = first_waiting; i < out.waiting.size(); ++i) {
-    const Explanation& e = out.waiting[i];
-    if (e.code != WaitCode::NoMatchingNodes) {
-      state.largest_waiting_per_node =
-          std::max(state.largest_waiting_per_node, e.needs_gpus_per_node);
-    }
-  }
+  state.largest_waiting_per_node = s.largest_waiting_per_node;
   for (NodeId n : cluster_nodes_[c]) {
     if (!nodes_[n].schedulable()) continue;
     const int free = pool_.whole_free(n);
@@ -876,14 +1044,16 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
 // Most whole GPUs free on one node that a job not yet considered could use: reserved nodes count
 // only where backfill may open them (see consider, step 2) or their holder has not had its turn.
 int Scheduler::usable_whole_free(ClusterId c, const ClusterScratch& s) const {
-  const auto key = std::make_tuple(pool_.version(), s.mask_version, s.made.size());
+  const auto key =
+      std::make_tuple(pool_.version(), s.mask_version, s.made.size() + (s.passed.size() << 32));
   if (s.usable_free_key == key) return s.usable_free;
   int best = 0;
   for (NodeId n : cluster_nodes_[c]) {
     const int free = pool_.whole_free(n);
     if (free <= best || !nodes_[n].schedulable()) continue;
     if (s.mask[n]) {
-      bool usable = true;  // a holder of last cycle that has not been considered yet
+      // A holder of last cycle that has not been considered yet may start there or free them.
+      bool usable = !s.passed_by(s.reserved_by[n]);
       for (std::size_t i = 0; i < s.made.size(); ++i) {
         if (s.made[i].job != s.reserved_by[n]) continue;
         usable =
@@ -925,6 +1095,80 @@ bool Scheduler::anything_can_start(ClusterId c, const ClusterScratch& s) const {
   return !pending_fraction_.empty() && pool_.largest_gpu_free(c) >= *pending_fraction_.begin();
 }
 
+// Whether no pending job of budget b in this pass, other than a holder of last cycle's reservation,
+// can do anything in the current state: none fits on free GPUs it may use, and none is funded
+// while a funded job could still reserve or preempt (the first blocked job of the cycle has been
+// seen, so an unfunded one cannot reserve). Only certain answers: "yes" lets the walk pass over
+// the budget. Considering such a job changes no state (its explanation aside), so the jobs after
+// it would be considered in the same state, and are just as inert.
+bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const {
+  if (!s.head_blocked || config_.funding != Funding::Lookback || pending_with_end_ > 0) {
+    return false;
+  }
+  const auto& sizes = pending_sizes_[pass];
+  if (b >= sizes.size() || !budgets_.valid(b)) return false;
+  const PendingSizes& mine = sizes[b];
+  // Funding matters while a funded job could still reserve or preempt in this pass.
+  const bool funded_may_act =
+      (config_.reserve_for_blocked && static_cast<int>(s.made.size()) < config_.max_reservations) ||
+      (config_.preemption && !s.exposed_nodes.empty() &&
+       s.preemption_considered < config_.max_preemption_attempts);
+  if (funded_may_act) {
+    if (mine.debug > 0 && config_.debug_always_funded) return false;
+    // The cheapest contract is not affordable, so none is (within_allocation is monotone).
+    BudgetId unused = kNoBudget;
+    if (!mine.contracts.empty() && within_allocation(s, b, *mine.contracts.begin(), &unused)) {
+      return false;
+    }
+  }
+  if (!mine.per_node.empty() && *mine.per_node.begin() <= backfill_whole_free(c, s)) return false;
+  return mine.fraction.empty() || pool_.largest_gpu_free(c) < *mine.fraction.begin();
+}
+
+// The first holder of last cycle's reservations among b's pending jobs of this pass at or after
+// `from` in b's order (nullptr if none).
+const JobEntry* Scheduler::next_holder(const ClusterScratch& s, int pass, BudgetId b,
+                                       const JobEntry& from) const {
+  const JobEntry* best = nullptr;
+  const PendingKey lo = pending_key(from);
+  for (JobId h : s.previous) {
+    const JobEntry& e = jobs_.at(h);
+    if (e.spec.budget != b || pass_of(e.spec) != pass || pending_key(e) < lo) continue;
+    if (!best || pending_key(e) < pending_key(*best)) best = &e;
+  }
+  return best;
+}
+
+Scheduler::PendingKey Scheduler::pending_key(const JobEntry& j) {
+  return PendingKey{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
+}
+
+// Most whole GPUs free on one node that an unfunded job that holds no reservation may use: nodes
+// outside every reservation, and the nodes of this cycle's reservations whose holder may preempt
+// (evictable backfill, consider step 2).
+int Scheduler::backfill_whole_free(ClusterId c, const ClusterScratch& s) const {
+  const auto key = std::make_tuple(pool_.version(), s.mask_version, s.made.size());
+  if (s.backfill_free_key == key) return s.backfill_free;
+  const bool evictable =
+      config_.backfill && config_.backfill_unallocated_on_reserved && config_.preemption;
+  int best = 0;
+  for (NodeId n : cluster_nodes_[c]) {
+    const int free = pool_.whole_free(n);
+    if (free <= best || !nodes_[n].schedulable()) continue;
+    if (s.mask[n]) {
+      bool usable = false;
+      for (std::size_t i = 0; i < s.made.size(); ++i) {
+        if (s.made[i].job == s.reserved_by[n]) usable = evictable && s.made_funded[i];
+      }
+      if (!usable) continue;
+    }
+    best = free;
+  }
+  s.backfill_free_key = key;
+  s.backfill_free = best;
+  return best;
+}
+
 void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
                       std::vector<JobId> victims, CycleResult& out) {
   remove_pending(j);
@@ -939,10 +1183,10 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   r.allocated = allocated;
   r.allocated_since = now_;
   r.protected_until = allocated ? protection_end(j) : now_;
-  running_[s.cluster].insert(j.spec.id);
+  running_[s.cluster].emplace(j.spec.id, &j);
   NodeId last = std::numeric_limits<NodeId>::max();
   for (const GpuSlot& g : r.placement) {
-    if (g.node != last) jobs_on_node_[g.node].push_back(j.spec.id);
+    if (g.node != last) jobs_on_node_[g.node].push_back(&j);
     last = g.node;
     if (s.mask[g.node] && s.reserved_by[g.node] != j.spec.id) r.on_reserved = true;
   }
@@ -978,6 +1222,14 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   out.starts.push_back(std::move(d));
 }
 
+// J waits: its explanation goes out (with explain_all), and it counts for fragmentation.
+void Scheduler::waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const {
+  if (e.code != WaitCode::NoMatchingNodes) {
+    s.largest_waiting_per_node = std::max(s.largest_waiting_per_node, e.needs_gpus_per_node);
+  }
+  if (s.explain) out.waiting.push_back(e);
+}
+
 void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                          std::uint32_t ahead, CycleResult& out, std::set<JobId>& started) {
   ++out.stats.considered;
@@ -998,6 +1250,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
 
   // A holder may use its own reserved nodes; everyone else is kept off all reserved nodes.
   const bool holder = s.held_before(j.spec.id);
+  if (holder) s.passed.push_back(j.spec.id);
   NodeMask own_mask;
   if (holder) {
     own_mask = s.mask;
@@ -1087,7 +1340,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       if (pool_.find(other, shape, models, nullptr, config_.gang_spans_blocks)) {
         e.code = WaitCode::WaitingForGpus;
         e.largest_free = pool_.largest_whole_free(c, models);
-        out.waiting.push_back(e);
+        waits(s, e, out);
         return;
       }
     }
@@ -1160,7 +1413,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
         e.expected_start = r.expected_start;
         s.made.push_back(std::move(r));
         s.made_funded.push_back(e.funded);
-        out.waiting.push_back(e);
+        waits(s, e, out);
         return;
       }
     }
@@ -1177,7 +1430,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       e.expected_start = s.made.front().expected_start;
     }
   }
-  out.waiting.push_back(e);
+  waits(s, e, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1205,8 +1458,30 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
   return why->victim_standing > why->requester_standing + config_.preemption_margin;
 }
 
+// preemptible_by without the reason, for weighing many victims for one requester: the branch
+// comparison depends only on the victim's budget while standings stand still (within one search),
+// so it is made once per budget. Call s.new_requester() before each search.
+bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r) const {
+  if (!v.run.allocated) {
+    return config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority;
+  }
+  if (now_ < v.run.protected_until) return false;
+  const BudgetId b = v.spec.budget;
+  if (s.taker_memo_at.size() <= b) {
+    s.taker_memo_at.resize(budgets_.size(), 0);
+    s.taker_memo.resize(budgets_.size(), 0);
+  }
+  if (s.taker_memo_at[b] != s.taker_stamp) {
+    VictimReason why;
+    s.taker_memo[b] = preemptible_by(s, v, r, &why);
+    s.taker_memo_at[b] = s.taker_stamp;
+  }
+  return s.taker_memo[b];
+}
+
 bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
                             CycleResult& out) {
+  s.new_requester();
   const Shape& shape = j.spec.shape;
   using Cost = ClusterScratch::PreemptCost;
   using NodeOption = ClusterScratch::NodeOption;
@@ -1223,28 +1498,26 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
     if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
       return;
     }
-    // Even taking every exposed job on the node would not make room: skip it.
-    if (!shape.fractional()) {
-      int could_free = pool_.whole_free(n);
-      for (std::size_t i = first; i < last; ++i) {
-        for (const GpuSlot& g : s.exposed[i].job->run.placement) could_free += g.node == n;
-      }
-      if (could_free < shape.gpus_per_node) return;
-    }
-    extra.assign(static_cast<std::size_t>(pool_.gpu_count(n)), 0);
-    if (pool_.fits_node_with(n, shape, extra)) {
-      options.push_back(NodeOption{n, {}, victims_of.size(), victims_of.size()});
-      return;
-    }
     // Candidates on this node, unallocated before allocated, cheapest loss first.
     cands.clear();
-    VictimReason why;
+    int could_free = pool_.whole_free(n);
     for (std::size_t i = first; i < last; ++i) {
       const ClusterScratch::Exposed& x = s.exposed[i];
       if (x.job->state != JobState::Running) continue;  // stopped earlier in this cycle
-      if (!preemptible_by(s, *x.job, j, &why)) continue;
+      if (!may_take(s, *x.job, j)) continue;
       cands.push_back(&x);
+      could_free += x.gpus_here;
     }
+    // Even taking every candidate would not make room (an upper bound: a slot may be a fraction).
+    if (!shape.fractional() && could_free < shape.gpus_per_node) return;
+    const bool fits_now = shape.fractional() ? (extra.assign(pool_.gpu_count(n), 0),
+                                                pool_.fits_node_with(n, shape, extra))
+                                             : pool_.whole_free(n) >= shape.gpus_per_node;
+    if (fits_now) {
+      options.push_back(NodeOption{n, {}, victims_of.size(), victims_of.size()});
+      return;
+    }
+    extra.assign(static_cast<std::size_t>(pool_.gpu_count(n)), 0);
     auto give_back = [&](const ClusterScratch::Exposed* x, Milli sign) {
       for (const GpuSlot& g : x->job->run.placement) {
         if (g.node == n) extra[g.gpu] += sign * g.milli;
@@ -1258,7 +1531,8 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
     }
     if (!fits) return;
     // Drop victims that turned out not to be needed, most expensive first.
-    std::vector<char> keep(taken, 1);
+    std::vector<char>& keep = s.keep_buffer;
+    keep.assign(taken, 1);
     for (std::size_t k = taken; k-- > 0;) {
       give_back(cands[k], -1);
       if (pool_.fits_node_with(n, shape, extra)) {
@@ -1382,15 +1656,12 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
   const Shape& shape = j.spec.shape;
   BudgetId unused = kNoBudget;
   const bool can_preempt = config_.preemption && funded(s, j, &unused);
+  s.new_requester();
   const int need = shape.fractional() ? 1 : shape.gpus_per_node;
-  struct Ready {
-    Time at;
-    int free_now;
-    NodeId node;
-    BlockId block;
-  };
-  std::vector<Ready> ready;
-  std::vector<std::pair<Time, int>> releases;  // reused for every node
+  using Ready = ClusterScratch::Ready;
+  std::vector<Ready>& ready = s.ready_buffer;
+  std::vector<std::pair<Time, int>>& releases = s.release_buffer;  // reused for every node
+  ready.clear();
   for (NodeId n : cluster_nodes_[c]) {
     if (!nodes_[n].schedulable() || mask[n] || !pool_.could_ever_fit(n, shape, j.spec.models)) {
       continue;
@@ -1400,28 +1671,36 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
     if (free_now < need) {
       // When does each job on the node give its GPUs back: its declared end, or, if this job
       // may preempt it, the end of its contract.
+      // The node is ready at the first release that brings it to `need`: what is released now
+      // counts at once, releases that never come never count, the rest in time order.
       releases.clear();
-      for (JobId vid : jobs_on_node_[n]) {
-        const JobEntry& v = jobs_.at(vid);
+      int have = free_now;
+      for (const JobEntry* entry : jobs_on_node_[n]) {
+        const JobEntry& v = *entry;
         Time t = v.spec.expected_duration ? v.run.started + *v.spec.expected_duration : kNever;
-        VictimReason why;
-        if (can_preempt && preemptible_by(s, v, j, &why)) t = now_;
+        if (can_preempt && may_take(s, v, j)) t = now_;
         if (can_preempt && v.run.allocated && t == kNever) {
           // Past its contract it may become preemptible as standings move: plan on that.
           t = std::max(now_, v.run.protected_until);
         }
-        int gpus = 0;
-        for (const GpuSlot& g : v.run.placement) gpus += g.node == n;
-        releases.emplace_back(std::max(t, now_), gpus);
+        t = std::max(t, now_);
+        if (t == now_) {
+          have += slots_on(v.run.placement, n);
+        } else if (t != kNever) {
+          releases.emplace_back(t, slots_on(v.run.placement, n));
+        }
       }
-      std::sort(releases.begin(), releases.end());
-      int have = free_now;
       at = kNever;
-      for (const auto& [t, g] : releases) {
-        have += g;
-        if (have >= need) {
-          at = t;
-          break;
+      if (have >= need) {
+        at = now_;
+      } else {
+        std::sort(releases.begin(), releases.end());
+        for (const auto& [t, g] : releases) {
+          have += g;
+          if (have >= need) {
+            at = t;
+            break;
+          }
         }
       }
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -63,9 +64,10 @@ struct ClusterState {
 };
 
 struct CycleOptions {
-  // true: every pending job gets an explanation (what `allot why` shows). false: the walk stops
-  // once provably nothing further can start, so a cycle costs what changed rather than the length
-  // of the queue (the simulator); the decisions are the same either way.
+  // true: every pending job gets an explanation (what `allot why` shows). false: no explanations
+  // (CycleResult::waiting stays empty), and the walk stops once provably nothing further can
+  // start, so a cycle costs what changed rather than the length of the queue (the simulator); the
+  // decisions are the same either way.
   bool explain_all = true;
 };
 
@@ -110,14 +112,24 @@ struct SchedulerState {
   // those is the policy (key: (inverted priority or 0, submit time, id)).
   std::vector<Queue> pending_[2];
   Queue flat_[2];
+  // Per pass and budget, what its pending jobs ask for: a cycle without explain_all passes over a
+  // budget none of whose jobs can be funded, placed or backfilled (Scheduler::budget_inert).
+  struct PendingSizes {
+    std::multiset<MilliGpuSeconds> contracts;  // milli x minimum runtime, of jobs with one
+    std::multiset<int> per_node;               // whole-GPU requests: GPUs per node
+    std::multiset<Milli> fraction;             // fractional requests: milli of one GPU
+    std::size_t debug = 0;                     // debug jobs (funded by their own rule)
+  };
+  std::vector<PendingSizes> pending_sizes_[2];
   // Sizes of the pending requests, so that a cycle knows when nothing left can fit.
   std::multiset<int> pending_per_node_;    // whole-GPU requests: GPUs per node
   std::multiset<Milli> pending_fraction_;  // fractional requests: milli of one GPU
   std::multiset<Milli> pending_total_;     // every request: total milli
   std::size_t pending_with_end_ = 0;       // pending jobs that declared an expected duration
   std::size_t pending_count_ = 0;
-  std::vector<std::set<JobId>> running_;                // per cluster: Running jobs
-  std::vector<std::vector<JobId>> jobs_on_node_;        // Running jobs touching each node
+  // Entries of jobs_ (re-pointed when a Scheduler is copied, like the pending queues).
+  std::vector<std::map<JobId, JobEntry*>> running_;     // per cluster: Running jobs, by id
+  std::vector<std::vector<JobEntry*>> jobs_on_node_;    // Running jobs touching each node
   std::vector<std::vector<Reservation>> reservations_;  // per cluster, from the last cycle
   Time now_ = 0;
 };
@@ -191,6 +203,20 @@ class Scheduler : private detail::SchedulerState {
  private:
   struct ClusterScratch;  // per-cycle working state of one cluster pass
   class Selector;
+  struct ScratchDeleter {
+    void operator()(ClusterScratch* s) const;
+  };
+  // The working state of a cluster pass, kept between cycles so that its buffers are not
+  // allocated again each time. Decided nothing: a copy of the Scheduler starts without one.
+  struct ScratchBox {
+    std::unique_ptr<ClusterScratch, ScratchDeleter> p;
+    ScratchBox() = default;
+    ScratchBox(const ScratchBox&) {}
+    ScratchBox& operator=(const ScratchBox&) { return *this; }
+    ScratchBox(ScratchBox&&) noexcept = default;
+    ScratchBox& operator=(ScratchBox&&) noexcept = default;
+  };
+  ScratchBox scratch_;
 
   void refresh_fractions();
   void charge_rate(const JobEntry& j, Milli sign);
@@ -203,9 +229,17 @@ class Scheduler : private detail::SchedulerState {
   void schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
                         std::set<JobId>& started);
   bool anything_can_start(ClusterId c, const ClusterScratch& s) const;
+  bool budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const;
+  int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
+  const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,
+                              const JobEntry& from) const;
+  static PendingKey pending_key(const JobEntry& j);
+  bool within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
+                         BudgetId* limiting) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
   double work_at_risk(const JobEntry& j) const;
   int pass_of(const JobSpec& spec) const;
+  void waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const;
   void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                 std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
   void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
@@ -216,6 +250,7 @@ class Scheduler : private detail::SchedulerState {
                    CycleResult& out);
   bool preemptible_by(const ClusterScratch& s, const JobEntry& victim, const JobEntry& requester,
                       VictimReason* why) const;
+  bool may_take(ClusterScratch& s, const JobEntry& victim, const JobEntry& requester) const;
   Reservation plan_reservation(ClusterId c, ClusterScratch& s, const JobEntry& j,
                                const NodeMask& mask) const;
   void remove_pending(JobEntry& j);

@@ -62,6 +62,20 @@ core::Result<Inputs> prepare_inputs(const ExperimentSpec& spec) {
   in.load_before = measure_load(w, cluster.total_gpus());
   if (spec.load > 0) in.arrival_factor = scale_arrivals(w, cluster.total_gpus(), spec.load);
   in.load_after = measure_load(w, cluster.total_gpus());
+  for (const std::string& path : spec.budget_variants) {
+    auto b = load_budget_config(path);
+    if (!b.ok()) return b.error();
+    BudgetVariant v;
+    v.path = path;
+    Diagnostics diag;
+    v.scenario = make_scenario(cluster, b.value(), w, diag);
+    v.skipped = diag.skipped().size();
+    if (spec.strict && v.skipped > 0) {
+      return core::Error{
+          "", diag.skipped().front().message() + " (with budgets " + path + "; --strict)"};
+    }
+    in.budget_variants.push_back(std::move(v));
+  }
   in.scenario = make_scenario(std::move(cluster), std::move(budgets), w, in.diag);
   if (auto e = fail_strict()) return *e;
   return in;
@@ -93,7 +107,7 @@ std::vector<RunResult> run_all(const Scenario& scenario, const std::vector<SimOp
   std::atomic<std::size_t> next{0};
   auto worker = [&] {
     for (std::size_t i = next++; i < configs.size(); i = next++) {
-      results[i] = simulate(scenario, configs[i]);
+      results[i] = simulate(configs[i].scenario ? *configs[i].scenario : scenario, configs[i]);
     }
   };
   if (threads <= 1) {

@@ -18,6 +18,8 @@ namespace allot::sim {
 struct ExperimentSpec {
   std::string cluster_path;  // YAML; for openb, empty = the trace's own node list
   std::string budgets_path;  // YAML; empty = leaves in proportion to their demand
+  // A sweep over budget files: each file makes its own scenario (Inputs::budget_variants).
+  std::vector<std::string> budget_variants;
   std::string workload_path;
   std::string workload_format;   // "", "native", "philly", "openb"
   std::string openb_nodes_path;  // empty = openb_node_list_gpu_node.csv next to the pod list
@@ -31,8 +33,16 @@ struct ExperimentSpec {
   unsigned threads = 0;  // 0 = one per policy, at most the hardware's cores
 };
 
+// The same workload and cluster under another budget file (a sweep's budgets axis).
+struct BudgetVariant {
+  std::string path;
+  Scenario scenario;
+  std::size_t skipped = 0;  // jobs left out: a budget this file does not have
+};
+
 struct Inputs {
   Scenario scenario;
+  std::vector<BudgetVariant> budget_variants;  // one per ExperimentSpec::budget_variants
   Diagnostics diag;
   std::size_t jobs_read = 0;
   LoadInfo load_before, load_after;

@@ -6,6 +6,7 @@
 #include "sim/duration_text.h"
 #include "sim/reports.h"
 #include "sim/svg_plot.h"
+#include "sim/tradeoff.h"
 
 namespace allot::sim {
 namespace {
@@ -51,8 +52,7 @@ std::vector<core::MilliGpuSeconds> sum(const std::vector<core::MilliGpuSeconds>&
 
 std::string time_series_chart(const RunResult& r) {
   PlotAxes a;
-  a.title =
-      r.policy + (r.label.empty() ? "" : " " + r.label) + ": availability and occupancy over time";
+  a.title = run_name(r) + ": availability and occupancy over time";
   a.x_label = "days since the first submission";
   a.y_label = "fraction";
   a.percent_y = true;
@@ -85,7 +85,7 @@ std::string wait_cdf_chart(const Report& rep, const std::string& kind) {
       if (k != kind || v.empty()) continue;
       a.x_max = std::max(a.x_max, v.back());
       PlotLine l;
-      l.name = rep.runs[p].policy + (rep.runs[p].label.empty() ? "" : " " + rep.runs[p].label);
+      l.name = run_name(rep.runs[p]);
       l.colour = palette(p);
       const std::size_t n = v.size();
       const std::size_t step = std::max<std::size_t>(1, n / 300);
@@ -113,8 +113,7 @@ std::string budget_chart(const RunResult& r) {
         {b.path, {b.owed_gpu_hours, b.delivered_toward_owed_gpu_hours, b.delivered_gpu_hours}});
     max_v = std::max({max_v, b.owed_gpu_hours, b.delivered_gpu_hours});
   }
-  return bar_chart(r.policy + (r.label.empty() ? "" : " " + r.label) +
-                       ": owed vs delivered GPU-hours per budget",
+  return bar_chart(run_name(r) + ": owed vs delivered GPU-hours per budget",
                    {"owed (fraction x available, capped hourly at demand)", "delivered toward owed",
                     "delivered in all"},
                    {"#999999", "#1f77b4", "#aec7e8"}, groups, max_v, false);
@@ -123,8 +122,7 @@ std::string budget_chart(const RunResult& r) {
 std::string comparison_chart(const Report& rep) {
   std::vector<std::string> names, colours;
   for (std::size_t p = 0; p < rep.runs.size(); ++p) {
-    names.push_back(rep.runs[p].policy +
-                    (rep.runs[p].label.empty() ? "" : " " + rep.runs[p].label));
+    names.push_back(run_name(rep.runs[p]));
     colours.push_back(palette(p));
   }
   std::vector<BarGroup> g(5);
@@ -163,8 +161,8 @@ std::string report_html(const Report& rep) {
        html_escape(sc.workload_source) + "</b> (" + html_escape(in.workload_format) +
        "): " + std::to_string(sc.jobs.size()) + " jobs admitted of " +
        std::to_string(in.jobs_read) + " read, " + std::to_string(in.diag.skipped().size()) +
-       " skipped. Load (demand / supply): " + fmt(in.load_after.ratio, "%.2f") +
-       "x (trace as given: " + fmt(in.load_before.ratio, "%.2f") + "x). Seed " +
+       " skipped. Load (demand / supply): " + load_text(in.load_after.ratio) +
+       "x (trace as given: " + load_text(in.load_before.ratio) + "x). Seed " +
        std::to_string(rep.spec->seed) + ". Faults: " +
        (rep.spec->sim.faults.enabled
             ? "MTBF " + duration_text(rep.spec->sim.faults.mtbf) + " per node, repair " +
@@ -172,30 +170,42 @@ std::string report_html(const Report& rep) {
             : std::string("off")) +
        ".</p>";
 
-  h += "<h2>Comparison</h2><table><tr><th>policy</th><th>availability</th><th>occupancy</th>"
+  h += std::string("<h2>Comparison</h2><table><tr>") + (rep.sweep ? "<th>#</th>" : "") +
+       "<th>policy</th><th>availability</th><th>occupancy</th>"
        "<th>allocated</th><th>unallocated</th><th>impact mean</th><th>impact worst</th>"
        "<th>budgets &ge;95%</th><th>utilization</th><th>wait p50</th><th>debug p90</th>"
        "<th>batch p90</th><th>large p90</th><th>preempted</th><th>lost GPU-h</th>"
        "<th>fragmentation</th><th>Jain</th><th>completed</th></tr>";
-  for (const RunResult& r : rep.runs) {
+  for (std::size_t k = 0; k < rep.runs.size(); ++k) {
+    const RunResult& r = rep.runs[k];
     auto wait = [&](const char* kind, bool p50) {
       for (const auto& [k, s] : r.waits) {
         if (k == kind && s.count) return short_duration(p50 ? s.p50 : s.p90);
       }
       return std::string("-");
     };
-    h += "<tr><td>" + html_escape(r.policy + (r.label.empty() ? "" : " " + r.label)) + "</td><td>" +
-         pct(r.availability) + "</td><td>" + pct(r.occupancy) + "</td><td>" +
-         pct(r.occupancy_allocated) + "</td><td>" + pct(r.occupancy_unallocated) + "</td><td>" +
-         pct(r.impact_mean) + "</td><td>" + pct(r.impact_min) + "</td><td>" +
-         std::to_string(r.budgets_at_95) + "/" + std::to_string(r.budgets_owed) + "</td><td>" +
-         pct(r.utilization) + "</td><td>" + wait("all", true) + "</td><td>" + wait("debug", false) +
-         "</td><td>" + wait("batch", false) + "</td><td>" + wait("large", false) + "</td><td>" +
+    h += "<tr>" + (rep.sweep ? "<td>" + std::to_string(k + 1) + "</td>" : std::string()) + "<td>" +
+         html_escape(run_name(r)) + "</td><td>" + pct(r.availability) + "</td><td>" +
+         pct(r.occupancy) + "</td><td>" + pct(r.occupancy_allocated) + "</td><td>" +
+         pct(r.occupancy_unallocated) + "</td><td>" + pct(r.impact_mean) + "</td><td>" +
+         pct(r.impact_min) + "</td><td>" + std::to_string(r.budgets_at_95) + "/" +
+         std::to_string(r.budgets_owed) + "</td><td>" + pct(r.utilization) + "</td><td>" +
+         wait("all", true) + "</td><td>" + wait("debug", false) + "</td><td>" +
+         wait("batch", false) + "</td><td>" + wait("large", false) + "</td><td>" +
          std::to_string(r.preemptions) + "</td><td>" + fmt(r.lost_gpu_hours) + "</td><td>" +
          pct(r.fragmentation) + "</td><td>" + fmt(r.jain_fairness, "%.3f") + "</td><td>" +
          std::to_string(r.completed) + "/" + std::to_string(r.jobs) + "</td></tr>";
   }
   h += "</table>";
+  if (rep.sweep) {
+    const TradeoffCost* cost = find_tradeoff_cost(rep.tradeoff_x);
+    if (!cost) cost = &tradeoff_costs().front();
+    h += "<h2>Trade-off</h2><p>One point per grid point, numbered as in the table above (hover "
+         "for its parameters): what each setting buys in impact and occupancy for what it costs "
+         "in " +
+         html_escape(cost->axis_label) + ". Up and to the left is better.</p>";
+    h += tradeoff_charts(rep.runs, *cost);
+  }
   h += comparison_chart(rep);
 
   h += "<h2>Queue waits</h2><p>From submission to first start; jobs still waiting at the end "
@@ -203,8 +213,7 @@ std::string report_html(const Report& rep) {
   for (const char* kind : {"all", "debug", "batch", "large"}) h += wait_cdf_chart(rep, kind);
 
   for (const RunResult& r : rep.runs) {
-    h += "<h2>" + html_escape(r.policy + (r.label.empty() ? "" : " " + r.label)) + "</h2><p>" +
-         html_escape(r.description) + "</p>";
+    h += "<h2>" + html_escape(run_name(r)) + "</h2><p>" + html_escape(r.description) + "</p>";
     h += time_series_chart(r);
     h += budget_chart(r);
     h += "<table><tr><th>budget</th><th>fraction</th><th>jobs</th><th>owed GPU-h</th>"

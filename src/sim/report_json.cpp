@@ -153,13 +153,27 @@ std::string report_json(const Report& rep) {
     examples.push_back(in.diag.skipped()[i].message());
   }
   inputs["skipped_examples"] = examples;
-  inputs["budgets"] = spec.budgets_path.empty() ? "proportional to demand" : spec.budgets_path;
+  if (spec.budget_variants.empty()) {
+    inputs["budgets"] = spec.budgets_path.empty() ? "proportional to demand" : spec.budgets_path;
+  } else {
+    Json files = Json::array();
+    for (const BudgetVariant& v : in.budget_variants) {
+      files.push_back({{"file", v.path},
+                       {"jobs_admitted", v.scenario.jobs.size()},
+                       {"jobs_left_out", v.skipped}});
+    }
+    inputs["budgets"] = files;
+  }
   inputs["seed"] = spec.seed;
-  inputs["load"] = {{"ratio_before", fixed(in.load_before.ratio)},
-                    {"target", fixed(spec.load)},
-                    {"ratio", fixed(in.load_after.ratio)},
-                    {"arrival_factor", fixed(in.arrival_factor)},
-                    {"demand_gpu_hours", fixed(in.load_after.demand_gpu_seconds / 3600.0, 3)}};
+  inputs["load"] = {
+      {"ratio_before", fixed(in.load_before.ratio)},
+      {"target", fixed(spec.load)},
+      {"ratio", fixed(in.load_after.ratio)},
+      {"arrival_factor", fixed(in.arrival_factor)},
+      {"demand_gpu_hours", fixed(in.load_after.demand_gpu_seconds / 3600.0, 3)},
+      {"window_from_s", in.load_after.window_from},
+      {"window_to_s", in.load_after.window_to},
+      {"window_demand_gpu_hours", fixed(in.load_after.window_demand_gpu_seconds / 3600.0, 3)}};
   const FaultModel& f = spec.sim.faults;
   inputs["faults"] = {{"enabled", f.enabled},
                       {"mtbf_s", f.mtbf},

@@ -14,6 +14,8 @@ struct Report {
   const ExperimentSpec* spec = nullptr;
   const Inputs* inputs = nullptr;
   std::vector<RunResult> runs;
+  bool sweep = false;  // runs are the points of a grid: report.html adds trade-off plots
+  std::string tradeoff_x = "debug-p90";  // their x axis (tradeoff_costs())
 };
 
 // Byte-identical for the same seed and inputs: keys in a fixed order, numbers rounded to fixed
@@ -28,5 +30,7 @@ std::string summary_table(const Report& r, bool with_wall_time);
 
 // "1h05m", "45s", "3.2d": a short human duration for tables.
 std::string short_duration(double seconds);
+// A run's name in tables and plots: the policy, then a sweep point's label.
+std::string run_name(const RunResult& r);
 
 }  // namespace allot::sim

@@ -56,6 +56,8 @@ struct SimOptions {
   std::string policy_name = "fairshare";
   std::string policy_description;
   std::string label;  // a sweep point's parameters, for reports
+  // Runs on this scenario instead of the one given to run_all (a sweep over budget files).
+  const Scenario* scenario = nullptr;
   core::PolicyConfig policy;
   FaultModel faults;
   // Health changes at given times (maintenance, or a test's hand-made failure), besides `faults`.

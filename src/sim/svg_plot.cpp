@@ -56,56 +56,88 @@ const std::string& palette(std::size_t i) {
   return colours[i % colours.size()];
 }
 
-std::string line_chart(const PlotAxes& a, const std::vector<PlotLine>& lines, int width,
-                       int height) {
-  const double left = 56, right = 150, top = 28, bottom = 40;
-  const double pw = width - left - right, ph = height - top - bottom;
-  auto fx = [&](double x) {
-    double lo = a.x_min, hi = a.x_max, v = x;
-    if (a.log_x) {
+namespace {
+
+// The plot area of a chart with axes: maps data to pixels and draws title, grid, ticks, labels.
+class Frame {
+ public:
+  Frame(const PlotAxes& a, int width, int height, double right)
+      : a_(a),
+        width_(width),
+        height_(height),
+        pw_(width - kLeft - right),
+        ph_(height - kTop - kBottom) {}
+  double left() const { return kLeft; }
+  double top() const { return kTop; }
+  double pw() const { return pw_; }
+  double ph() const { return ph_; }
+  double fx(double x) const {
+    double lo = a_.x_min, hi = a_.x_max, v = x;
+    if (a_.log_x) {
       lo = std::log10(std::max(lo, 1e-9));
       hi = std::log10(std::max(hi, 1e-9));
       v = std::log10(std::max(x, 1e-9));
     }
     const double t = hi > lo ? (v - lo) / (hi - lo) : 0;
-    return left + pw * std::clamp(t, 0.0, 1.0);
-  };
-  auto fy = [&](double y) {
-    const double t = a.y_max > a.y_min ? (y - a.y_min) / (a.y_max - a.y_min) : 0;
-    return top + ph * (1 - std::clamp(t, 0.0, 1.0));
-  };
-  std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(width) +
-                  "' height='" + std::to_string(height) +
-                  "' font-family='sans-serif' font-size='11'>";
-  s += "<text x='" + num(left) + "' y='16' font-size='13' font-weight='bold'>" +
-       html_escape(a.title) + "</text>";
-  // Grid and y ticks.
-  for (int i = 0; i <= 4; ++i) {
-    const double y = a.y_min + (a.y_max - a.y_min) * i / 4;
-    s += "<line x1='" + num(left) + "' x2='" + num(left + pw) + "' y1='" + num(fy(y)) + "' y2='" +
-         num(fy(y)) + "' stroke='#ddd'/>";
-    s += "<text x='" + num(left - 4) + "' y='" + num(fy(y) + 4) + "' text-anchor='end'>" +
-         tick_text(y, a.percent_y) + "</text>";
+    return kLeft + pw_ * std::clamp(t, 0.0, 1.0);
   }
-  std::vector<std::pair<double, std::string>> ticks = a.x_ticks;
-  if (ticks.empty()) {
-    for (int i = 0; i <= 4; ++i) {
-      const double x = a.x_min + (a.x_max - a.x_min) * i / 4;
-      ticks.emplace_back(x, tick_text(x, false));
+  double fy(double y) const {
+    const double t = a_.y_max > a_.y_min ? (y - a_.y_min) / (a_.y_max - a_.y_min) : 0;
+    return kTop + ph_ * (1 - std::clamp(t, 0.0, 1.0));
+  }
+  // The opening <svg> tag and everything but the data.
+  std::string open() const {
+    std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(width_) +
+                    "' height='" + std::to_string(height_) +
+                    "' font-family='sans-serif' font-size='11'>";
+    s += "<text x='" + num(kLeft) + "' y='16' font-size='13' font-weight='bold'>" +
+         html_escape(a_.title) + "</text>";
+    for (int i = 0; i <= 4; ++i) {  // grid and y ticks
+      const double y = a_.y_min + (a_.y_max - a_.y_min) * i / 4;
+      s += "<line x1='" + num(kLeft) + "' x2='" + num(kLeft + pw_) + "' y1='" + num(fy(y)) +
+           "' y2='" + num(fy(y)) + "' stroke='#ddd'/>";
+      s += "<text x='" + num(kLeft - 4) + "' y='" + num(fy(y) + 4) + "' text-anchor='end'>" +
+           tick_text(y, a_.percent_y) + "</text>";
     }
+    std::vector<std::pair<double, std::string>> ticks = a_.x_ticks;
+    if (ticks.empty()) {
+      for (int i = 0; i <= 4; ++i) {
+        const double x = a_.x_min + (a_.x_max - a_.x_min) * i / 4;
+        ticks.emplace_back(x, tick_text(x, false));
+      }
+    }
+    for (const auto& [x, label] : ticks) {
+      s += "<line x1='" + num(fx(x)) + "' x2='" + num(fx(x)) + "' y1='" + num(kTop + ph_) +
+           "' y2='" + num(kTop + ph_ + 4) + "' stroke='#888'/>";
+      s += "<text x='" + num(fx(x)) + "' y='" + num(kTop + ph_ + 16) + "' text-anchor='middle'>" +
+           html_escape(label) + "</text>";
+    }
+    s += "<text x='" + num(kLeft + pw_ / 2) + "' y='" + num(height_ - 4.0) +
+         "' text-anchor='middle' fill='#555'>" + html_escape(a_.x_label) + "</text>";
+    s += "<text x='12' y='" + num(kTop + ph_ / 2) + "' transform='rotate(-90 12 " +
+         num(kTop + ph_ / 2) + ")' text-anchor='middle' fill='#555'>" + html_escape(a_.y_label) +
+         "</text>";
+    s += "<rect x='" + num(kLeft) + "' y='" + num(kTop) + "' width='" + num(pw_) + "' height='" +
+         num(ph_) + "' fill='none' stroke='#888'/>";
+    return s;
   }
-  for (const auto& [x, label] : ticks) {
-    s += "<line x1='" + num(fx(x)) + "' x2='" + num(fx(x)) + "' y1='" + num(top + ph) + "' y2='" +
-         num(top + ph + 4) + "' stroke='#888'/>";
-    s += "<text x='" + num(fx(x)) + "' y='" + num(top + ph + 16) + "' text-anchor='middle'>" +
-         html_escape(label) + "</text>";
-  }
-  s += "<text x='" + num(left + pw / 2) + "' y='" + num(height - 4.0) +
-       "' text-anchor='middle' fill='#555'>" + html_escape(a.x_label) + "</text>";
-  s += "<text x='12' y='" + num(top + ph / 2) + "' transform='rotate(-90 12 " + num(top + ph / 2) +
-       ")' text-anchor='middle' fill='#555'>" + html_escape(a.y_label) + "</text>";
-  s += "<rect x='" + num(left) + "' y='" + num(top) + "' width='" + num(pw) + "' height='" +
-       num(ph) + "' fill='none' stroke='#888'/>";
+
+ private:
+  static constexpr double kLeft = 56, kTop = 28, kBottom = 40;
+  const PlotAxes& a_;
+  int width_, height_;
+  double pw_, ph_;
+};
+
+}  // namespace
+
+std::string line_chart(const PlotAxes& a, const std::vector<PlotLine>& lines, int width,
+                       int height) {
+  const Frame f(a, width, height, 150);
+  const double left = f.left(), top = f.top(), pw = f.pw();
+  auto fx = [&](double x) { return f.fx(x); };
+  auto fy = [&](double y) { return f.fy(y); };
+  std::string s = f.open();
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const PlotLine& l = lines[i];
     if (l.points.empty()) continue;
@@ -125,6 +157,20 @@ std::string line_chart(const PlotAxes& a, const std::vector<PlotLine>& lines, in
          "' width='10' height='10' fill='" + l.colour + "'/>";
     s += "<text x='" + num(left + pw + 24) + "' y='" + num(ly + 1) + "'>" + html_escape(l.name) +
          "</text>";
+  }
+  return s + "</svg>";
+}
+
+std::string scatter_chart(const PlotAxes& a, const std::vector<ScatterPoint>& points, int width,
+                          int height) {
+  const Frame f(a, width, height, 20);
+  std::string s = f.open();
+  for (const ScatterPoint& p : points) {
+    const double x = f.fx(p.x), y = f.fy(p.y);
+    s += "<circle cx='" + num(x) + "' cy='" + num(y) + "' r='4' fill='" + p.colour +
+         "' fill-opacity='0.8'><title>" + html_escape(p.tooltip) + "</title></circle>";
+    s += "<text x='" + num(x + 6) + "' y='" + num(y - 5) + "' font-size='10'>" +
+         html_escape(p.label) + "</text>";
   }
   return s + "</svg>";
 }

@@ -24,6 +24,16 @@ struct PlotAxes {
 std::string line_chart(const PlotAxes& axes, const std::vector<PlotLine>& lines, int width = 760,
                        int height = 260);
 
+struct ScatterPoint {
+  double x = 0, y = 0;
+  std::string label;    // drawn next to the point
+  std::string tooltip;  // shown on hover
+  std::string colour = "#1f77b4";
+};
+// One labelled point per item (e.g. per sweep point): a trade-off between two measures.
+std::string scatter_chart(const PlotAxes& axes, const std::vector<ScatterPoint>& points,
+                          int width = 760, int height = 320);
+
 struct BarGroup {
   std::string label;
   std::vector<double> values;  // one per series

@@ -10,17 +10,27 @@
 
 namespace allot::sim {
 
+struct SweepBudgets {
+  std::string name;  // for labels: the file name without directory and extension
+  const Scenario* scenario = nullptr;
+};
+
 struct SweepGrid {
+  std::vector<SweepBudgets> budgets;
   std::vector<core::Duration> lookback;
   std::vector<core::Duration> max_min_runtime;
   std::vector<double> preemption_margin;
   bool empty() const {
-    return lookback.empty() && max_min_runtime.empty() && preemption_margin.empty();
+    return budgets.empty() && lookback.empty() && max_min_runtime.empty() &&
+           preemption_margin.empty();
   }
 };
 
-// The grid's points for each base run, in a fixed order (base, then lookback, then maximum
-// minimum runtime, then margin); each point's label names its values.
+// "examples/philly-equal.yaml" -> "philly-equal".
+std::string budgets_name(const std::string& path);
+
+// The grid's points for each base run, in a fixed order (base, then budgets, then lookback, then
+// maximum minimum runtime, then margin); each point's label names its values.
 std::vector<SimOptions> sweep_points(const std::vector<SimOptions>& bases, const SweepGrid& grid);
 
 }  // namespace allot::sim

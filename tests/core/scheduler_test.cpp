@@ -370,6 +370,78 @@ TEST(TreeChanges, SharesAndShapeOfTheTreeChangeWhileJobsWaitAndRun) {
 
 namespace allot::core {
 namespace {
+// The lazy walk (explain_all = false) passes over whole budgets whose jobs can neither start,
+// reserve nor preempt, and jumps to last cycle's reservation holder among them: it must decide
+// exactly what the full walk decides, while considering a handful of jobs instead of the queue.
+TEST(LazyCycle, PassesOverBudgetsThatCannotActAndDecidesTheSame) {
+  World w;
+  w.add_nodes(4);  // 32 GPUs
+  const BudgetId a = w.budget("/a"), b = w.budget("/b"), c = w.budget("/c");
+  w.now = 7 * kDay;
+  w.s.advance(w.now);
+  // /b and /c used three times their allocation: none of their contracts is affordable.
+  for (BudgetId x : {b, c}) {
+    w.s.record_usage(0, x, w.now - kDay, w.now,
+                     static_cast<Milli>(3.0 * w.s.allocation(0, x) / kDay));
+  }
+  std::vector<JobId> fillers;
+  for (int i = 0; i < 4; ++i) fillers.push_back(w.submit(a, 8, 8 * kHour));
+  ASSERT_EQ(w.run().starts.size(), 4u);
+  // A gang of /b is blocked first and holds a reservation.
+  JobSpec gang = w.job(b, 8);
+  gang.shape.nodes = 2;
+  const JobId holder = w.submit(gang);
+  w.run_at(w.now + 60);
+  ASSERT_EQ(w.s.reservations(0).size(), 1u);
+  ASSERT_EQ(w.s.reservations(0).front().job, holder);
+  // Then a hundred urgent jobs of /b rank ahead of it, and a hundred of /c wait too.
+  for (int i = 0; i < 100; ++i) {
+    JobSpec j = w.job(b, 1);
+    j.priority = Priority::Urgent;
+    w.submit(j);
+    w.submit(c, 1);
+  }
+  auto same = [](const CycleResult& x, const CycleResult& y) {
+    if (x.starts.size() != y.starts.size() || x.stops.size() != y.stops.size() ||
+        x.reservations.size() != y.reservations.size()) {
+      return false;
+    }
+    for (std::size_t i = 0; i < x.starts.size(); ++i) {
+      if (x.starts[i].job != y.starts[i].job || x.starts[i].placement != y.starts[i].placement ||
+          x.starts[i].allocated != y.starts[i].allocated || x.starts[i].mode != y.starts[i].mode) {
+        return false;
+      }
+    }
+    for (std::size_t i = 0; i < x.reservations.size(); ++i) {
+      if (x.reservations[i].job != y.reservations[i].job ||
+          x.reservations[i].nodes != y.reservations[i].nodes ||
+          x.reservations[i].expected_start != y.reservations[i].expected_start) {
+        return false;
+      }
+    }
+    return true;
+  };
+  for (int step = 0; step < 6; ++step) {
+    w.now += 600;
+    if (step == 3) {
+      // Capacity comes back: small jobs start (unallocated) where they may.
+      ASSERT_TRUE(w.s.job_finished(fillers[0], w.now).ok());
+    }
+    Scheduler lazy = w.s;
+    const CycleResult l = lazy.cycle(w.now, CycleOptions{/*explain_all=*/false});
+    const std::size_t pending = w.s.pending_count();
+    const CycleResult f = w.run();
+    SCOPED_TRACE("step " + std::to_string(step));
+    EXPECT_TRUE(same(l, f));
+    EXPECT_TRUE(l.waiting.empty()) << "a lazy cycle explains nothing";
+    EXPECT_EQ(f.stats.considered, pending);
+    if (step < 3) {
+      EXPECT_LE(l.stats.considered, 3u) << "of " << pending << " pending";
+      EXPECT_TRUE(World::why(f, holder) != nullptr);
+    }
+  }
+}
+
 TEST(Restore, ARestartedServerPutsRunningJobsBackExactly) {
   testing::World w;
   w.add_nodes(1);

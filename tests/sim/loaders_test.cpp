@@ -236,5 +236,33 @@ TEST(SimLoadScaling, CompressesArrivalsToTheTargetRatio) {
   EXPECT_DOUBLE_EQ(measure_load(w, 4).ratio, 2.2);
 }
 
+// The openb trace has a few pods months before the others: they must not stretch the window.
+TEST(SimLoadScaling, StragglersFarFromTheRestDoNotStretchTheWindow) {
+  Workload w;
+  auto add = [&](core::Time submit) {
+    SimJob j;
+    j.id = w.jobs.size() + 1;
+    j.submit = submit;
+    j.gpus = 1;
+    j.duration = 100;
+    w.jobs.push_back(j);
+  };
+  add(0);  // a straggler 100 days early
+  for (int i = 0; i < 199; ++i) add(100 * core::kDay + i * 10);
+  const LoadInfo l = measure_load(w, 2);
+  // Window: 1st to 99th percentile of 200 submits = jobs 2..198 (indices 1 and 198).
+  EXPECT_EQ(l.window_from, 100 * core::kDay);
+  EXPECT_EQ(l.window_to, 100 * core::kDay + 197 * 10);
+  EXPECT_DOUBLE_EQ(l.window_demand_gpu_seconds, 198 * 100.0);
+  EXPECT_DOUBLE_EQ(l.demand_gpu_seconds, 200 * 100.0);
+  EXPECT_DOUBLE_EQ(l.ratio, 198 * 100.0 / (2 * 1970.0));
+  // Scaling to 2.5 makes it 2.5 where the jobs are.
+  scale_arrivals(w, 2, 2.5);
+  EXPECT_NEAR(measure_load(w, 2).ratio, 2.5, 0.01);
+  EXPECT_EQ(load_text(2.5), "2.50");
+  EXPECT_EQ(load_text(0.0036), "0.0036");
+  EXPECT_EQ(load_text(0), "0.00");
+}
+
 }  // namespace
 }  // namespace allot::sim

@@ -9,6 +9,9 @@
 #include "sim/experiment.h"
 #include "sim/policies.h"
 #include "sim/reports.h"
+#include "sim/sweep.h"
+#include "sim/text_table.h"
+#include "sim/tradeoff.h"
 
 namespace allot::sim {
 namespace {
@@ -220,6 +223,87 @@ TEST(Simulation, SameSeedSameReportByteForByte) {
   auto other = policy_runs(spec);
   Report c{&spec, &in, run_all(sc, other.value(), 4)};
   EXPECT_NE(ja, report_json(c)) << "a different fault seed should change the run";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sweeps and their reports.
+
+TEST(SimTextTable, ColumnsAreAsWideAsTheirWidestCell) {
+  TextTable t({"policy", "avail", "jain"});
+  t.add_row({"fairshare budgets=philly-budgets-equal lookback=14d", "99.5%", "0.912"});
+  t.add_row({"fifo", "100.0%", "1.000"});
+  const std::string out = t.render();
+  std::vector<std::string> lines;
+  for (std::size_t at = 0, nl; (nl = out.find('\n', at)) != std::string::npos; at = nl + 1) {
+    lines.push_back(out.substr(at, nl - at));
+  }
+  ASSERT_EQ(lines.size(), 3u);
+  // Right-aligned columns end at the same place on every line; the first starts at 0.
+  for (const std::string& l : lines) EXPECT_EQ(l.size(), lines[0].size()) << l;
+  const std::size_t label =
+      std::string("fairshare budgets=philly-budgets-equal lookback=14d").size();
+  EXPECT_EQ(lines[0].find("avail"), label + 2);  // "100.0%" is one wider than "avail"
+  EXPECT_EQ(lines[2].substr(0, 5), "fifo ");
+  EXPECT_EQ(lines[0].substr(lines[0].size() - 4), "jain");
+  EXPECT_EQ(TextTable::display_width("\xc3\xa9t\xc3\xa9"), 3u);  // "ete" with accents
+}
+
+TEST(SimSweep, BudgetFilesAreAGridAxisWithTheirOwnScenario) {
+  const Scenario equal = scenario(4, {job(1, 0, "/a", 8, 600)});
+  const Scenario skewed = scenario(4, {job(1, 0, "/a", 8, 600)}, {{"/a", 3}, {"/b", 1}});
+  SweepGrid g;
+  g.budgets = {{budgets_name("examples/equal.yaml"), &equal}, {budgets_name("skewed"), &skewed}};
+  g.lookback = {core::kDay, 7 * core::kDay};
+  SimOptions base = options("fairshare");
+  const std::vector<SimOptions> points = sweep_points({base}, g);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].label, "budgets=equal lookback=1d");
+  EXPECT_EQ(points[1].label, "budgets=equal lookback=7d");
+  EXPECT_EQ(points[3].label, "budgets=skewed lookback=7d");
+  EXPECT_EQ(points[0].scenario, &equal);
+  EXPECT_EQ(points[2].scenario, &skewed);
+  EXPECT_EQ(points[1].policy.lookback, 7 * core::kDay);
+  // run_all runs each point on its own scenario: the skewed tree gives /a three quarters.
+  const std::vector<RunResult> runs = run_all(equal, points, 2);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_DOUBLE_EQ(runs[0].budgets[0].fraction, 0.5);
+  EXPECT_DOUBLE_EQ(runs[2].budgets[0].fraction, 0.75);
+}
+
+TEST(SimSweep, ReportPlotsTheTradeOffOnePointPerGridPoint) {
+  const Scenario sc = random_scenario(120, 5);
+  ExperimentSpec spec;
+  spec.policies = {"fairshare"};
+  SweepGrid g;
+  g.max_min_runtime = {2 * core::kHour, 8 * core::kHour};
+  g.preemption_margin = {0.05, 0.2};
+  auto bases = policy_runs(spec);
+  ASSERT_TRUE(bases.ok());
+  Inputs in;
+  in.scenario = sc;
+  Report rep{&spec, &in, run_all(sc, sweep_points(bases.value(), g), 2)};
+  rep.sweep = true;
+  rep.tradeoff_x = "lost-gpu-hours";
+  ASSERT_EQ(rep.runs.size(), 4u);
+  const std::string html = report_html(rep);
+  EXPECT_NE(html.find("<h2>Trade-off</h2>"), std::string::npos);
+  std::size_t circles = 0;
+  for (std::size_t at = 0; (at = html.find("<circle", at)) != std::string::npos; ++at) ++circles;
+  EXPECT_EQ(circles, 8u) << "two plots (impact, occupancy), one point per grid point";
+  EXPECT_NE(html.find("4: fairshare max_min_runtime=8h margin=0.2"), std::string::npos);
+  const TradeoffCost* lost = find_tradeoff_cost("lost-gpu-hours");
+  ASSERT_NE(lost, nullptr);
+  EXPECT_DOUBLE_EQ(*tradeoff_value(*lost, rep.runs[1]), rep.runs[1].lost_gpu_hours);
+  EXPECT_EQ(find_tradeoff_cost("nonsense"), nullptr);
+  // Without the sweep flag there is no trade-off section.
+  rep.sweep = false;
+  EXPECT_EQ(report_html(rep).find("Trade-off"), std::string::npos);
+  // The terminal table names every point and writes each line once.
+  const std::string table = summary_table(rep, false);
+  EXPECT_NE(table.find("fairshare max_min_runtime=2h margin=0.05:"), std::string::npos);
+  std::size_t lines = 0;
+  for (char c : table) lines += c == '\n';
+  EXPECT_EQ(lines, 1 + 4 + 4u) << table;
 }
 
 }  // namespace
