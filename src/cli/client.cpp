@@ -478,6 +478,35 @@ int cmd_show(const Args& a, const Conn& c) {
                   r[k].is_string() ? r[k].get<std::string>().c_str() : r[k].dump().c_str());
   }
   std::printf("  %-10s %s\n", "spec", r["spec"].dump().c_str());
+  if (r.contains("placement") && r["placement"].is_array() && !r["placement"].empty()) {
+    std::map<std::string, std::string> per_node;  // node -> "0,1,2"
+    std::vector<std::string> order;
+    for (const auto& g : r["placement"]) {
+      const auto node = g.value("node", "");
+      if (!per_node.count(node)) order.push_back(node);
+      auto& s = per_node[node];
+      s += (s.empty() ? "" : ",") + std::to_string(g.value("gpu", 0));
+    }
+    std::string text;
+    for (const auto& n : order) text += (text.empty() ? "" : "  ") + n + " [" + per_node[n] + "]";
+    std::printf("  %-10s %s\n", "gpus", text.c_str());
+  }
+  // What the job's GPUs really did (telemetry from its agents), and what that suggests.
+  auto t = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/telemetry");
+  if (t.contains("current") && t["current"].is_object()) {
+    const auto& u = t["current"];
+    std::printf(
+        "telemetry (run %d): %d samples over %.0f s: GPU use %.0f%% mean, %.0f%% peak; memory "
+        "peak %lld of %lld MiB; CPU %.0f%% (100 = one core); I/O wait %.0f%%\n",
+        u.value("run", 0), u.value("samples", 0), u.value("seconds", 0.0),
+        u.value("gpu_util_mean", 0.0), u.value("gpu_util_peak", 0.0),
+        static_cast<long long>(u.value("mem_used_peak_mib", std::int64_t{0})),
+        static_cast<long long>(u.value("mem_total_mib", std::int64_t{0})),
+        u.value("cpu_pct_mean", 0.0), u.value("io_wait_pct_mean", 0.0));
+  }
+  for (const auto& f : t.value("flags", json::array())) {
+    std::printf("  %s: %s\n", f.value("flag", "").c_str(), f.value("hint", "").c_str());
+  }
   auto ev = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/events");
   std::printf("events:\n");
   for (const auto& e : ev["events"]) {
