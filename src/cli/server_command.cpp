@@ -29,7 +29,7 @@ struct ServerArgs {
   int tick_ms = 1000;
   int sim_nodes = 0;
   core::Duration sim_default = 300;
-  int threads = 32;
+  int threads = 64;
   int lease_seconds = 30;
   int node_timeout_seconds = 45;
   int stop_grace_seconds = 30;
@@ -45,7 +45,7 @@ void usage(bool up) {
                "  --addr-file FILE     write the address served here once listening\n"
                "  --token-file FILE    write the admin token printed at start here (mode 0600)\n"
                "  --tick-ms N          scheduling cycle at least every N ms (default 1000)\n"
-               "  --threads N          HTTP worker threads (default 32)\n"
+               "  --threads N          HTTP worker threads (default 64)\n"
                "  --sim-nodes N        simulated nodes of 8 H100 (default %s)\n"
                "  --sim-duration S     simulated run time of jobs without expected_duration "
                "(default 300)\n"

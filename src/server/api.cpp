@@ -307,7 +307,7 @@ struct ApiServer::Impl {
   std::unique_ptr<httplib::Server> svr;
   std::thread thread;
   std::mutex token_mu;
-  std::unordered_map<std::string, Principal> token_cache;
+  std::unordered_map<std::string, Principal> token_cache;  // secret -> principal
   std::unique_ptr<LogStore> logs;
 
   std::vector<Route> routes;  // every route install() registered, in order
@@ -348,23 +348,26 @@ struct ApiServer::Impl {
     }
     auto secret = h.substr(7);
     if (secret.size() > 256) throw HttpError{401, "Authorization", "invalid token"};
-    auto hash = sha256_hex(secret);
+    // Valid tokens seen since the last revocation, by secret: the store keeps only hashes, and
+    // this spares a SHA-256 per request (the secret is in this process's memory anyway while
+    // the request is). Bounded; cleared by every revocation.
     Principal p;
     bool cached = false;
     {
       std::lock_guard lk(token_mu);
-      auto it = token_cache.find(hash);
+      auto it = token_cache.find(secret);
       if (it != token_cache.end()) {
         p = it->second;
         cached = true;
       }
     }
     if (!cached) {
-      auto t = store->token_by_hash(hash);
+      auto t = store->token_by_hash(sha256_hex(secret));
       if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
       p = Principal{t->id, t->role, t->subject, t->scope, {}};
       std::lock_guard lk(token_mu);
-      token_cache[hash] = p;
+      if (token_cache.size() >= 10000) token_cache.clear();
+      token_cache.emplace(std::move(secret), p);
     }
     // What it manages follows the budgets' owners as they are now.
     if (p.role == "manager" || p.role == "user") {
@@ -1500,8 +1503,11 @@ core::Result<int> ApiServer::start() {
   const int threads = o.threads;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   svr.set_payload_max_length(o.max_body);
-  svr.set_keep_alive_max_count(1 << 20);
-  svr.set_keep_alive_timeout(30);
+  // cpp-httplib serves a kept-alive connection on one worker until it closes: a connection is
+  // closed after this many requests (the client reconnects and queues again) so that more
+  // connections than workers (node agents polling every second) are all served in turn.
+  svr.set_keep_alive_max_count(o.keep_alive_requests);
+  svr.set_keep_alive_timeout(5);
   svr.set_read_timeout(30, 0);
   svr.set_tcp_nodelay(true);
   impl_->install();

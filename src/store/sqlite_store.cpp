@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 namespace allot::store {
@@ -204,6 +205,12 @@ class Conn {
     return core::ok_status();
   }
   sqlite3_stmt* prepare(const std::string& sql) {
+    // Hot statements are static strings: found by address first, without comparing SQL text.
+    if (auto f = by_address_.find(&sql); f != by_address_.end() && f->second.first == sql.size()) {
+      sqlite3_reset(f->second.second);
+      sqlite3_clear_bindings(f->second.second);
+      return f->second.second;
+    }
     auto it = stmts_.find(sql);
     if (it != stmts_.end()) {
       sqlite3_reset(it->second);
@@ -220,10 +227,17 @@ class Conn {
     return st;
   }
   sqlite3* db() const { return db_; }
+  // Marks `sql` (a string that lives as long as the connection) for the address fast path.
+  sqlite3_stmt* prepare_static(const std::string& sql) {
+    auto* st = prepare(sql);
+    by_address_[&sql] = {sql.size(), st};
+    return st;
+  }
 
  private:
   sqlite3* db_ = nullptr;
   std::map<std::string, sqlite3_stmt*> stmts_;
+  std::unordered_map<const std::string*, std::pair<std::size_t, sqlite3_stmt*>> by_address_;
 };
 
 // Binding helpers: bind(st, 1, a, b, c...)
@@ -363,12 +377,14 @@ class SqliteStore final : public Store {
     Pending p;
     p.batch = std::move(batch);
     auto fut = p.done.get_future();
+    bool wake = false;
     {
       std::lock_guard lk(mu_);
       if (stopping_) return Error{"store", "closed"};
+      wake = queue_.empty();  // else the writer has been woken and will take this one too
       queue_.push_back(&p);
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
     return fut.get();
   }
 
@@ -722,6 +738,14 @@ class SqliteStore final : public Store {
     return Lease{this, std::move(c)};
   }
 
+  // Runs a short statement through the prepared-statement cache (not sqlite3_exec, which parses
+  // it each time).
+  void step_sql(const char* sql) {
+    auto* st = wconn_.prepare(sql);
+    sqlite3_step(st);
+    sqlite3_reset(st);
+  }
+
   Status step(sqlite3_stmt* st) {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
@@ -764,14 +788,15 @@ class SqliteStore final : public Store {
             static const std::string insert = std::string("INSERT INTO jobs (") + kJobCols +
                                               ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
             static const std::string replace = "REPLACE" + insert.substr(6);
-            st = wconn_.prepare(std::is_same_v<T, op::InsertJob> ? insert : replace);
+            st = wconn_.prepare_static(std::is_same_v<T, op::InsertJob> ? insert : replace);
             bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
                  j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
                  j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,
                  j.milli, j.runs, j.exit_code);
           } else if constexpr (std::is_same_v<T, op::AddEvent>) {
             const auto& e = o.event;
-            st = wconn_.prepare("INSERT INTO job_events VALUES (?,?,?,?,?)");
+            static const std::string sql = "INSERT INTO job_events VALUES (?,?,?,?,?)";
+            st = wconn_.prepare_static(sql);
             bind(st, static_cast<std::int64_t>(e.job), e.time, e.from, e.to, e.reason);
           } else if constexpr (std::is_same_v<T, op::PutBudget>) {
             const auto& b = o.budget;
@@ -848,7 +873,7 @@ class SqliteStore final : public Store {
       Status tx = wconn_.exec("BEGIN IMMEDIATE");
       if (tx.ok()) {
         for (std::size_t i = 0; i < group.size(); ++i) {
-          wconn_.exec("SAVEPOINT b");
+          step_sql("SAVEPOINT b");
           for (const auto& w : group[i]->batch) {
             auto s = apply(w);
             if (!s.ok()) {
@@ -856,8 +881,8 @@ class SqliteStore final : public Store {
               break;
             }
           }
-          if (!results[i].ok()) wconn_.exec("ROLLBACK TO b");
-          wconn_.exec("RELEASE b");
+          if (!results[i].ok()) step_sql("ROLLBACK TO b");
+          step_sql("RELEASE b");
         }
         tx = wconn_.exec("COMMIT");  // synchronous=FULL: on disk when this returns
         if (!tx.ok()) wconn_.exec("ROLLBACK");
