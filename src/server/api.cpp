@@ -691,6 +691,18 @@ void ApiServer::Impl::install() {
     if (!q.budget.empty() && !valid_budget_path(q.budget)) {
       throw HttpError{400, "budget", "not a budget path"};
     }
+    if (!q.budget.empty()) {
+      // A budget without children (now or ever: removed ones included) is matched exactly.
+      const auto& tree = *ctl->snapshot()->budgets;
+      bool children = false;
+      for (core::BudgetId id = 0; id < tree.size() && !children; ++id) {
+        const auto& n = tree.node(id);
+        children = n.path.size() > q.budget.size() &&
+                   n.path.compare(0, q.budget.size(), q.budget) == 0 &&
+                   n.path[q.budget.size()] == '/';
+      }
+      q.budget_subtree = children;
+    }
     q.after = static_cast<JobId>(query_int(req, "after", 0, 0, INT64_MAX));
     q.limit = static_cast<int>(query_int(req, "limit", 100, 1, 1000));
     auto order = req.get_param_value("order");

@@ -148,6 +148,10 @@ CREATE INDEX job_telemetry_last ON job_telemetry(last_time);
     R"sql(
 ALTER TABLE budgets ADD COLUMN owners TEXT NOT NULL DEFAULT '';
 )sql",
+    // 4: listing a budget's jobs in some states without walking every job in those states.
+    R"sql(
+CREATE INDEX jobs_budget_state ON jobs(budget, state, id);
+)sql",
 };
 constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
 
@@ -425,7 +429,10 @@ class SqliteStore final : public Store {
       sql += " AND owner = ?";
       args.push_back(q.owner);
     }
-    if (!q.budget.empty()) {
+    if (!q.budget.empty() && !q.budget_subtree) {
+      sql += " AND budget = ?";  // served in id order by jobs_budget_state / jobs_budget
+      args.push_back(q.budget);
+    } else if (!q.budget.empty()) {
       sql += " AND (budget = ? OR budget LIKE ? ESCAPE '\\')";
       args.push_back(q.budget);
       args.push_back(like_prefix(q.budget));
