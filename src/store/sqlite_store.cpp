@@ -311,6 +311,9 @@ JobRecord read_job(sqlite3_stmt* st) {
   return j;
 }
 
+const char* kLedgerSelect =
+    "SELECT id, job_id, owner, budget, cluster, start, end, milli, allocated FROM ledger ";
+
 LedgerEntry read_ledger(sqlite3_stmt* st) {
   LedgerEntry e;
   e.id = col_int(st, 0);
@@ -392,6 +395,18 @@ class SqliteStore final : public Store {
     return fut.get();
   }
 
+  // Every row of `sql` (bound to `args`), each read by `read`.
+  template <typename Read, typename... A>
+  auto rows(const std::string& sql, Read read, const A&... args) const {
+    auto c = reader();
+    auto* st = c->prepare(sql);
+    if constexpr (sizeof...(A) > 0) bind(st, args...);
+    std::vector<decltype(read(st))> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read(st));
+    sqlite3_reset(st);
+    return out;
+  }
+
   std::optional<JobRecord> job(JobId id) const override {
     auto c = reader();
     auto* st = c->prepare(std::string("SELECT ") + kJobCols + " FROM jobs WHERE id = ?");
@@ -466,41 +481,28 @@ class SqliteStore final : public Store {
   }
 
   std::vector<JobRecord> active_jobs() const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
-                          " FROM jobs WHERE state IN ('pending','starting','running','preempting',"
-                          "'requeued') ORDER BY id");
-    std::vector<JobRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_job(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kJobCols +
+                    " FROM jobs WHERE state IN ('pending','starting','running','preempting',"
+                    "'requeued') ORDER BY id",
+                read_job);
   }
 
   std::vector<JobRecord> jobs_overlapping(Time from, Time to) const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
-                          " FROM jobs WHERE submit_time < ? AND (state IN ('pending','starting',"
-                          "'running','preempting','requeued') OR updated_at > ?) ORDER BY id");
-    bind(st, to, from);
-    std::vector<JobRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_job(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kJobCols +
+                    " FROM jobs WHERE submit_time < ? AND (state IN ('pending','starting',"
+                    "'running','preempting','requeued') OR updated_at > ?) ORDER BY id",
+                read_job, to, from);
   }
 
   std::vector<JobEvent> job_events(JobId id) const override {
-    auto c = reader();
-    auto* st = c->prepare(
+    return rows(
         "SELECT job_id, time, from_state, to_state, reason FROM job_events WHERE job_id = ? "
-        "ORDER BY rowid");
-    bind(st, static_cast<std::int64_t>(id));
-    std::vector<JobEvent> out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      out.push_back({static_cast<JobId>(col_int(st, 0)), col_int(st, 1), col_text(st, 2),
-                     col_text(st, 3), col_text(st, 4)});
-    }
-    sqlite3_reset(st);
-    return out;
+        "ORDER BY rowid",
+        [](sqlite3_stmt* st) {
+          return JobEvent{static_cast<JobId>(col_int(st, 0)), col_int(st, 1), col_text(st, 2),
+                          col_text(st, 3), col_text(st, 4)};
+        },
+        static_cast<std::int64_t>(id));
   }
 
   JobId max_job_id() const override {
@@ -522,40 +524,27 @@ class SqliteStore final : public Store {
   }
 
   std::vector<BudgetRecord> budgets() const override {
-    auto c = reader();
-    auto* st =
-        c->prepare("SELECT path, share, members, removed, owners FROM budgets ORDER BY rowid");
-    std::vector<BudgetRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      out.push_back({col_text(st, 0), sqlite3_column_double(st, 1), split(col_text(st, 2)),
-                     col_int(st, 3) != 0, split(col_text(st, 4))});
-    }
-    sqlite3_reset(st);
-    return out;
+    return rows("SELECT path, share, members, removed, owners FROM budgets ORDER BY rowid",
+                [](sqlite3_stmt* st) {
+                  return BudgetRecord{col_text(st, 0), sqlite3_column_double(st, 1),
+                                      split(col_text(st, 2)), col_int(st, 3) != 0,
+                                      split(col_text(st, 4))};
+                });
   }
 
   std::vector<AuditEntry> audit(const std::string& prefix, int limit) const override {
-    auto c = reader();
-    auto* st = c->prepare(
+    return rows(
         "SELECT id, time, actor, path, field, old_value, new_value FROM budget_audit WHERE "
-        "(? = '' OR path = ? OR path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT ?");
-    bind(st, prefix, prefix, like_prefix(prefix), limit);
-    std::vector<AuditEntry> out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      out.push_back({col_int(st, 0), col_int(st, 1), col_text(st, 2), col_text(st, 3),
-                     col_text(st, 4), col_text(st, 5), col_text(st, 6)});
-    }
-    sqlite3_reset(st);
-    return out;
+        "(? = '' OR path = ? OR path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT ?",
+        [](sqlite3_stmt* st) {
+          return AuditEntry{col_int(st, 0),  col_int(st, 1),  col_text(st, 2), col_text(st, 3),
+                            col_text(st, 4), col_text(st, 5), col_text(st, 6)};
+        },
+        prefix, prefix, like_prefix(prefix), limit);
   }
 
   std::vector<NodeRecord> nodes() const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kNodeCols + " FROM nodes ORDER BY rowid");
-    std::vector<NodeRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_node(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kNodeCols + " FROM nodes ORDER BY rowid", read_node);
   }
 
   std::optional<NodeRecord> node(const std::string& name) const override {
@@ -579,74 +568,45 @@ class SqliteStore final : public Store {
   }
 
   std::vector<TokenRecord> tokens() const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kTokenCols + " FROM tokens ORDER BY id");
-    std::vector<TokenRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_token(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kTokenCols + " FROM tokens ORDER BY id", read_token);
   }
 
   std::vector<LedgerEntry> ledger(Time from, Time to) const override {
-    auto c = reader();
-    auto* st = c->prepare(
-        "SELECT id, job_id, owner, budget, cluster, start, end, milli, allocated FROM ledger "
-        "WHERE end > ? AND start < ? ORDER BY id");
-    bind(st, from, to);
-    std::vector<LedgerEntry> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_ledger(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string(kLedgerSelect) + "WHERE end > ? AND start < ? ORDER BY id", read_ledger,
+                from, to);
   }
 
   std::vector<LedgerEntry> ledger_for_job(JobId id) const override {
-    auto c = reader();
-    auto* st = c->prepare(
-        "SELECT id, job_id, owner, budget, cluster, start, end, milli, allocated FROM ledger "
-        "WHERE job_id = ? ORDER BY id");
-    bind(st, static_cast<std::int64_t>(id));
-    std::vector<LedgerEntry> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_ledger(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string(kLedgerSelect) + "WHERE job_id = ? ORDER BY id", read_ledger,
+                static_cast<std::int64_t>(id));
   }
 
   std::vector<NodeHealthEvent> node_health(Time to) const override {
-    auto c = reader();
-    auto* st = c->prepare(
+    return rows(
         "SELECT node, time, health, cordoned, gpus, reason FROM node_health WHERE time < ? "
-        "ORDER BY time, rowid");
-    bind(st, to);
-    std::vector<NodeHealthEvent> out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      out.push_back({col_text(st, 0), col_int(st, 1), col_text(st, 2), col_int(st, 3) != 0,
-                     static_cast<int>(col_int(st, 4)), col_text(st, 5)});
-    }
-    sqlite3_reset(st);
-    return out;
+        "ORDER BY time, rowid",
+        [](sqlite3_stmt* st) {
+          return NodeHealthEvent{col_text(st, 0),
+                                 col_int(st, 1),
+                                 col_text(st, 2),
+                                 col_int(st, 3) != 0,
+                                 static_cast<int>(col_int(st, 4)),
+                                 col_text(st, 5)};
+        },
+        to);
   }
 
   std::vector<TelemetryRecord> telemetry(JobId id) const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kTelemetryCols +
-                          " FROM job_telemetry WHERE job_id = ? ORDER BY run");
-    bind(st, static_cast<std::int64_t>(id));
-    std::vector<TelemetryRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_telemetry(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kTelemetryCols +
+                    " FROM job_telemetry WHERE job_id = ? ORDER BY run",
+                read_telemetry, static_cast<std::int64_t>(id));
   }
 
   std::vector<TelemetryRecord> telemetry_between(Time from, Time to) const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kTelemetryCols +
-                          " FROM job_telemetry WHERE run = 0 AND last_time >= ? AND first_time < ? "
-                          "ORDER BY job_id");
-    bind(st, from, to);
-    std::vector<TelemetryRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_telemetry(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kTelemetryCols +
+                    " FROM job_telemetry WHERE run = 0 AND last_time >= ? AND first_time < ? "
+                    "ORDER BY job_id",
+                read_telemetry, from, to);
   }
 
   int schema_version() const override { return version_; }
