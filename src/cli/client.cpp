@@ -590,10 +590,7 @@ int cmd_budget(const Args& a, const Conn& c) {
     if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b] [--owners c,d]");
     json body = {{"path", a.pos[1]}};
     if (a.has("share")) {
-      char* end = nullptr;
-      double v = std::strtod(a.get("share").c_str(), &end);
-      if (*end != '\0') die(kUsage, "--share: not a number");
-      body["share"] = v;
+      body["share"] = parse_number("--share", a.get("share"));
     }
     for (const char* list : {"members", "owners"}) {
       if (!a.has(list)) continue;

@@ -31,7 +31,7 @@ struct ServerArgs {
   int tick_ms = 1000;
   int sim_nodes = 0;
   core::Duration sim_default = 300;
-  int threads = 32;
+  int threads = 64;
   int lease_seconds = 30;
   int node_timeout_seconds = 45;
   int stop_grace_seconds = 30;
@@ -50,7 +50,7 @@ void usage(bool up) {
       "  --addr-file FILE     write the address served here once listening\n"
       "  --token-file FILE    write the admin token printed at start here (mode 0600)\n"
       "  --tick-ms N          scheduling cycle at least every N ms (default 1000)\n"
-      "  --threads N          HTTP worker threads (default 32)\n"
+      "  --threads N          HTTP worker threads (default 64)\n"
       "  --nodes N            (up) local nodes of 8 GPUs with agents running jobs as real\n"
       "                       processes: fake H100s unless NVML finds a GPU (default 11)\n"
       "  --backend B          (up) auto | nvml | fake (default auto)\n"

@@ -235,6 +235,19 @@ const json& list_in(const json& o, const std::string& f, std::size_t max,
   return *it;
 }
 
+// Each entry of the list `f` of `o` (at most `max`), which must be an object of `known` fields;
+// `fn(entry, prefix)` gets the prefix that names its fields ("devices[2].").
+template <typename F>
+void each_entry(const json& o, const std::string& f, std::size_t max, const std::string& where,
+                const std::set<std::string>& known, F fn) {
+  const auto& list = list_in(o, f, max, where);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto name = where + f + "[" + std::to_string(i) + "]";
+    known_fields(list[i], known, name);
+    fn(list[i], name + ".");
+  }
+}
+
 constexpr std::int64_t kMaxMib = 16LL * 1024 * 1024;  // 16 TiB
 
 // The node registration body's agent fields, validated; they become the record's JSON columns.
@@ -248,29 +261,25 @@ void parse_agent_fields(const json& body, store::NodeRecord& n) {
       }
     }
   }
-  const auto& devs = list_in(body, "devices", 64, "");
   json devices = json::array();
-  for (std::size_t i = 0; i < devs.size(); ++i) {
-    const auto where = "devices[" + std::to_string(i) + "].";
-    const auto& d = devs[i];
-    known_fields(d, {"index", "uuid", "name", "memory_mib", "pci_bus_id", "mig"},
-                 "devices[" + std::to_string(i) + "]");
-    json out = {{"index", integer_in(d, "index", 0, 63, where, true).value()},
-                {"uuid", string_in(d, "uuid", 128, where)},
-                {"name", string_in(d, "name", 128, where)},
-                {"memory_mib", integer_in(d, "memory_mib", 0, kMaxMib, where).value_or(0)},
-                {"pci_bus_id", string_in(d, "pci_bus_id", 64, where)},
-                {"mig", json::array()}};
-    const auto& mig = list_in(d, "mig", 64, where);
-    for (std::size_t k = 0; k < mig.size(); ++k) {
-      const auto mw = where + "mig[" + std::to_string(k) + "].";
-      known_fields(mig[k], {"uuid", "profile", "milli"}, where + "mig[" + std::to_string(k) + "]");
-      out["mig"].push_back({{"uuid", string_in(mig[k], "uuid", 128, mw)},
-                            {"profile", string_in(mig[k], "profile", 32, mw)},
-                            {"milli", integer_in(mig[k], "milli", 1, 1000, mw, true).value()}});
-    }
-    devices.push_back(std::move(out));
-  }
+  each_entry(
+      body, "devices", 64, "", {"index", "uuid", "name", "memory_mib", "pci_bus_id", "mig"},
+      [&](const json& d, const std::string& where) {
+        json out = {{"index", integer_in(d, "index", 0, 63, where, true).value()},
+                    {"uuid", string_in(d, "uuid", 128, where)},
+                    {"name", string_in(d, "name", 128, where)},
+                    {"memory_mib", integer_in(d, "memory_mib", 0, kMaxMib, where).value_or(0)},
+                    {"pci_bus_id", string_in(d, "pci_bus_id", 64, where)},
+                    {"mig", json::array()}};
+        each_entry(
+            d, "mig", 64, where, {"uuid", "profile", "milli"},
+            [&](const json& m, const std::string& mw) {
+              out["mig"].push_back({{"uuid", string_in(m, "uuid", 128, mw)},
+                                    {"profile", string_in(m, "profile", 32, mw)},
+                                    {"milli", integer_in(m, "milli", 1, 1000, mw, true).value()}});
+            });
+        devices.push_back(std::move(out));
+      });
   n.devices_json = devices.dump();
   if (auto a = body.find("agent"); a != body.end()) {
     known_fields(*a, {"version", "backend", "isolation"}, "agent");
@@ -307,7 +316,7 @@ struct ApiServer::Impl {
   std::unique_ptr<httplib::Server> svr;
   std::thread thread;
   std::mutex token_mu;
-  std::unordered_map<std::string, Principal> token_cache;
+  std::unordered_map<std::string, Principal> token_cache;  // secret -> principal
   std::unique_ptr<LogStore> logs;
 
   std::vector<Route> routes;  // every route install() registered, in order
@@ -348,23 +357,26 @@ struct ApiServer::Impl {
     }
     auto secret = h.substr(7);
     if (secret.size() > 256) throw HttpError{401, "Authorization", "invalid token"};
-    auto hash = sha256_hex(secret);
+    // Valid tokens seen since the last revocation, by secret: the store keeps only hashes, and
+    // this spares a SHA-256 per request (the secret is in this process's memory anyway while
+    // the request is). Bounded; cleared by every revocation.
     Principal p;
     bool cached = false;
     {
       std::lock_guard lk(token_mu);
-      auto it = token_cache.find(hash);
+      auto it = token_cache.find(secret);
       if (it != token_cache.end()) {
         p = it->second;
         cached = true;
       }
     }
     if (!cached) {
-      auto t = store->token_by_hash(hash);
+      auto t = store->token_by_hash(sha256_hex(secret));
       if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
       p = Principal{t->id, t->role, t->subject, t->scope, {}};
       std::lock_guard lk(token_mu);
-      token_cache[hash] = p;
+      if (token_cache.size() >= 10000) token_cache.clear();
+      token_cache.emplace(std::move(secret), p);
     }
     // What it manages follows the budgets' owners as they are now.
     if (p.role == "manager" || p.role == "user") {
@@ -687,6 +699,18 @@ void ApiServer::Impl::install() {
     q.budget = req.get_param_value("budget");
     if (!q.budget.empty() && !valid_budget_path(q.budget)) {
       throw HttpError{400, "budget", "not a budget path"};
+    }
+    if (!q.budget.empty()) {
+      // A budget without children (now or ever: removed ones included) is matched exactly.
+      const auto& tree = *ctl->snapshot()->budgets;
+      bool children = false;
+      for (core::BudgetId id = 0; id < tree.size() && !children; ++id) {
+        const auto& n = tree.node(id);
+        children = n.path.size() > q.budget.size() &&
+                   n.path.compare(0, q.budget.size(), q.budget) == 0 &&
+                   n.path[q.budget.size()] == '/';
+      }
+      q.budget_subtree = children;
     }
     q.after = static_cast<JobId>(query_int(req, "after", 0, 0, INT64_MAX));
     q.limit = static_cast<int>(query_int(req, "limit", 100, 1, 1000));
@@ -1175,47 +1199,46 @@ void ApiServer::Impl::install() {
           }
           send(res, 200, out);
         });
-  route("POST", "/api/v1/agent/nodes/{name}/reports",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          auto p = authenticate(req);
-          const std::string name = req.matches[1];
-          require(can_act_for_node(p, name), "act for node " + name);
-          auto body = parse_body(req, {"reports"});
-          auto reps = body.find("reports");
-          if (reps == body.end() || !reps->is_array() || reps->size() > 1000) {
-            throw HttpError{400, "reports", "required: a list of at most 1000 reports"};
+  route(
+      "POST", "/api/v1/agent/nodes/{name}/reports",
+      [this](const httplib::Request& req, httplib::Response& res) {
+        auto p = authenticate(req);
+        const std::string name = req.matches[1];
+        require(can_act_for_node(p, name), "act for node " + name);
+        auto body = parse_body(req, {"reports"});
+        auto reps = body.find("reports");
+        if (reps == body.end() || !reps->is_array() || reps->size() > 1000) {
+          throw HttpError{400, "reports", "required: a list of at most 1000 reports"};
+        }
+        // Validate all before applying any.
+        each_entry(
+            body, "reports", 1000, "", {"job", "run", "event", "exit_code", "signal"},
+            [&](const json& r, const std::string& where) {
+              integer_in(r, "job", 1, INT64_MAX, where, true);
+              integer_in(r, "run", 1, 1 << 30, where, true);
+              auto ev = r.value("event", "");
+              if (ev != "started" && ev != "exited" && ev != "preempted" && ev != "lost") {
+                throw HttpError{400, where + "event", "must be started, exited, preempted or lost"};
+              }
+              integer_in(r, "exit_code", -1024, 1024, where, ev == "exited");
+              integer_in(r, "signal", 1, 128, where);
+            });
+        if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+        json out = {{"results", json::array()}};
+        for (const auto& r : *reps) {
+          std::optional<int> code, sig;
+          if (r.contains("exit_code")) code = r["exit_code"].get<int>();
+          if (r.contains("signal")) sig = r["signal"].get<int>();
+          auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
+                                     r["event"].get<std::string>(), code, sig);
+          if (x.error.empty()) {
+            out["results"].push_back({{"job", r["job"]}, {"state", x.state}});
+          } else {
+            out["results"].push_back({{"job", r["job"]}, {"error", x.error}});
           }
-          // Validate all before applying any.
-          for (std::size_t i = 0; i < reps->size(); ++i) {
-            const auto& r = (*reps)[i];
-            const auto where = "reports[" + std::to_string(i) + "].";
-            known_fields(r, {"job", "run", "event", "exit_code", "signal"},
-                         "reports[" + std::to_string(i) + "]");
-            integer_in(r, "job", 1, INT64_MAX, where, true);
-            integer_in(r, "run", 1, 1 << 30, where, true);
-            auto ev = r.value("event", "");
-            if (ev != "started" && ev != "exited" && ev != "preempted" && ev != "lost") {
-              throw HttpError{400, where + "event", "must be started, exited, preempted or lost"};
-            }
-            integer_in(r, "exit_code", -1024, 1024, where, ev == "exited");
-            integer_in(r, "signal", 1, 128, where);
-          }
-          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
-          json out = {{"results", json::array()}};
-          for (const auto& r : *reps) {
-            std::optional<int> code, sig;
-            if (r.contains("exit_code")) code = r["exit_code"].get<int>();
-            if (r.contains("signal")) sig = r["signal"].get<int>();
-            auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
-                                       r["event"].get<std::string>(), code, sig);
-            if (x.error.empty()) {
-              out["results"].push_back({{"job", r["job"]}, {"state", x.state}});
-            } else {
-              out["results"].push_back({{"job", r["job"]}, {"error", x.error}});
-            }
-          }
-          send(res, 200, out);
-        });
+        }
+        send(res, 200, out);
+      });
   route("POST", "/api/v1/agent/nodes/{name}/telemetry",
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
@@ -1224,55 +1247,54 @@ void ApiServer::Impl::install() {
           auto body = parse_body(req, {"time", "gpus", "jobs"});
           integer_in(body, "time", 0, INT64_MAX / 2, "");
           json gpus = json::array();
-          const auto& gl = list_in(body, "gpus", 64, "");
-          for (std::size_t i = 0; i < gl.size(); ++i) {
-            const auto& g = gl[i];
-            const auto w = "gpus[" + std::to_string(i) + "].";
-            known_fields(g,
-                         {"index", "util_pct", "mem_used_mib", "mem_total_mib", "temp_c", "power_w",
-                          "ecc_uncorrected", "healthy"},
-                         "gpus[" + std::to_string(i) + "]");
-            json o = {{"index", integer_in(g, "index", 0, 63, w, true).value()}};
-            if (auto v = number_in(g, "util_pct", 0, 100, w)) o["util_pct"] = *v;
-            if (auto v = integer_in(g, "mem_used_mib", 0, kMaxMib, w)) o["mem_used_mib"] = *v;
-            if (auto v = integer_in(g, "mem_total_mib", 0, kMaxMib, w)) o["mem_total_mib"] = *v;
-            if (auto v = number_in(g, "temp_c", -100, 300, w)) o["temp_c"] = *v;
-            if (auto v = number_in(g, "power_w", 0, 100000, w)) o["power_w"] = *v;
-            if (auto v = integer_in(g, "ecc_uncorrected", 0, INT64_MAX / 2, w)) {
-              o["ecc_uncorrected"] = *v;
-            }
-            if (auto h = g.find("healthy"); h != g.end()) {
-              if (!h->is_boolean()) throw HttpError{400, w + "healthy", "must be true or false"};
-              o["healthy"] = *h;
-            }
-            gpus.push_back(std::move(o));
-          }
+          each_entry(body, "gpus", 64, "",
+                     {"index", "util_pct", "mem_used_mib", "mem_total_mib", "temp_c", "power_w",
+                      "ecc_uncorrected", "healthy"},
+                     [&](const json& g, const std::string& w) {
+                       json o = {{"index", integer_in(g, "index", 0, 63, w, true).value()}};
+                       if (auto v = number_in(g, "util_pct", 0, 100, w)) o["util_pct"] = *v;
+                       if (auto v = integer_in(g, "mem_used_mib", 0, kMaxMib, w)) {
+                         o["mem_used_mib"] = *v;
+                       }
+                       if (auto v = integer_in(g, "mem_total_mib", 0, kMaxMib, w)) {
+                         o["mem_total_mib"] = *v;
+                       }
+                       if (auto v = number_in(g, "temp_c", -100, 300, w)) o["temp_c"] = *v;
+                       if (auto v = number_in(g, "power_w", 0, 100000, w)) o["power_w"] = *v;
+                       if (auto v = integer_in(g, "ecc_uncorrected", 0, INT64_MAX / 2, w)) {
+                         o["ecc_uncorrected"] = *v;
+                       }
+                       if (auto h = g.find("healthy"); h != g.end()) {
+                         if (!h->is_boolean()) {
+                           throw HttpError{400, w + "healthy", "must be true or false"};
+                         }
+                         o["healthy"] = *h;
+                       }
+                       gpus.push_back(std::move(o));
+                     });
           struct Part {
             JobId job;
             int run;
             json entry;
           };
           std::vector<Part> parts;
-          const auto& jl = list_in(body, "jobs", 1024, "");
-          for (std::size_t i = 0; i < jl.size(); ++i) {
-            const auto& j = jl[i];
-            const auto w = "jobs[" + std::to_string(i) + "].";
-            known_fields(j,
-                         {"job", "run", "samples", "seconds", "gpu_util_mean", "gpu_util_peak",
-                          "mem_used_peak_mib", "mem_total_mib", "cpu_pct_mean", "io_wait_pct_mean"},
-                         "jobs[" + std::to_string(i) + "]");
-            Part part{static_cast<JobId>(integer_in(j, "job", 1, INT64_MAX, w, true).value()),
-                      static_cast<int>(integer_in(j, "run", 1, 1 << 30, w, true).value()), j};
-            integer_in(j, "samples", 0, 86400, w, true);
-            number_in(j, "seconds", 0, 86400, w, true);
-            number_in(j, "gpu_util_mean", 0, 100, w);
-            number_in(j, "gpu_util_peak", 0, 100, w);
-            integer_in(j, "mem_used_peak_mib", 0, 64 * kMaxMib, w);
-            integer_in(j, "mem_total_mib", 0, 64 * kMaxMib, w);
-            number_in(j, "cpu_pct_mean", 0, 102400, w);
-            number_in(j, "io_wait_pct_mean", 0, 100, w);
-            parts.push_back(std::move(part));
-          }
+          each_entry(body, "jobs", 1024, "",
+                     {"job", "run", "samples", "seconds", "gpu_util_mean", "gpu_util_peak",
+                      "mem_used_peak_mib", "mem_total_mib", "cpu_pct_mean", "io_wait_pct_mean"},
+                     [&](const json& j, const std::string& w) {
+                       Part part{
+                           static_cast<JobId>(integer_in(j, "job", 1, INT64_MAX, w, true).value()),
+                           static_cast<int>(integer_in(j, "run", 1, 1 << 30, w, true).value()), j};
+                       integer_in(j, "samples", 0, 86400, w, true);
+                       number_in(j, "seconds", 0, 86400, w, true);
+                       number_in(j, "gpu_util_mean", 0, 100, w);
+                       number_in(j, "gpu_util_peak", 0, 100, w);
+                       integer_in(j, "mem_used_peak_mib", 0, 64 * kMaxMib, w);
+                       integer_in(j, "mem_total_mib", 0, 64 * kMaxMib, w);
+                       number_in(j, "cpu_pct_mean", 0, 102400, w);
+                       number_in(j, "io_wait_pct_mean", 0, 100, w);
+                       parts.push_back(std::move(part));
+                     });
           if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
           const auto now = ctl->now();
           ctl->set_node_telemetry(name, json{{"time", now}, {"gpus", gpus}}.dump());
@@ -1500,8 +1522,11 @@ core::Result<int> ApiServer::start() {
   const int threads = o.threads;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   svr.set_payload_max_length(o.max_body);
-  svr.set_keep_alive_max_count(1 << 20);
-  svr.set_keep_alive_timeout(30);
+  // cpp-httplib serves a kept-alive connection on one worker until it closes: a connection is
+  // closed after this many requests (the client reconnects and queues again) so that more
+  // connections than workers (node agents polling every second) are all served in turn.
+  svr.set_keep_alive_max_count(o.keep_alive_requests);
+  svr.set_keep_alive_timeout(5);
   svr.set_read_timeout(30, 0);
   svr.set_tcp_nodelay(true);
   impl_->install();

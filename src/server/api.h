@@ -19,7 +19,8 @@ struct ApiOptions {
   int port = 0;          // 0: any free port
   std::string tls_cert;  // PEM files; both set: HTTPS
   std::string tls_key;
-  int threads = 32;
+  int threads = 64;
+  int keep_alive_requests = 100;  // requests on one connection before the server closes it
   std::size_t max_body = 1 << 20;
   // Job logs from the agents (server/logs.h); `allot server` uses "<database>.logs". Empty: the
   // log routes answer 503.

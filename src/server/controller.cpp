@@ -103,11 +103,13 @@ std::shared_ptr<const Snapshot> Controller::snapshot() const {
 }
 
 void Controller::post(std::function<void()> fn) {
+  bool wake = false;
   {
     std::lock_guard lk(mu_);
+    wake = queue_.empty() && submits_.empty();  // else the loop is awake or already woken
     queue_.push_back(std::move(fn));
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 template <typename T>
@@ -138,6 +140,10 @@ core::ClusterId Controller::cluster_id(const std::string& name) {
 }
 
 void Controller::set_placement(Active& a) {
+  // The spec as the agent gets it, parsed once per job when it first holds GPUs.
+  if (!a.spec_json) {
+    a.spec_json = std::make_shared<const json>(json::parse(a.rec.spec_json, nullptr, false));
+  }
   auto nodes = std::make_shared<std::vector<std::string>>();
   a.per_node.clear();
   a.exited_ok.clear();
@@ -277,7 +283,6 @@ void Controller::rebuild() {
     last_job_id_ = std::max<JobId>(last_job_id_, rec.id);
     Active a;
     a.rec = rec;
-    a.spec_json = std::make_shared<const json>(json::parse(rec.spec_json, nullptr, false));
     set_placement(a);
     auto spec =
         spec_from_canonical(rec.spec_json, sched_.catalog(), cluster_ids_, sched_.budgets());
@@ -387,23 +392,36 @@ void Controller::rebuild() {
 }
 
 void Controller::submitted(store::JobRecord rec, core::JobSpec spec) {
-  post([this, rec = std::move(rec), spec = std::move(spec)]() mutable {
-    const Time now = options_.clock();
+  // Queued apart from other events (no closure to allocate), taken in order by the loop.
+  bool wake = false;
+  {
+    std::lock_guard lk(mu_);
+    wake = queue_.empty() && submits_.empty();
+    submits_.emplace_back(std::move(rec), std::move(spec));
+  }
+  if (wake) cv_.notify_one();
+}
+
+void Controller::take_submits(std::vector<std::pair<store::JobRecord, core::JobSpec>>& jobs) {
+  if (jobs.empty()) return;
+  const Time now = options_.clock();
+  WriteBatch batch;
+  for (auto& [rec, spec] : jobs) {
     Active a;
     a.rec = std::move(rec);
     a.spec = std::move(spec);
-    a.spec_json = std::make_shared<const json>(json::parse(a.rec.spec_json, nullptr, false));
-    JobId id = a.rec.id;
+    const JobId id = a.rec.id;
     auto st = sched_.submit(a.spec, std::max(now, sched_.now()));
-    active_[id] = std::move(a);
+    auto& placed = active_[id];
+    placed = std::move(a);
     if (!st.ok()) {
-      WriteBatch batch;
-      finish(active_[id], JobStatus::Failed, "rejected by the scheduler: " + st.error().message(),
-             now, std::nullopt, batch);
-      write(std::move(batch));
+      finish(placed, JobStatus::Failed, "rejected by the scheduler: " + st.error().message(), now,
+             std::nullopt, batch);
     }
-    dirty_ = true;
-  });
+  }
+  jobs.clear();
+  write(std::move(batch));
+  dirty_ = true;
 }
 
 core::Result<store::JobRecord> Controller::cancel(JobId id, const std::string& reason) {
@@ -895,22 +913,39 @@ void Controller::run() {
   using clock = std::chrono::steady_clock;
   auto last_cycle = clock::now() - options_.tick;
   auto last_explained = last_cycle;
+  auto event_interval = options_.min_cycle_interval;
+  auto explain_interval = options_.tick;
+  std::vector<std::pair<store::JobRecord, core::JobSpec>> jobs;
   for (;;) {
     std::deque<std::function<void()>> work;
     {
       std::unique_lock lk(mu_);
-      auto deadline = last_cycle + (dirty_ ? options_.min_cycle_interval : options_.tick);
-      cv_.wait_until(lk, deadline, [&] { return stopping_ || !queue_.empty(); });
+      auto deadline = last_cycle + (dirty_ ? event_interval : options_.tick);
+      cv_.wait_until(lk, deadline,
+                     [&] { return stopping_ || !queue_.empty() || !submits_.empty(); });
       if (stopping_) return;
       work.swap(queue_);
+      jobs.swap(submits_);
     }
+    // Submissions first: an event about a job (a cancel) is posted after the job was queued.
+    take_submits(jobs);
     for (auto& fn : work) fn();
     auto now = clock::now();
-    if (now - last_cycle >= (dirty_ ? options_.min_cycle_interval : options_.tick)) {
-      const bool explain = now - last_explained >= options_.tick;
+    if (now - last_cycle >= (dirty_ ? event_interval : options_.tick)) {
+      const bool explain = now - last_explained >= explain_interval;
       cycle(explain);
       last_cycle = clock::now();
-      if (explain) last_explained = last_cycle;
+      if (explain) {
+        last_explained = last_cycle;
+        // Explaining a long queue is the costly part: at most a tenth of the loop's time.
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(last_cycle - now);
+        explain_interval = std::max(options_.tick, 10 * took);
+      } else {
+        // Under a storm of events, cycles on events take at most a fifth of the loop's time.
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(last_cycle - now);
+        event_interval = std::clamp(4 * took, options_.min_cycle_interval,
+                                    std::max(options_.min_cycle_interval, options_.tick / 2));
+      }
     }
   }
 }

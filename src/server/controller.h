@@ -40,8 +40,10 @@ struct ControllerOptions {
   std::function<Time()> clock;                       // seconds; default: the system clock
   std::chrono::milliseconds tick{1000};              // a cycle at least this often
   std::chrono::milliseconds min_cycle_interval{50};  // at most one cycle per interval under load
-  // Waiting jobs are explained by the cycle at least `tick` after the last explained one (and on
-  // sync()); cycles on events in between only decide, which costs what changed, not the queue.
+  // Waiting jobs are explained by the cycle at least `tick` after the last explained one (and
+  // ten times as long as that one took; and on sync()); cycles on events in between only decide,
+  // which costs what changed, not the length of the queue. Under a storm of events, cycles on
+  // events come at most every four times their own cost.
   core::Duration sim_default_duration = 300;  // simulated nodes: run time without expected_duration
   // The agent protocol (docs/agent-protocol.md): how long an agent keeps its jobs without
   // reaching the server, how long the server waits before it marks a silent node down (must be
@@ -195,6 +197,7 @@ class Controller {
   void cycle(bool explain);
   void publish();
   void sim_exits(Time now, store::WriteBatch& batch);
+  void take_submits(std::vector<std::pair<store::JobRecord, core::JobSpec>>& jobs);
 
   // Mutations of the in-memory mirror, appending the store ops to `batch`.
   Status transition(Active& a, JobStatus to, const std::string& reason, Time now,
@@ -232,6 +235,7 @@ class Controller {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
+  std::vector<std::pair<store::JobRecord, core::JobSpec>> submits_;
   bool stopping_ = false;
   bool dirty_ = false;
   std::thread thread_;

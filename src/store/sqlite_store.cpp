@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 namespace allot::store {
@@ -147,6 +148,10 @@ CREATE INDEX job_telemetry_last ON job_telemetry(last_time);
     R"sql(
 ALTER TABLE budgets ADD COLUMN owners TEXT NOT NULL DEFAULT '';
 )sql",
+    // 4: listing a budget's jobs in some states without walking every job in those states.
+    R"sql(
+CREATE INDEX jobs_budget_state ON jobs(budget, state, id);
+)sql",
 };
 constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
 
@@ -204,6 +209,12 @@ class Conn {
     return core::ok_status();
   }
   sqlite3_stmt* prepare(const std::string& sql) {
+    // Hot statements are static strings: found by address first, without comparing SQL text.
+    if (auto f = by_address_.find(&sql); f != by_address_.end() && f->second.first == sql.size()) {
+      sqlite3_reset(f->second.second);
+      sqlite3_clear_bindings(f->second.second);
+      return f->second.second;
+    }
     auto it = stmts_.find(sql);
     if (it != stmts_.end()) {
       sqlite3_reset(it->second);
@@ -220,10 +231,17 @@ class Conn {
     return st;
   }
   sqlite3* db() const { return db_; }
+  // Marks `sql` (a string that lives as long as the connection) for the address fast path.
+  sqlite3_stmt* prepare_static(const std::string& sql) {
+    auto* st = prepare(sql);
+    by_address_[&sql] = {sql.size(), st};
+    return st;
+  }
 
  private:
   sqlite3* db_ = nullptr;
   std::map<std::string, sqlite3_stmt*> stmts_;
+  std::unordered_map<const std::string*, std::pair<std::size_t, sqlite3_stmt*>> by_address_;
 };
 
 // Binding helpers: bind(st, 1, a, b, c...)
@@ -292,6 +310,9 @@ JobRecord read_job(sqlite3_stmt* st) {
   if (sqlite3_column_type(st, 18) != SQLITE_NULL) j.exit_code = static_cast<int>(col_int(st, 18));
   return j;
 }
+
+const char* kLedgerSelect =
+    "SELECT id, job_id, owner, budget, cluster, start, end, milli, allocated FROM ledger ";
 
 LedgerEntry read_ledger(sqlite3_stmt* st) {
   LedgerEntry e;
@@ -363,13 +384,27 @@ class SqliteStore final : public Store {
     Pending p;
     p.batch = std::move(batch);
     auto fut = p.done.get_future();
+    bool wake = false;
     {
       std::lock_guard lk(mu_);
       if (stopping_) return Error{"store", "closed"};
+      wake = queue_.empty();  // else the writer has been woken and will take this one too
       queue_.push_back(&p);
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
     return fut.get();
+  }
+
+  // Every row of `sql` (bound to `args`), each read by `read`.
+  template <typename Read, typename... A>
+  auto rows(const std::string& sql, Read read, const A&... args) const {
+    auto c = reader();
+    auto* st = c->prepare(sql);
+    if constexpr (sizeof...(A) > 0) bind(st, args...);
+    std::vector<decltype(read(st))> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read(st));
+    sqlite3_reset(st);
+    return out;
   }
 
   std::optional<JobRecord> job(JobId id) const override {
@@ -409,7 +444,10 @@ class SqliteStore final : public Store {
       sql += " AND owner = ?";
       args.push_back(q.owner);
     }
-    if (!q.budget.empty()) {
+    if (!q.budget.empty() && !q.budget_subtree) {
+      sql += " AND budget = ?";  // served in id order by jobs_budget_state / jobs_budget
+      args.push_back(q.budget);
+    } else if (!q.budget.empty()) {
       sql += " AND (budget = ? OR budget LIKE ? ESCAPE '\\')";
       args.push_back(q.budget);
       args.push_back(like_prefix(q.budget));
@@ -443,41 +481,28 @@ class SqliteStore final : public Store {
   }
 
   std::vector<JobRecord> active_jobs() const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
-                          " FROM jobs WHERE state IN ('pending','starting','running','preempting',"
-                          "'requeued') ORDER BY id");
-    std::vector<JobRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_job(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kJobCols +
+                    " FROM jobs WHERE state IN ('pending','starting','running','preempting',"
+                    "'requeued') ORDER BY id",
+                read_job);
   }
 
   std::vector<JobRecord> jobs_overlapping(Time from, Time to) const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
-                          " FROM jobs WHERE submit_time < ? AND (state IN ('pending','starting',"
-                          "'running','preempting','requeued') OR updated_at > ?) ORDER BY id");
-    bind(st, to, from);
-    std::vector<JobRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_job(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kJobCols +
+                    " FROM jobs WHERE submit_time < ? AND (state IN ('pending','starting',"
+                    "'running','preempting','requeued') OR updated_at > ?) ORDER BY id",
+                read_job, to, from);
   }
 
   std::vector<JobEvent> job_events(JobId id) const override {
-    auto c = reader();
-    auto* st = c->prepare(
+    return rows(
         "SELECT job_id, time, from_state, to_state, reason FROM job_events WHERE job_id = ? "
-        "ORDER BY rowid");
-    bind(st, static_cast<std::int64_t>(id));
-    std::vector<JobEvent> out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      out.push_back({static_cast<JobId>(col_int(st, 0)), col_int(st, 1), col_text(st, 2),
-                     col_text(st, 3), col_text(st, 4)});
-    }
-    sqlite3_reset(st);
-    return out;
+        "ORDER BY rowid",
+        [](sqlite3_stmt* st) {
+          return JobEvent{static_cast<JobId>(col_int(st, 0)), col_int(st, 1), col_text(st, 2),
+                          col_text(st, 3), col_text(st, 4)};
+        },
+        static_cast<std::int64_t>(id));
   }
 
   JobId max_job_id() const override {
@@ -499,40 +524,27 @@ class SqliteStore final : public Store {
   }
 
   std::vector<BudgetRecord> budgets() const override {
-    auto c = reader();
-    auto* st =
-        c->prepare("SELECT path, share, members, removed, owners FROM budgets ORDER BY rowid");
-    std::vector<BudgetRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      out.push_back({col_text(st, 0), sqlite3_column_double(st, 1), split(col_text(st, 2)),
-                     col_int(st, 3) != 0, split(col_text(st, 4))});
-    }
-    sqlite3_reset(st);
-    return out;
+    return rows("SELECT path, share, members, removed, owners FROM budgets ORDER BY rowid",
+                [](sqlite3_stmt* st) {
+                  return BudgetRecord{col_text(st, 0), sqlite3_column_double(st, 1),
+                                      split(col_text(st, 2)), col_int(st, 3) != 0,
+                                      split(col_text(st, 4))};
+                });
   }
 
   std::vector<AuditEntry> audit(const std::string& prefix, int limit) const override {
-    auto c = reader();
-    auto* st = c->prepare(
+    return rows(
         "SELECT id, time, actor, path, field, old_value, new_value FROM budget_audit WHERE "
-        "(? = '' OR path = ? OR path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT ?");
-    bind(st, prefix, prefix, like_prefix(prefix), limit);
-    std::vector<AuditEntry> out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      out.push_back({col_int(st, 0), col_int(st, 1), col_text(st, 2), col_text(st, 3),
-                     col_text(st, 4), col_text(st, 5), col_text(st, 6)});
-    }
-    sqlite3_reset(st);
-    return out;
+        "(? = '' OR path = ? OR path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT ?",
+        [](sqlite3_stmt* st) {
+          return AuditEntry{col_int(st, 0),  col_int(st, 1),  col_text(st, 2), col_text(st, 3),
+                            col_text(st, 4), col_text(st, 5), col_text(st, 6)};
+        },
+        prefix, prefix, like_prefix(prefix), limit);
   }
 
   std::vector<NodeRecord> nodes() const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kNodeCols + " FROM nodes ORDER BY rowid");
-    std::vector<NodeRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_node(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kNodeCols + " FROM nodes ORDER BY rowid", read_node);
   }
 
   std::optional<NodeRecord> node(const std::string& name) const override {
@@ -556,74 +568,45 @@ class SqliteStore final : public Store {
   }
 
   std::vector<TokenRecord> tokens() const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kTokenCols + " FROM tokens ORDER BY id");
-    std::vector<TokenRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_token(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kTokenCols + " FROM tokens ORDER BY id", read_token);
   }
 
   std::vector<LedgerEntry> ledger(Time from, Time to) const override {
-    auto c = reader();
-    auto* st = c->prepare(
-        "SELECT id, job_id, owner, budget, cluster, start, end, milli, allocated FROM ledger "
-        "WHERE end > ? AND start < ? ORDER BY id");
-    bind(st, from, to);
-    std::vector<LedgerEntry> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_ledger(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string(kLedgerSelect) + "WHERE end > ? AND start < ? ORDER BY id", read_ledger,
+                from, to);
   }
 
   std::vector<LedgerEntry> ledger_for_job(JobId id) const override {
-    auto c = reader();
-    auto* st = c->prepare(
-        "SELECT id, job_id, owner, budget, cluster, start, end, milli, allocated FROM ledger "
-        "WHERE job_id = ? ORDER BY id");
-    bind(st, static_cast<std::int64_t>(id));
-    std::vector<LedgerEntry> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_ledger(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string(kLedgerSelect) + "WHERE job_id = ? ORDER BY id", read_ledger,
+                static_cast<std::int64_t>(id));
   }
 
   std::vector<NodeHealthEvent> node_health(Time to) const override {
-    auto c = reader();
-    auto* st = c->prepare(
+    return rows(
         "SELECT node, time, health, cordoned, gpus, reason FROM node_health WHERE time < ? "
-        "ORDER BY time, rowid");
-    bind(st, to);
-    std::vector<NodeHealthEvent> out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      out.push_back({col_text(st, 0), col_int(st, 1), col_text(st, 2), col_int(st, 3) != 0,
-                     static_cast<int>(col_int(st, 4)), col_text(st, 5)});
-    }
-    sqlite3_reset(st);
-    return out;
+        "ORDER BY time, rowid",
+        [](sqlite3_stmt* st) {
+          return NodeHealthEvent{col_text(st, 0),
+                                 col_int(st, 1),
+                                 col_text(st, 2),
+                                 col_int(st, 3) != 0,
+                                 static_cast<int>(col_int(st, 4)),
+                                 col_text(st, 5)};
+        },
+        to);
   }
 
   std::vector<TelemetryRecord> telemetry(JobId id) const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kTelemetryCols +
-                          " FROM job_telemetry WHERE job_id = ? ORDER BY run");
-    bind(st, static_cast<std::int64_t>(id));
-    std::vector<TelemetryRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_telemetry(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kTelemetryCols +
+                    " FROM job_telemetry WHERE job_id = ? ORDER BY run",
+                read_telemetry, static_cast<std::int64_t>(id));
   }
 
   std::vector<TelemetryRecord> telemetry_between(Time from, Time to) const override {
-    auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kTelemetryCols +
-                          " FROM job_telemetry WHERE run = 0 AND last_time >= ? AND first_time < ? "
-                          "ORDER BY job_id");
-    bind(st, from, to);
-    std::vector<TelemetryRecord> out;
-    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read_telemetry(st));
-    sqlite3_reset(st);
-    return out;
+    return rows(std::string("SELECT ") + kTelemetryCols +
+                    " FROM job_telemetry WHERE run = 0 AND last_time >= ? AND first_time < ? "
+                    "ORDER BY job_id",
+                read_telemetry, from, to);
   }
 
   int schema_version() const override { return version_; }
@@ -722,6 +705,14 @@ class SqliteStore final : public Store {
     return Lease{this, std::move(c)};
   }
 
+  // Runs a short statement through the prepared-statement cache (not sqlite3_exec, which parses
+  // it each time).
+  void step_sql(const char* sql) {
+    auto* st = wconn_.prepare(sql);
+    sqlite3_step(st);
+    sqlite3_reset(st);
+  }
+
   Status step(sqlite3_stmt* st) {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
@@ -764,14 +755,15 @@ class SqliteStore final : public Store {
             static const std::string insert = std::string("INSERT INTO jobs (") + kJobCols +
                                               ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
             static const std::string replace = "REPLACE" + insert.substr(6);
-            st = wconn_.prepare(std::is_same_v<T, op::InsertJob> ? insert : replace);
+            st = wconn_.prepare_static(std::is_same_v<T, op::InsertJob> ? insert : replace);
             bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
                  j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
                  j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,
                  j.milli, j.runs, j.exit_code);
           } else if constexpr (std::is_same_v<T, op::AddEvent>) {
             const auto& e = o.event;
-            st = wconn_.prepare("INSERT INTO job_events VALUES (?,?,?,?,?)");
+            static const std::string sql = "INSERT INTO job_events VALUES (?,?,?,?,?)";
+            st = wconn_.prepare_static(sql);
             bind(st, static_cast<std::int64_t>(e.job), e.time, e.from, e.to, e.reason);
           } else if constexpr (std::is_same_v<T, op::PutBudget>) {
             const auto& b = o.budget;
@@ -848,7 +840,7 @@ class SqliteStore final : public Store {
       Status tx = wconn_.exec("BEGIN IMMEDIATE");
       if (tx.ok()) {
         for (std::size_t i = 0; i < group.size(); ++i) {
-          wconn_.exec("SAVEPOINT b");
+          step_sql("SAVEPOINT b");
           for (const auto& w : group[i]->batch) {
             auto s = apply(w);
             if (!s.ok()) {
@@ -856,8 +848,8 @@ class SqliteStore final : public Store {
               break;
             }
           }
-          if (!results[i].ok()) wconn_.exec("ROLLBACK TO b");
-          wconn_.exec("RELEASE b");
+          if (!results[i].ok()) step_sql("ROLLBACK TO b");
+          step_sql("RELEASE b");
         }
         tx = wconn_.exec("COMMIT");  // synchronous=FULL: on disk when this returns
         if (!tx.ok()) wconn_.exec("ROLLBACK");

@@ -201,6 +201,7 @@ struct JobQuery {
   std::vector<std::string> states;          // any of; empty = all
   std::string owner;                        // exact; empty = any
   std::string budget;                       // this budget and its subtree; empty = any
+  bool budget_subtree = true;               // false: `budget` alone (a leaf has no subtree)
   std::vector<std::string> budgets_within;  // restrict to these subtrees (access control)
   std::string owner_or_within;              // with budgets_within: the owner's jobs are visible too
   JobId after = 0;  // paging cursor: ids after (asc) / before (desc) this one

@@ -229,7 +229,8 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
        {"DROP TABLE node_health", "DROP TABLE job_telemetry",
         "ALTER TABLE nodes DROP COLUMN address", "ALTER TABLE nodes DROP COLUMN devices",
         "ALTER TABLE nodes DROP COLUMN agent", "ALTER TABLE nodes DROP COLUMN timed_out",
-        "ALTER TABLE budgets DROP COLUMN owners", "UPDATE schema_version SET version = 1"}) {
+        "ALTER TABLE budgets DROP COLUMN owners", "DROP INDEX jobs_budget_state",
+        "UPDATE schema_version SET version = 1"}) {
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
   }
   sqlite3_close(db);
