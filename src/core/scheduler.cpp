@@ -1003,6 +1003,8 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
             continue;
           }
         }
+        // The same for this one job (its budget may fund cheaper ones).
+        if (!options.explain_all && job_inert(c, s, *j)) continue;
         consider(c, s, *j, rank++, ahead, out, started);
         if (j->state == JobState::Running) sel.rekey(b);
         if (!options.explain_all && !anything_can_start(c, s)) break;
@@ -1109,11 +1111,7 @@ bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, Bud
   if (b >= sizes.size() || !budgets_.valid(b)) return false;
   const PendingSizes& mine = sizes[b];
   // Funding matters while a funded job could still reserve or preempt in this pass.
-  const bool funded_may_act =
-      (config_.reserve_for_blocked && static_cast<int>(s.made.size()) < config_.max_reservations) ||
-      (config_.preemption && !s.exposed_nodes.empty() &&
-       s.preemption_considered < config_.max_preemption_attempts);
-  if (funded_may_act) {
+  if (funded_may_act(s)) {
     if (mine.debug > 0 && config_.debug_always_funded) return false;
     // The cheapest contract is not affordable, so none is (within_allocation is monotone).
     BudgetId unused = kNoBudget;
@@ -1123,6 +1121,30 @@ bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, Bud
   }
   if (!mine.per_node.empty() && *mine.per_node.begin() <= backfill_whole_free(c, s)) return false;
   return mine.fraction.empty() || pool_.largest_gpu_free(c) < *mine.fraction.begin();
+}
+
+// budget_inert for one job: it cannot be placed where it may go, and is not funded while a funded
+// job could still reserve or preempt, and holds no reservation of last cycle.
+bool Scheduler::job_inert(ClusterId c, const ClusterScratch& s, const JobEntry& j) const {
+  if (!s.head_blocked || config_.funding != Funding::Lookback || pending_with_end_ > 0 ||
+      s.held_before(j.spec.id)) {
+    return false;
+  }
+  const Shape& shape = j.spec.shape;
+  if (shape.fractional() ? pool_.largest_gpu_free(c) >= shape.gpu_milli
+                         : shape.gpus_per_node <= backfill_whole_free(c, s)) {
+    return false;
+  }
+  BudgetId unused = kNoBudget;
+  return !funded_may_act(s) || !funded(s, j, &unused);
+}
+
+// Whether a funded job could still reserve nodes or try preemption in this pass.
+bool Scheduler::funded_may_act(const ClusterScratch& s) const {
+  return (config_.reserve_for_blocked &&
+          static_cast<int>(s.made.size()) < config_.max_reservations) ||
+         (config_.preemption && !s.exposed_nodes.empty() &&
+          s.preemption_considered < config_.max_preemption_attempts);
 }
 
 // The first holder of last cycle's reservations among b's pending jobs of this pass at or after

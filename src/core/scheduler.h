@@ -230,6 +230,8 @@ class Scheduler : private detail::SchedulerState {
                         std::set<JobId>& started);
   bool anything_can_start(ClusterId c, const ClusterScratch& s) const;
   bool budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const;
+  bool job_inert(ClusterId c, const ClusterScratch& s, const JobEntry& j) const;
+  bool funded_may_act(const ClusterScratch& s) const;
   int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
   const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,
                               const JobEntry& from) const;
