@@ -168,6 +168,13 @@ std::string read_first_line(const std::string& path) {
 }
 
 int serve(ServerArgs a, bool up) {
+  // Signals are taken by sigwait below; block them before any thread starts (the store's writer
+  // is one), or SIGTERM during start-up would end the process on whichever thread it found.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   if (a.data.empty()) {
     if (up) {
       auto dir =
@@ -195,12 +202,6 @@ int serve(ServerArgs a, bool up) {
     return 1;
   }
   auto& st = *opened.value();
-  // Signals are taken by sigwait below; block them before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   server::Controller ctl(st, co);
   if (auto s = ctl.start(); !s.ok()) {

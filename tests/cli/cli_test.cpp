@@ -265,7 +265,9 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(rm.out, "removed /org/x\n");
   EXPECT_EQ(allot({"budget", "rm", "/org/x"}).code, 5);
 
-  // The report before any node changes health (availability is exactly 1 then).
+  // The report before any node changes health (availability is exactly 1 then). The nodes must
+  // have existed for a second at least, or there is no GPU-time yet to be available.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   auto r = allot({"report", "--since", "1h"});
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* k : {"availability", "occupancy", "impact", "utilization", "BUDGET"}) {
@@ -282,14 +284,14 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
 
   auto n = allot({"nodes"});
   ASSERT_EQ(n.code, 0);
-  EXPECT_NE(n.out.find("local-01"), std::string::npos) << n.out;
+  EXPECT_NE(n.out.find("sim-01"), std::string::npos) << n.out;
   EXPECT_NE(n.out.find("simulated"), std::string::npos);
-  auto d = allot({"drain", "local-02", "--reason", "fan"});
+  auto d = allot({"drain", "sim-02", "--reason", "fan"});
   ASSERT_EQ(d.code, 0) << d.err;
-  EXPECT_EQ(d.out, "node local-02: draining\n");
-  EXPECT_EQ(allot({"undrain", "local-02"}).out, "node local-02: healthy\n");
-  EXPECT_EQ(allot({"cordon", "local-02"}).out, "node local-02: healthy, cordoned\n");
-  EXPECT_EQ(allot({"uncordon", "local-02"}).out, "node local-02: healthy\n");
+  EXPECT_EQ(d.out, "node sim-02: draining\n");
+  EXPECT_EQ(allot({"undrain", "sim-02"}).out, "node sim-02: healthy\n");
+  EXPECT_EQ(allot({"cordon", "sim-02"}).out, "node sim-02: healthy, cordoned\n");
+  EXPECT_EQ(allot({"uncordon", "sim-02"}).out, "node sim-02: healthy\n");
   EXPECT_EQ(allot({"drain", "nosuch"}).code, 5);
 
   // Tokens: create one for ann, use it, revoke it.
