@@ -10,7 +10,8 @@ int sim_main(int argc, char** argv);  // src/cli/sim_command.cpp, on the simulat
 
 int server_main(int argc, char** argv);  // src/cli/server_command.cpp: the control plane
 int up_main(int argc, char** argv);
-int agent_main(int argc, char** argv);  // src/cli/agent_command.cpp: the node agent      // the control plane and a simulated local cluster
+int agent_main(int argc, char** argv);  // src/cli/agent_command.cpp: the node agent      // the
+                                        // control plane and a simulated local cluster
 // src/cli/client.cpp: the commands that talk to a server over HTTP.
 bool is_client_command(const std::string& cmd);
 int client_main(int argc, char** argv);
