@@ -140,7 +140,7 @@ TEST(EndToEnd, ACancelledJobGetsSigtermAndItsGpusWaitUntilItIsGone) {
       c.submit({{"budget", "/lab/a"},
                 {"gpus_per_node", 8},
                 {"min_runtime", 60},
-                {"command", c.marked("c", "trap 'sleep 0.5; echo term > " + c.out("c.term") +
+                {"command", c.marked("c", "trap 'sleep 0.2; echo term > " + c.out("c.term") +
                                               "; exit 0' TERM; sleep 600 & wait")}});
   ASSERT_TRUE(c.wait_state(cancelled, "running")) << c.history(cancelled);
   const auto next = c.submit({{"budget", "/lab/a"},
