@@ -173,18 +173,19 @@ int serve(ServerArgs a, bool up) {
                  v.error().reason.c_str());
     return 2;
   }
+  // Signals are taken by sigwait below; block them before any thread starts (the store's
+  // writer is the first), or one of those threads takes SIGTERM and the process dies on it.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   auto opened = store::open_sqlite(a.data);
   if (!opened.ok()) {
     std::fprintf(stderr, "allot: %s\n", opened.error().message().c_str());
     return 1;
   }
   auto& st = *opened.value();
-  // Signals are taken by sigwait below; block them before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   server::Controller ctl(st, co);
   if (auto s = ctl.start(); !s.ok()) {
