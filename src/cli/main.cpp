@@ -19,8 +19,8 @@ void usage(FILE* out) {
       "  server   run the control plane (REST API, scheduling loop, embedded store)\n"
       "  up       run the control plane with a local cluster (11 x 8 H100) in one command\n"
       "  agent    run the node agent: GPUs, health, telemetry, jobs as processes\n"
-      "  submit, ls, show, why, cancel, budget, nodes, drain, undrain, cordon,\n"
-      "  uncordon, report, token   talk to a server ('allot ls --help')\n"
+      "  submit, ls, show, why, logs, cancel, budget, nodes, drain, undrain,\n"
+      "  cordon, uncordon, report, token   talk to a server ('allot ls --help')\n"
       "  version  print the version\n"
       "\n"
       "'allot <command> --help' tells more.\n");

@@ -265,9 +265,9 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(rm.out, "removed /org/x\n");
   EXPECT_EQ(allot({"budget", "rm", "/org/x"}).code, 5);
 
-  // The report before any node changes health (availability is exactly 1 then). The nodes must
-  // have existed for a second at least, or there is no GPU-time yet to be available.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  // The report before any node changes health (availability is exactly 1 then), once the
+  // nodes have existed for a whole second (times are seconds).
+  std::this_thread::sleep_for(1100ms);
   auto r = allot({"report", "--since", "1h"});
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* k : {"availability", "occupancy", "impact", "utilization", "BUDGET"}) {
