@@ -87,7 +87,7 @@ class Run {
   void on_end(std::uint64_t run_id, std::uint64_t serial, Time t);
   void on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scripted);
   void cycles(Time t);
-  void measure_fragmentation(const core::CycleResult& cr, Time t);
+  void measure_fragmentation(Time t);
   void finish(Time end);
   void push(Time t, EventKind k, std::uint64_t a, std::uint64_t b) {
     events_.push(Event{t, k, seq_++, a, b});
@@ -382,11 +382,10 @@ void Run::on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scri
   push(next.time, EventKind::Fault, next.node, static_cast<std::uint64_t>(next.health));
 }
 
-void Run::measure_fragmentation(const core::CycleResult& cr, Time t) {
+void Run::measure_fragmentation(Time t) {
   const Milli free = available_.rate() - occupied_.rate();
-  // The cycle explains only the head of the queue (see CycleOptions), so the smallest request
-  // comes from the core's own count of pending sizes.
-  (void)cr;
+  // The cycles explain nothing (CycleOptions{explain_all = false}), so the smallest request comes
+  // from the core's own count of pending sizes.
   const Milli smallest = sched_.smallest_pending();
   fragmented_.set(t, free > 0 && smallest > 0 && smallest <= free ? free : 0);
 }
@@ -403,7 +402,7 @@ void Run::cycles(Time t) {
     for (const core::StopDecision& d : cr.stops) again |= on_stop(d, t);
     for (const core::ClassChange& c : cr.class_changes) on_class_change(c, t);
     for (const core::StartDecision& d : cr.starts) on_start(d, t);
-    measure_fragmentation(cr, t);
+    measure_fragmentation(t);
     if (!again) break;
   }
 }
