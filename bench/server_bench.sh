@@ -5,7 +5,8 @@
 #   2. `allot ls` with a filter over 100,000 jobs (the whole CLI process, and the request alone);
 #   3. read latency (p50/p99) while the loop cycles over 10,000 pending jobs.
 # Each part starts its own `allot up` (embedded SQLite store, WAL, synchronous=FULL, group
-# commit; 11 simulated nodes x 8 H100, so nearly every job stays pending).
+# commit; 11 simulated nodes x 8 H100 instead of agents, so nearly every job stays pending and no
+# process runs).
 # Usage: bench/server_bench.sh [build dir] [seconds] [connections]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ budgets=/lab/t0,/lab/t1,/lab/t2,/lab/t3,/lab/t4,/lab/t5,/lab/t6,/lab/t7,/lab/t8,
 
 start() {  # a fresh allot up in $dir/$1
   mkdir -p "$dir/$1"
-  "$allot" up --port 0 --data "$dir/$1/allot.db" --addr-file "$dir/$1/addr" \
+  "$allot" up --nodes 0 --sim-nodes 11 --port 0 --data "$dir/$1/allot.db" --addr-file "$dir/$1/addr" \
     --token-file "$dir/$1/token" --tick-ms 1000 >"$dir/$1/log" 2>&1 &
   pid=$!
   for _ in $(seq 200); do [ -s "$dir/$1/addr" ] && break; sleep 0.05; done

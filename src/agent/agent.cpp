@@ -322,7 +322,10 @@ void Agent::launch(const Assignment& a) {
     }
   }
   auto choice = choose_devices(a, devices_, mig_in_use);
-  if (!choice.ok()) {
+  if (a.command.empty()) {
+    rec.launch_failed = true;
+    rec.launch_error = "the job has no command to run (allot submit ... -- COMMAND)";
+  } else if (!choice.ok()) {
     rec.launch_failed = true;
     rec.launch_error = choice.error().message();
   } else {

@@ -82,6 +82,25 @@ TEST(EndToEnd, JobsRunAsProcessesOnTheirGpusAndEndWithTheirExitCode) {
   })) << c.get("/api/v1/jobs/" + std::to_string(a) + "/logs?stream=stdout").raw;
   auto err = c.get("/api/v1/jobs/" + std::to_string(a) + "/logs?stream=stderr");
   EXPECT_EQ(err.raw, "oops\n");
+
+  // A job that cannot start fails, and says why where its owner looks.
+  const auto bad = c.submit({{"budget", "/lab/a"}, {"gpus_per_node", 1}, {"min_runtime", 60}});
+  const auto missing = c.submit({{"budget", "/lab/a"},
+                                 {"gpus_per_node", 1},
+                                 {"min_runtime", 60},
+                                 {"command", {"/no/such/program"}}});
+  ASSERT_TRUE(c.wait_state(bad, "failed")) << c.history(bad);
+  ASSERT_TRUE(c.wait_state(missing, "failed")) << c.history(missing);
+  EXPECT_EQ(c.job(bad)["exit_code"], 127);
+  EXPECT_EQ(c.job(missing)["exit_code"], 127);
+  EXPECT_TRUE(eventually([&] {
+    return c.get("/api/v1/jobs/" + std::to_string(bad) + "/logs?stream=stderr")
+               .raw.find("no command to run") != std::string::npos;
+  }));
+  EXPECT_TRUE(eventually([&] {
+    return c.get("/api/v1/jobs/" + std::to_string(missing) + "/logs?stream=stderr")
+               .raw.find("/no/such/program") != std::string::npos;
+  })) << c.get("/api/v1/jobs/" + std::to_string(missing) + "/logs?stream=stderr").raw;
 }
 
 TEST(EndToEnd, AMoreDeservingJobPreemptsWithSigtermThenSigkillAndTheVictimRequeues) {
