@@ -195,6 +195,12 @@ void Agent::step() {
     next_telemetry_ = now + o_.telemetry;
   }
   enforce_lease();
+  if (now >= next_prune_) {
+    if (int n = runner_->prune(o_.keep_run_logs); n > 0) {
+      say("removed the local logs of " + std::to_string(n) + " old run(s)");
+    }
+    next_prune_ = now + std::chrono::hours(1);
+  }
 }
 
 void Agent::contact() {

@@ -45,6 +45,8 @@ struct AgentOptions {
   std::chrono::milliseconds health_script_every{60000};
   std::chrono::milliseconds lease_expiry_grace{5000};  // SIGTERM..SIGKILL when the lease runs out
   HealthThresholds health;
+  // Forgotten runs' directories (their local logs: the server has a copy) go after this long.
+  std::chrono::hours keep_run_logs{72};
   std::string container_template;
   RunnerOptions runner;                         // state_dir defaults to state_dir
   std::function<void(const std::string&)> log;  // default: stderr, one line per event
@@ -120,7 +122,7 @@ class Agent {
   std::unique_ptr<HealthMonitor> health_;  // sees every sample (XIDs come once)
   HealthVerdict script_verdict_;
   std::chrono::steady_clock::time_point next_sample_{}, next_heartbeat_{}, next_telemetry_{},
-      next_script_{};
+      next_script_{}, next_prune_{};
 
   std::atomic<bool> registered_{false};
   bool reachable_ = true;  // for logging transitions only

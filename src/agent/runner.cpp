@@ -432,6 +432,30 @@ void Runner::forget(const RunKey& key) {
   impl_->runs.erase(it);
 }
 
+int Runner::prune(std::chrono::seconds keep) {
+  std::lock_guard lock(impl_->mu);
+  const auto cutoff = fs::file_time_type::clock::now() - keep;
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(impl_->runs_dir(), ec)) {
+    auto key = parse_run_name(e.path().filename().string());
+    if (!key || impl_->runs.count(*key)) continue;
+    const RunFiles files{e.path().string()};
+    // Not forgotten (a record of its start or end is there): a later recover() wants it.
+    if (access(files.path("pid").c_str(), F_OK) == 0 ||
+        access(files.path("exit").c_str(), F_OK) == 0) {
+      continue;
+    }
+    auto newest = fs::last_write_time(e.path(), ec);
+    for (const auto& f : fs::directory_iterator(e.path(), ec)) {
+      newest = std::max(newest, fs::last_write_time(f.path(), ec));
+    }
+    if (newest > cutoff) continue;
+    if (fs::remove_all(e.path(), ec) > 0 && !ec) ++removed;
+  }
+  return removed;
+}
+
 std::vector<pid_t> Runner::processes(const RunKey& key) const {
   std::lock_guard lock(impl_->mu);
   auto it = impl_->runs.find(key);

@@ -111,6 +111,9 @@ class Runner {
   std::vector<RunStatus> recover();
   // The exit was reported and acknowledged: drop the run's state (its logs stay).
   void forget(const RunKey& key);
+  // Removes the directories (logs included) of forgotten runs untouched for longer than `keep`;
+  // returns how many. Runs the runner still knows are never touched.
+  int prune(std::chrono::seconds keep);
 
   // Process ids of a running run's tree (for CPU / I/O telemetry).
   std::vector<pid_t> processes(const RunKey& key) const;

@@ -31,6 +31,8 @@ void usage(FILE* out) {
       "  --max-ecc N            unhealthy above N uncorrected ECC errors (default 0)\n"
       "  --container-template T e.g. 'podman run --rm {devices} {image} {command}'\n"
       "  --cgroup-root DIR      cgroup v2 directory for jobs ('none': process groups only)\n"
+      "  --keep-logs HOURS      keep ended runs' local logs this long (default 72; the\n"
+      "                         server keeps its own copy)\n"
       "  --poll-ms N            assignment poll interval (default 500)\n"
       "  --heartbeat-ms N       health verdict interval (default 5000)\n"
       "  --telemetry-ms N       telemetry report interval (default 10000; samples at 1 Hz)\n"
@@ -122,6 +124,8 @@ int agent_main(int argc, char** argv) {
       o.runner.cgroup_root = next();
     } else if (k == "--poll-ms") {
       o.poll = std::chrono::milliseconds(number(10, 60'000));
+    } else if (k == "--keep-logs") {
+      o.keep_run_logs = std::chrono::hours(number(0, 24 * 365));
     } else if (k == "--heartbeat-ms") {
       o.heartbeat = std::chrono::milliseconds(number(10, 600'000));
     } else if (k == "--telemetry-ms") {

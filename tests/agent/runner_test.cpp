@@ -458,6 +458,35 @@ TEST_F(RunnerTest, ForgetDropsTheStateButKeepsTheLogs) {
   EXPECT_EQ(slurp(second.stdout_path), "hi\nagain\n") << "logs are appended";
 }
 
+TEST_F(RunnerTest, PruneRemovesOnlyOldForgottenRuns) {
+  Runner runner(options_);
+  RunStatus old_run = launch(runner, sh(1, "echo old"));
+  RunStatus kept = launch(runner, sh(2, "echo kept"));
+  RunStatus live = launch(runner, sh(3, "sleep 30"));
+  wait_exit(runner, {1, 1});
+  wait_exit(runner, {2, 1});
+  runner.forget({1, 1});
+  runner.forget({2, 1});
+  // Run 1 was last written to a day ago; run 2 just now; run 3 still runs.
+  const auto day_ago = std::filesystem::file_time_type::clock::now() - std::chrono::hours(24);
+  const auto dir1 = std::filesystem::path(old_run.stdout_path).parent_path();
+  for (const auto& f : std::filesystem::directory_iterator(dir1)) {
+    std::filesystem::last_write_time(f.path(), day_ago);
+  }
+  std::filesystem::last_write_time(dir1, day_ago);
+  EXPECT_EQ(runner.prune(std::chrono::hours(1)), 1);
+  EXPECT_FALSE(std::filesystem::exists(dir1));
+  EXPECT_TRUE(std::filesystem::exists(kept.stdout_path));
+  EXPECT_TRUE(std::filesystem::exists(live.stdout_path));
+  // A run not forgotten is never pruned, however old.
+  const auto dir3 = std::filesystem::path(live.stdout_path).parent_path();
+  std::filesystem::last_write_time(dir3, day_ago);
+  EXPECT_EQ(runner.prune(std::chrono::seconds(0)), 1);  // only run 2, forgotten
+  EXPECT_TRUE(std::filesystem::exists(live.stdout_path));
+  runner.kill({3, 1});
+  wait_exit(runner, {3, 1});
+}
+
 TEST_F(RunnerTest, ContainerTemplate) {
   Runner runner(options_);
   LaunchSpec spec = sh(1, "true");
@@ -492,7 +521,7 @@ TEST_F(RunnerTest, IsolationIsDescribed) {
             "jobs without GPUs, no CPU limit), devices: not isolated (device isolation off by "
             "configuration)");
   // Without any cgroup the tree is still stopped through its session.
-  launch(plain, sh(1, "trap '' TERM; touch ready; sleep 30 & while :; do sleep 0.05; done"));
+  launch(plain, sh(1, "trap '' TERM; sleep 30 & touch ready; while :; do sleep 0.05; done"));
   ASSERT_TRUE(wait_file("ready"));
   EXPECT_GE(plain.processes({1, 1}).size(), 2u);
   plain.stop({1, 1}, milliseconds(100));
