@@ -292,7 +292,12 @@ void Agent::fetch_and_reconcile() {
   lease_seconds_ = a.lease_seconds;
   std::vector<LocalRun> local;
   for (const auto& [key, st] : status_) {
-    local.push_back({key, st.phase, st.stop_requested});
+    LocalRun r{key, st.phase, st.stop_requested, {}, 1000};
+    if (auto rec = records_.find(key); rec != records_.end()) {
+      r.gpus = rec->second.gpus;
+      r.gpu_milli = rec->second.gpu_milli;
+    }
+    local.push_back(std::move(r));
   }
   const auto actions = reconcile(a, local, done_);
   for (const auto& s : actions.stop) {
@@ -312,6 +317,14 @@ void Agent::fetch_and_reconcile() {
         std::any_of(lost_.begin(), lost_.end(), [&](const Report& x) { return x.key == k; });
     if (!queued) lost_.push_back({k, "lost", std::nullopt, std::nullopt});
   }
+  std::set<RunKey> waiting;
+  for (const auto* w : actions.waiting) {
+    if (!waiting_.count(w->key)) {
+      say("job " + key_name(w->key) + ": waiting until a run still on its GPUs has exited");
+    }
+    waiting.insert(w->key);
+  }
+  waiting_ = std::move(waiting);
   for (const auto* l : actions.launch) launch(*l);
 }
 
@@ -319,6 +332,7 @@ void Agent::launch(const Assignment& a) {
   RunRecord rec;
   rec.key = a.key;
   rec.gpus = a.gpus;
+  rec.gpu_milli = a.gpu_milli;
   std::set<std::string> mig_in_use;
   for (const auto& [k, other] : records_) {
     auto st = status_.find(k);
@@ -621,6 +635,7 @@ void Agent::load_state() {
     r.key.run = j.value("run", 0);
     if (r.key.job == 0) continue;
     r.gpus = j.value("gpus", std::vector<int>{});
+    r.gpu_milli = j.value("gpu_milli", 1000);
     r.uuids = j.value("uuids", std::vector<std::string>{});
     r.started_reported = j.value("started_reported", false);
     r.fenced = j.value("fenced", false);
@@ -636,6 +651,7 @@ void Agent::save_record(const RunRecord& r) const {
   json j = {{"job", r.key.job},
             {"run", r.key.run},
             {"gpus", r.gpus},
+            {"gpu_milli", r.gpu_milli},
             {"uuids", r.uuids},
             {"started_reported", r.started_reported},
             {"fenced", r.fenced},

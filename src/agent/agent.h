@@ -76,6 +76,7 @@ class Agent {
   struct RunRecord {
     RunKey key;
     std::vector<int> gpus;
+    int gpu_milli = 1000;            // its part of each GPU (below 1000: a fraction)
     std::vector<std::string> uuids;  // GPU or MIG devices it was given
     bool started_reported = false;
     bool fenced = false;      // killed because the server no longer lists it: nothing to report
@@ -113,6 +114,7 @@ class Agent {
   std::vector<GpuDevice> devices_;
   std::chrono::steady_clock::time_point started_;
 
+  std::set<RunKey> waiting_;  // launches held back while their GPUs are still held (said once)
   std::map<RunKey, RunRecord> records_;
   std::map<RunKey, RunStatus> status_;  // from the last runner poll
   std::set<RunKey> done_;               // finished and acknowledged: never launched again

@@ -1,8 +1,19 @@
 #include "agent/reconcile.h"
 
+#include <algorithm>
 #include <map>
 
 namespace allot::agent {
+namespace {
+
+// Whether two runs may not hold their GPUs at once: they share one and either wants it whole.
+bool collide(const std::vector<int>& a, int a_milli, const std::vector<int>& b, int b_milli) {
+  if (a_milli < 1000 && b_milli < 1000) return false;
+  return std::any_of(a.begin(), a.end(),
+                     [&](int g) { return std::find(b.begin(), b.end(), g) != b.end(); });
+}
+
+}  // namespace
 
 Actions reconcile(const Assignments& assigned, const std::vector<LocalRun>& local,
                   const std::set<RunKey>& done) {
@@ -16,7 +27,10 @@ Actions reconcile(const Assignments& assigned, const std::vector<LocalRun>& loca
     wanted.insert(a.key);
     if (here.count(a.key) || done.count(a.key)) continue;
     if (a.state == "starting") {
-      out.launch.push_back(&a);
+      const bool held = std::any_of(local.begin(), local.end(), [&](const LocalRun& r) {
+        return r.phase != RunPhase::Exited && collide(a.gpus, a.gpu_milli, r.gpus, r.gpu_milli);
+      });
+      (held ? out.waiting : out.launch).push_back(&a);
     } else {
       out.lost.push_back(a.key);
     }

@@ -350,8 +350,9 @@ void Controller::rebuild() {
       continue;
     }
     if (st == JobStatus::Preempting) {
-      // The stop was decided before the restart: carry it through (the agent stops whatever it
-      // runs that is no longer assigned).
+      // The stop was decided before the restart: carry it through. The agents keep stopping the
+      // run with its grace period, and its GPUs reach no other job until they say it is gone.
+      vacate(act, now);
       sched_.job_finished(rec.id, now);
       act.rec.seg_start = 0;
       transition(act, act.spec.resumable ? JobStatus::Requeued : JobStatus::Preempted,
@@ -438,17 +439,7 @@ core::Result<store::JobRecord> Controller::cancel(JobId id, const std::string& r
     const Time now = options_.clock();
     // Its processes get SIGTERM and the grace period like any stop; meanwhile its GPUs are not
     // handed to another job.
-    if (holds_gpus(parse_job_status(a.rec.state).value_or(JobStatus::Pending)) && a.nodes &&
-        !simulated(a)) {
-      Vacating v;
-      v.run = a.rec.runs;
-      v.until = now + options_.stop_grace_seconds + options_.node_timeout_seconds;
-      for (std::size_t i = 0; i < a.nodes->size(); ++i) {
-        const auto& node = (*a.nodes)[i];
-        if (!a.stopped.count(node) && !a.exited_ok.count(node)) v.gpus[node] = a.per_node[i].first;
-      }
-      if (!v.gpus.empty()) vacating_[id] = std::move(v);
-    }
+    if (holds_gpus(parse_job_status(a.rec.state).value_or(JobStatus::Pending))) vacate(a, now);
     finish(a, JobStatus::Cancelled, reason, now, std::nullopt, batch);
     out = std::get<op::UpdateJob>(batch.back()).job;
     write(std::move(batch));
@@ -496,18 +487,33 @@ void Controller::node_stopped(Active& a, const std::string& node, const std::str
   confirm_stop(a, reason, now, batch);
 }
 
+// Keeps the GPUs of `a`'s current run from every other job until its agents report it gone
+// (or a node timeout after the grace period): the run is ending outside the core (cancelled, or
+// preempted across a restart) and its processes may still be spending their grace period.
+void Controller::vacate(const Active& a, Time now) {
+  if (!a.nodes || simulated(a)) return;
+  Vacating v;
+  v.run = a.rec.runs;
+  v.until = now + options_.stop_grace_seconds + options_.node_timeout_seconds;
+  for (std::size_t i = 0; i < a.nodes->size(); ++i) {
+    const auto& node = (*a.nodes)[i];
+    if (!a.stopped.count(node) && !a.exited_ok.count(node)) v.gpus[node] = a.per_node[i].first;
+  }
+  if (!v.gpus.empty()) vacating_[a.rec.id] = std::move(v);
+}
+
 ReportOutcome Controller::agent_report(const std::string& node, JobId id, int run,
                                        const std::string& event, std::optional<int> exit_code,
                                        std::optional<int> signal) {
   return call<ReportOutcome>([&]() -> ReportOutcome {
+    if (auto v = vacating_.find(id);
+        v != vacating_.end() && v->second.run == run && event != "started") {
+      v->second.gpus.erase(node);  // gone from this node: its GPUs are free
+      if (v->second.gpus.empty()) vacating_.erase(v);
+      dirty_ = true;
+    }
     auto it = active_.find(id);
     if (it == active_.end()) {
-      if (auto v = vacating_.find(id);
-          v != vacating_.end() && v->second.run == run && event != "started") {
-        v->second.gpus.erase(node);  // gone from this node: its GPUs are free
-        if (v->second.gpus.empty()) vacating_.erase(v);
-        dirty_ = true;
-      }
       auto rec = store_.job(id);
       if (!rec) return {"", "no such job"};
       if (run != rec->runs) return {"", "stale run"};

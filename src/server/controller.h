@@ -189,6 +189,7 @@ class Controller {
     Time until = 0;
   };
 
+  void vacate(const Active& a, Time now);
   template <typename T>
   T call(std::function<T()> fn);
   void post(std::function<void()> fn);

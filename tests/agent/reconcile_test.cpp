@@ -31,7 +31,7 @@ TEST(Reconcile, StartsWhatIsPlacedAndNotHere) {
 TEST(Reconcile, RunningHereIsLeftAlone) {
   Assignments s;
   s.run = {assigned(1, 1, "running")};
-  auto act = reconcile(s, {{{1, 1}, RunPhase::Running, false}}, {});
+  auto act = reconcile(s, {{{1, 1}, RunPhase::Running, false, {}, 1000}}, {});
   EXPECT_TRUE(act.launch.empty());
   EXPECT_TRUE(act.kill.empty());
   EXPECT_TRUE(act.lost.empty());
@@ -49,8 +49,10 @@ TEST(Reconcile, RunningThereButNotHereIsLost) {
 
 TEST(Reconcile, NotAssignedAnyMoreIsKilled) {
   Assignments s;  // the server lists nothing
-  auto act =
-      reconcile(s, {{{7, 2}, RunPhase::Running, false}, {{8, 1}, RunPhase::Exited, false}}, {});
+  auto act = reconcile(
+      s,
+      {{{7, 2}, RunPhase::Running, false, {}, 1000}, {{8, 1}, RunPhase::Exited, false, {}, 1000}},
+      {});
   ASSERT_EQ(act.kill.size(), 1u);
   EXPECT_EQ(act.kill[0], (RunKey{7, 2}));  // an exited run needs no kill
 }
@@ -58,21 +60,64 @@ TEST(Reconcile, NotAssignedAnyMoreIsKilled) {
 TEST(Reconcile, AnOldRunOfAJobIsKilledWhileTheNewOneStarts) {
   Assignments s;
   s.run = {assigned(7, 3, "starting")};
-  auto act = reconcile(s, {{{7, 2}, RunPhase::Running, false}}, {});
+  auto act = reconcile(s, {{{7, 2}, RunPhase::Running, false, {}, 1000}}, {});
   ASSERT_EQ(act.kill.size(), 1u);
   EXPECT_EQ(act.kill[0], (RunKey{7, 2}));
   ASSERT_EQ(act.launch.size(), 1u);
   EXPECT_EQ(act.launch[0]->key, (RunKey{7, 3}));
 }
 
+TEST(Reconcile, ALaunchWaitsWhileAnotherRunStillHoldsItsGpus) {
+  Assignments s;
+  s.run = {assigned(9, 1, "starting")};  // on GPU 0
+  s.run[0].gpus = {0, 1};
+  // Job 4 is being stopped on GPU 1 (preempted), job 5 on GPU 3 is unrelated.
+  s.stop = {{{4, 1}, 10}};
+  std::vector<LocalRun> local = {{{4, 1}, RunPhase::Stopping, true, {1}, 1000},
+                                 {{5, 1}, RunPhase::Running, false, {3}, 1000}};
+  s.run.push_back(assigned(5, 1, "running"));
+  s.run.back().gpus = {3};
+  auto act = reconcile(s, local, {});
+  EXPECT_TRUE(act.launch.empty());
+  ASSERT_EQ(act.waiting.size(), 1u);
+  EXPECT_EQ(act.waiting[0]->key, (RunKey{9, 1}));
+  // A run the server forgot (its restart lost the stop) is killed, and the launch still waits.
+  s.stop.clear();
+  local[0].stop_requested = false;
+  local[0].phase = RunPhase::Running;
+  act = reconcile(s, local, {});
+  ASSERT_EQ(act.kill.size(), 1u);
+  EXPECT_EQ(act.kill[0], (RunKey{4, 1}));
+  EXPECT_EQ(act.waiting.size(), 1u);
+  // Once it has exited, the launch goes ahead.
+  local[0].phase = RunPhase::Exited;
+  act = reconcile(s, local, {});
+  EXPECT_TRUE(act.waiting.empty());
+  ASSERT_EQ(act.launch.size(), 1u);
+}
+
+TEST(Reconcile, FractionsShareAGpuButNotWithAWholeGpuRun) {
+  Assignments s;
+  s.run = {assigned(9, 1, "starting")};
+  s.run[0].gpu_milli = 500;
+  std::vector<LocalRun> local = {{{4, 1}, RunPhase::Running, false, {0}, 250}};
+  s.run.push_back(assigned(4, 1, "running"));
+  auto act = reconcile(s, local, {});
+  EXPECT_EQ(act.launch.size(), 1u);
+  local[0].gpu_milli = 1000;
+  act = reconcile(s, local, {});
+  EXPECT_TRUE(act.launch.empty());
+  EXPECT_EQ(act.waiting.size(), 1u);
+}
+
 TEST(Reconcile, StopOrdersStopOnce) {
   Assignments s;
   s.stop = {{{3, 1}, 10}};
-  auto act = reconcile(s, {{{3, 1}, RunPhase::Running, false}}, {});
+  auto act = reconcile(s, {{{3, 1}, RunPhase::Running, false, {}, 1000}}, {});
   ASSERT_EQ(act.stop.size(), 1u);
   EXPECT_EQ(act.stop[0].grace_seconds, 10);
   EXPECT_TRUE(act.kill.empty());
-  act = reconcile(s, {{{3, 1}, RunPhase::Stopping, true}}, {});
+  act = reconcile(s, {{{3, 1}, RunPhase::Stopping, true, {}, 1000}}, {});
   EXPECT_TRUE(act.stop.empty());
   EXPECT_TRUE(act.kill.empty());
 }
@@ -95,7 +140,8 @@ TEST(Reconcile, ARunReportedDoneIsNeverStartedAgainByAStaleSnapshot) {
 }
 
 // Property: over random states, a run is never both launched and present, never launched when
-// done, every live local run is either wanted or killed, and nothing is killed that is wanted.
+// done, never launched onto a GPU a live run holds, every live local run is either wanted or
+// killed, and nothing is killed that is wanted.
 TEST(Reconcile, RandomStatesKeepTheRules) {
   std::mt19937 rng(7);
   for (int scenario = 0; scenario < 5000; ++scenario) {
@@ -110,6 +156,8 @@ TEST(Reconcile, RandomStatesKeepTheRules) {
       auto k = key();
       if (!used.insert(k).second) continue;
       s.run.push_back(assigned(k.job, k.run, rng() % 2 ? "starting" : "running"));
+      s.run.back().gpus = {static_cast<int>(rng() % 4)};
+      s.run.back().gpu_milli = rng() % 3 == 0 ? 500 : 1000;
     }
     for (int i = 0, n = static_cast<int>(rng() % 3); i < n; ++i) {
       auto k = key();
@@ -120,7 +168,11 @@ TEST(Reconcile, RandomStatesKeepTheRules) {
     for (int i = 0, n = static_cast<int>(rng() % 5); i < n; ++i) {
       auto k = key();
       if (!here.insert(k).second) continue;
-      local.push_back({k, static_cast<RunPhase>(rng() % 3), rng() % 2 == 0});
+      local.push_back({k,
+                       static_cast<RunPhase>(rng() % 3),
+                       rng() % 2 == 0,
+                       {static_cast<int>(rng() % 4)},
+                       rng() % 3 == 0 ? 500 : 1000});
     }
     for (int i = 0, n = static_cast<int>(rng() % 3); i < n; ++i) {
       auto k = key();
@@ -131,6 +183,16 @@ TEST(Reconcile, RandomStatesKeepTheRules) {
     for (const auto& a : s.run) wanted.insert(a.key);
     for (const auto& st : s.stop) wanted.insert(st.key);
     for (const auto* a : act.launch) {
+      EXPECT_FALSE(here.count(a->key));
+      EXPECT_FALSE(done.count(a->key));
+      EXPECT_EQ(a->state, "starting");
+      // Never onto a GPU that a live run holds, unless both take a fraction of it.
+      for (const auto& r : local) {
+        if (r.phase == RunPhase::Exited || (r.gpu_milli < 1000 && a->gpu_milli < 1000)) continue;
+        EXPECT_NE(r.gpus[0], a->gpus[0]);
+      }
+    }
+    for (const auto* a : act.waiting) {  // held back, not dropped: it would launch otherwise
       EXPECT_FALSE(here.count(a->key));
       EXPECT_FALSE(done.count(a->key));
       EXPECT_EQ(a->state, "starting");

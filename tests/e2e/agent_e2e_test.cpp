@@ -103,6 +103,41 @@ TEST(EndToEnd, JobsRunAsProcessesOnTheirGpusAndEndWithTheirExitCode) {
   })) << c.get("/api/v1/jobs/" + std::to_string(missing) + "/logs?stream=stderr").raw;
 }
 
+// An unallocated (minimum runtime 0), resumable job on all 8 GPUs of /lab/a whose first run runs
+// `on_term` as its SIGTERM trap and otherwise spins; later runs exit 0 at once.
+std::uint64_t submit_victim(TestCluster& c, const std::string& on_term) {
+  return c.submit({{"budget", "/lab/a"},
+                   {"gpus_per_node", 8},
+                   {"min_runtime", 0},
+                   {"resumable", true},
+                   {"command", c.marked("v", "if [ \"$ALLOT_RUN\" = 1 ]; then trap '" + on_term +
+                                                 "' TERM; while true; do sleep 0.05; done; fi; "
+                                                 "exit 0")}});
+}
+
+// An allocated job on the same 8 GPUs, from /lab/b, that notes (in w.overlap) whether the
+// victim's first run is still alive when it starts.
+std::uint64_t submit_winner(TestCluster& c, const std::string& then = "exit 0") {
+  return c.submit({{"budget", "/lab/b"},
+                   {"gpus_per_node", 8},
+                   {"min_runtime", 60},
+                   {"command", c.marked("w", "if kill -0 $(head -1 " + c.out("v.pid") +
+                                                 "); then echo shared >> " + c.out("w.overlap") +
+                                                 "; fi; " + then)}});
+}
+
+// The victim ran twice, the winner once, and the winner started only after the victim's first run
+// was gone (it saw no live process of it).
+void expect_winner_after_victim(TestCluster& c) {
+  EXPECT_FALSE(std::filesystem::exists(c.out("w.overlap")))
+      << "the winner started while the victim still held the GPUs";
+  const auto vs = lines_of(c.out("v.log"));
+  const auto ws = lines_of(c.out("w.log"));
+  ASSERT_EQ(vs.size(), 2u);
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_LT(start_time(vs[0]), start_time(ws[0]));
+}
+
 TEST(EndToEnd, AMoreDeservingJobPreemptsWithSigtermThenSigkillAndTheVictimRequeues) {
   TestCluster c(kFastServer);
   c.start_server();
@@ -110,24 +145,10 @@ TEST(EndToEnd, AMoreDeservingJobPreemptsWithSigtermThenSigkillAndTheVictimRequeu
   c.budget("/lab/b", 1);
   c.start_agent("n1", 8);
 
-  // Unallocated (minimum runtime 0) and resumable; its first run ignores SIGTERM.
-  const auto victim = c.submit(
-      {{"budget", "/lab/a"},
-       {"gpus_per_node", 8},
-       {"min_runtime", 0},
-       {"resumable", true},
-       {"command",
-        c.marked("v", "if [ \"$ALLOT_RUN\" = 1 ]; then trap 'echo term >> " + c.out("v.term") +
-                          "' TERM; while true; do sleep 0.05; done; fi; exit 0")}});
+  // Its first run ignores SIGTERM.
+  const auto victim = submit_victim(c, "echo term >> " + c.out("v.term"));
   ASSERT_TRUE(c.wait_state(victim, "running")) << c.history(victim);
-  // The winner notes whether the victim's first run is still alive when it starts.
-  const auto winner =
-      c.submit({{"budget", "/lab/b"},
-                {"gpus_per_node", 8},
-                {"min_runtime", 60},
-                {"command", c.marked("w", "if kill -0 $(head -1 " + c.out("v.pid") +
-                                              "); then echo shared >> " + c.out("w.overlap") +
-                                              "; fi; sleep 1; exit 0")}});
+  const auto winner = submit_winner(c, "sleep 1; exit 0");
   ASSERT_TRUE(c.wait_state(winner, "succeeded", 30000ms)) << c.history(winner);
   ASSERT_TRUE(c.wait_state(victim, "succeeded", 30000ms)) << c.history(victim);
 
@@ -139,15 +160,36 @@ TEST(EndToEnd, AMoreDeservingJobPreemptsWithSigtermThenSigkillAndTheVictimRequeu
   EXPECT_NE(h.find("preempting->requeued"), std::string::npos) << h;
   // It ignored SIGTERM, so the agent killed it after the grace period.
   EXPECT_NE(h.find("killed by signal 9"), std::string::npos) << h;
-  EXPECT_FALSE(std::filesystem::exists(c.out("w.overlap")))
-      << "the winner started while the victim still held the GPUs";
-  // The winner started only after the victim's first run was gone.
+  expect_winner_after_victim(c);
+  // The victim's second run came after the winner.
   const auto vs = lines_of(c.out("v.log"));
-  const auto ws = lines_of(c.out("w.log"));
   ASSERT_EQ(vs.size(), 2u);
-  ASSERT_EQ(ws.size(), 1u);
-  EXPECT_LT(start_time(vs[0]), start_time(ws[0]));
-  EXPECT_LT(start_time(ws[0]), start_time(vs[1]));
+  EXPECT_LT(start_time(lines_of(c.out("w.log"))[0]), start_time(vs[1]));
+}
+
+// The server dies while a victim spends its grace period. The restarted server carries the stop
+// through: the victim keeps its SIGTERM and grace (no SIGKILL from an agent that lost track), and
+// the winner starts only once the victim's processes are gone.
+TEST(EndToEnd, AServerRestartMidPreemptionKeepsTheGraceAndNeverSharesAGpu) {
+  TestCluster c(
+      {"--lease-seconds", "10", "--node-timeout-seconds", "20", "--stop-grace-seconds", "3"});
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.budget("/lab/b", 1);
+  c.start_agent("n1", 8);
+  // On SIGTERM its first run checkpoints for 1.5 s, then exits.
+  const auto victim = submit_victim(c, "sleep 1.5; echo saved >> " + c.out("v.term") + "; exit 0");
+  ASSERT_TRUE(c.wait_state(victim, "running")) << c.history(victim);
+  const auto winner = submit_winner(c);
+  ASSERT_TRUE(c.wait_state(victim, "preempting")) << c.history(victim);
+  c.kill_server(SIGKILL);
+  std::this_thread::sleep_for(200ms);
+  c.start_server();
+  ASSERT_TRUE(c.wait_state(winner, "succeeded", 30000ms)) << c.history(winner);
+  ASSERT_TRUE(c.wait_state(victim, "succeeded", 30000ms)) << c.history(victim);
+  EXPECT_NE(slurp(c.out("v.term")).find("saved"), std::string::npos)
+      << "the victim's checkpoint was cut short";
+  expect_winner_after_victim(c);
 }
 
 TEST(EndToEnd, ACancelledJobGetsSigtermAndItsGpusWaitUntilItIsGone) {
