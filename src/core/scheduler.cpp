@@ -662,6 +662,19 @@ Status Scheduler::job_finished(JobId id, Time now) {
   return ok_status();
 }
 
+Status Scheduler::job_running(JobId id, Time now) {
+  advance(now);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Error{"job", "no such job"};
+  JobEntry& j = it->second;
+  if (j.state != JobState::Running) return Error{"job", "the job holds no GPUs"};
+  if (j.run.allocated && j.run.allocated_since < now_) {
+    j.run.allocated_since = now_;
+    j.run.protected_until = protection_end(j);
+  }
+  return ok_status();
+}
+
 Status Scheduler::job_stopped(JobId id, Time now) {
   advance(now);
   auto it = jobs_.find(id);

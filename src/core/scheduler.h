@@ -167,6 +167,10 @@ class Scheduler : private detail::SchedulerState {
   Status job_finished(JobId id, Time now);
   // A decided stop was carried out: resumable preempted/drained jobs go back to the queue.
   Status job_stopped(JobId id, Time now);
+  // The job's processes run from `now` (its node confirmed the start, which may come well after
+  // the placement: a poll, a container pull). An allocated job's contract is counted from here,
+  // so a slow start never eats into its minimum runtime; charging still runs from the placement.
+  Status job_running(JobId id, Time now);
   // Replays past charges (e.g. from the server's ledger after a restart) into the lookback window.
   void record_usage(ClusterId cluster, BudgetId leaf, Time from, Time to, Milli rate);
 

@@ -535,8 +535,13 @@ ReportOutcome Controller::agent_report(const std::string& node, JobId id, int ru
                                    : "exited with code " + std::to_string(code);
     if (event == "started") {
       if (st != JobStatus::Starting) return {a.rec.state, ""};  // repeated, or another node's
+      // The contract runs from the processes' start, not from the placement.
+      if (sched_.job_running(id, now).ok()) {
+        if (const auto* j = sched_.job(id)) a.rec.protected_until = j->run.protected_until;
+      }
       transition(a, JobStatus::Running, "started" + where, now, batch);
       batch.push_back(op::UpdateJob{a.rec});
+      dirty_ = true;
     } else if (event == "exited") {
       if (st == JobStatus::Preempting) {
         if (a.stopped.count(node)) return {a.rec.state, ""};

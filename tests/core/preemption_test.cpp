@@ -85,6 +85,31 @@ TEST_F(Preemption, NeverInsideTheMinimumRuntime) {
   EXPECT_NE(w.s.describe(*stop).find("past its minimum runtime"), std::string::npos);
 }
 
+TEST_F(Preemption, TheContractCountsFromTheConfirmedStart) {
+  JobSpec checkpointing = w.job(b, 8, 4 * kHour);
+  checkpointing.resumable = true;
+  const JobId slow_start = w.submit(checkpointing);
+  w.run();
+  ASSERT_TRUE(w.running(slow_start));
+  // Its processes start 20 minutes after the placement (say, a container pull).
+  const Time started = w.now + 20 * kMinute;
+  ASSERT_TRUE(w.s.job_running(slow_start, started).ok());
+  EXPECT_EQ(w.s.job(slow_start)->run.protected_until, started + 4 * kHour);
+  use(w, b, 0.8);
+  const JobId requester = w.submit(a, 8, kHour);
+  // Four hours after the placement it is still inside its contract.
+  for (Time t = started; t < started + 4 * kHour; t += 10 * kMinute) {
+    EXPECT_TRUE(w.run_at(t).stops.empty()) << "at " << t;
+  }
+  auto r = w.run_at(started + 4 * kHour);
+  ASSERT_NE(World::stopped(r, slow_start), nullptr) << "past its contract";
+  EXPECT_TRUE(World::started(r, requester));
+  // Only a running job has processes to confirm; an unallocated one has no contract to move.
+  EXPECT_FALSE(w.s.job_running(requester + 100, w.now).ok());
+  const JobId free_job = w.submit(w.job(b, 8, 0));
+  ASSERT_FALSE(w.s.job_running(free_job, w.now).ok()) << "still pending";
+}
+
 TEST_F(Preemption, AShortRequestDoesNotThrowAwayHoursOfAllocatedWork) {
   const JobId long_run = w.submit(b, 8, kHour);  // not resumable
   w.run();
