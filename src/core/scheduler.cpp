@@ -1534,9 +1534,10 @@ bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r
   return s.taker_memo[b];
 }
 
-// Whether unallocated `v` is work whose loss max_unallocated_loss_ratio limits: it holds a contract
-// (minimum runtime > 0: demoted past its contract, or started while its budget was over) and is
-// not backfilled onto another job's reservation (evictable by design, or large jobs would starve).
+// Whether unallocated `v` is work whose loss max_unallocated_loss_ratio limits: it is not resumable
+// (resumable work loses at most a checkpoint interval), holds a contract (minimum runtime > 0:
+// demoted past its contract, or started while its budget was over) and is not backfilled onto
+// another job's reservation (evictable by design, or large jobs would starve).
 bool Scheduler::unallocated_loss_limited(const JobEntry& v) const {
   return config_.max_unallocated_loss_ratio > 0 && !v.run.allocated && v.spec.min_runtime > 0 &&
          !v.spec.resumable && !v.run.on_reserved;
@@ -1698,7 +1699,8 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
   victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
   if (victims.empty()) return false;  // it fits without victims only if a search above missed it
   // Allocated work is not destroyed beyond what the requester is guaranteed to do in its place.
-  // Nor is unallocated work that holds a contract (max_unallocated_loss_ratio, in all).
+  // Nor is unallocated non-resumable work that holds a contract (max_unallocated_loss_ratio, in
+  // all), unless the requester has waited its patience.
   if (config_.max_allocated_loss_ratio > 0 || config_.max_unallocated_loss_ratio > 0) {
     double allocated_lost = 0;
     double unallocated_lost = 0;
