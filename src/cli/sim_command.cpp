@@ -53,6 +53,8 @@ void usage(FILE* out) {
       "policies:\n"
       "  --policies LIST        default fairshare,fifo,priority,fairtree (sweep: fairshare)\n"
       "  --lookback DUR, --max-min-runtime DUR, --margin F   override the presets\n"
+      "  --burst-limit F, --unallocated-loss-ratio F, --unallocated-loss-patience DUR\n"
+      "                         override the presets too (one value; 0 turns the rule off)\n"
       "sweep (allot sim sweep): comma-separated values make a grid, e.g.\n"
       "  --lookback 1d,7d,14d --max-min-runtime 2h,8h --margin 0.05,0.1 --budgets a.yaml,b.yaml\n"
       "  --plot-x COST          the trade-off plot's x axis: debug-p90 (default), batch-p90,\n"
@@ -149,6 +151,8 @@ int sim_main(int argc, char** argv) {
   bool quiet = false, policies_given = false;
   std::vector<core::Duration> lookback, max_min_runtime;
   std::vector<double> margin;
+  std::vector<double> burst_limit, loss_ratio;  // single values: not grid dimensions
+  std::vector<core::Duration> loss_patience;
   std::vector<std::string> budget_files;
   std::string plot_x = sim::tradeoff_costs().front().name;
   auto bad = [&](const std::string& what) {
@@ -242,6 +246,20 @@ int sim_main(int argc, char** argv) {
       }
     } else if (a == "--margin") {
       if (!need("--margin") || !parse_numbers(v, &margin)) return bad("bad --margin");
+    } else if (a == "--burst-limit") {
+      if (!need("--burst-limit") || !parse_numbers(v, &burst_limit) || burst_limit.size() != 1) {
+        return bad("bad --burst-limit (one number)");
+      }
+    } else if (a == "--unallocated-loss-ratio") {
+      if (!need("--unallocated-loss-ratio") || !parse_numbers(v, &loss_ratio) ||
+          loss_ratio.size() != 1) {
+        return bad("bad --unallocated-loss-ratio (one number)");
+      }
+    } else if (a == "--unallocated-loss-patience") {
+      if (!need("--unallocated-loss-patience") || !parse_durations(v, &loss_patience) ||
+          loss_patience.size() != 1) {
+        return bad("bad --unallocated-loss-patience (one duration)");
+      }
     } else if (a == "--plot-x") {
       if (!need("--plot-x")) return 2;
       if (!sim::find_tradeoff_cost(v)) return bad(std::string("unknown --plot-x '") + v + "'");
@@ -289,6 +307,11 @@ int sim_main(int argc, char** argv) {
   std::vector<sim::SimOptions> runs = sim::sweep_points(bases.value(), grid);
   if (!sweep) {
     for (sim::SimOptions& o : runs) o.label.clear();  // single values are overrides, not a grid
+  }
+  for (sim::SimOptions& o : runs) {
+    if (!burst_limit.empty()) o.policy.burst_limit = burst_limit.front();
+    if (!loss_ratio.empty()) o.policy.max_unallocated_loss_ratio = loss_ratio.front();
+    if (!loss_patience.empty()) o.policy.unallocated_loss_patience = loss_patience.front();
   }
 
   std::fprintf(stderr,

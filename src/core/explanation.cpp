@@ -69,7 +69,10 @@ std::string Scheduler::describe(const Explanation& e) const {
   out +=
       "; budget " + budget + " used " + percent(e.standing) + " of its allocation over " + lookback;
   if (e.limiting_budget != kNoBudget && budgets_.valid(e.limiting_budget)) {
-    out += "; " + budgets_.node(e.limiting_budget).path + " is at " + percent(e.limiting_standing) +
+    out += "; " + budgets_.node(e.limiting_budget).path +
+           (e.at_burst_limit ? " would exceed its burst limit (" + percent(config_.burst_limit) +
+                                   " of its share of the cluster running allocated)"
+                             : " is at " + percent(e.limiting_standing)) +
            " so the job would run unallocated (preemptible)";
   }
   if (e.ahead_in_budget > 0) {

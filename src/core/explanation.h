@@ -28,6 +28,8 @@ struct Explanation {
   double standing = 0;  // the leaf's usage / allocation over the lookback (1.0 = at it)
   BudgetId limiting_budget = kNoBudget;  // the highest budget on its path over allocation, if any
   double limiting_standing = 0;
+  // The limiting budget is within its allocation but holds its burst_limit of allocated GPUs.
+  bool at_burst_limit = false;
   int needs_nodes = 1;
   int needs_gpus_per_node = 1;
   int largest_free = 0;          // most whole GPUs free on one eligible node

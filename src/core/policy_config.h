@@ -44,6 +44,13 @@ struct PolicyConfig {
   // PriorityDecayHalfLife); allocation is then measured over half_life / ln 2.
   Duration usage_half_life = 0;
   double allocation_limit = 1.0;  // a budget is within allocation while usage <= limit * allocation
+  // Lookback funding also caps how fast a budget spends: a job is funded only while the allocated
+  // GPUs running in each budget on its path, plus its own, stay within burst_limit x f(b) x C (a
+  // budget holding no allocated GPUs may always fund one job, however large). Without it a budget
+  // under its allocation funds contracts worth its whole window at once, takes the cluster, and
+  // then loses it all when it is over: see docs/policy.md section 6. Work beyond the cap still
+  // runs, unallocated. 0: no cap.
+  double burst_limit = 1.1;
 
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated
@@ -65,6 +72,15 @@ struct PolicyConfig {
   // times the GPU time the requester's own contract guarantees (GPUs x minimum runtime). Stops a
   // short request from throwing away hours of a long, non-resumable run. 0: no limit.
   double max_allocated_loss_ratio = 1.0;
+  // The same limit for unallocated non-resumable victims that hold a contract (minimum runtime > 0:
+  // demoted past it, or started while their budget was over), one by one and in all: demotion must
+  // not strip a long non-resumable run of the protection above. Resumable work (it loses at most a
+  // checkpoint interval), work with minimum runtime 0 (free by choice) and work backfilled onto
+  // another job's reservation stay takeable. 0: no limit.
+  double max_unallocated_loss_ratio = 1.0;
+  // A funded request that has waited this long since its submission is no longer held back by
+  // max_unallocated_loss_ratio, so that no unallocated work squats on GPUs for long. 0: never.
+  Duration unallocated_loss_patience = 8 * kHour;
 
   // --- backfill and reservations ---
   bool backfill = true;  // jobs behind a blocked head may start where they do not delay it

@@ -823,7 +823,26 @@ bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* lim
     return true;
   }
   const bool ok = within_allocation(s, j.spec.budget, milli * j.spec.min_runtime, limiting);
-  return ok && j.spec.min_runtime > 0;
+  return ok && j.spec.min_runtime > 0 && within_burst(s, j.spec.budget, milli, limiting);
+}
+
+// Whether every budget from `leaf` up to the root (excluded) holds, with `milli` more, at most
+// burst_limit x its fraction of the cluster in allocated running GPUs. Monotone in `milli`.
+bool Scheduler::within_burst(const ClusterScratch& s, BudgetId leaf, Milli milli,
+                             BudgetId* limiting) const {
+  if (config_.burst_limit <= 0) return true;
+  const auto& rates = rate_[s.cluster];
+  bool ok = true;
+  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
+    const double cap =
+        config_.burst_limit * fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
+    const Milli held = b < rates.size() ? rates[b] : 0;
+    if (held > 0 && static_cast<double>(held + milli) > cap) {
+      *limiting = b;
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 // Whether every budget from `leaf` up to the root (excluded) can afford a contract of `cost` on top
@@ -1126,9 +1145,14 @@ bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, Bud
   // Funding matters while a funded job could still reserve or preempt in this pass.
   if (funded_may_act(s)) {
     if (mine.debug > 0 && config_.debug_always_funded) return false;
-    // The cheapest contract is not affordable, so none is (within_allocation is monotone).
+    // The cheapest contract is not affordable, or the smallest request (at least one node's part
+    // of it) exceeds the burst cap, so none is funded (both tests are monotone).
     BudgetId unused = kNoBudget;
-    if (!mine.contracts.empty() && within_allocation(s, b, *mine.contracts.begin(), &unused)) {
+    Milli smallest = std::numeric_limits<Milli>::max();
+    if (!mine.per_node.empty()) smallest = *mine.per_node.begin() * kWholeGpu;
+    if (!mine.fraction.empty()) smallest = std::min(smallest, *mine.fraction.begin());
+    if (!mine.contracts.empty() && within_allocation(s, b, *mine.contracts.begin(), &unused) &&
+        within_burst(s, b, smallest, &unused)) {
       return false;
     }
   }
@@ -1281,7 +1305,14 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   e.needs_gpus_per_node = shape.gpus_per_node;
   e.funded = funded(s, j, &e.limiting_budget);
   e.standing = j.spec.budget < s.projected.size() ? standing_of(s, j.spec.budget) : kInf;
-  if (e.limiting_budget != kNoBudget) e.limiting_standing = standing_of(s, e.limiting_budget);
+  if (e.limiting_budget != kNoBudget) {
+    e.limiting_standing = standing_of(s, e.limiting_budget);
+    // funded() tests the burst cap only once the contract is affordable.
+    BudgetId unused = kNoBudget;
+    e.at_burst_limit =
+        config_.funding == Funding::Lookback && j.spec.min_runtime > 0 &&
+        within_allocation(s, j.spec.budget, shape.total_milli() * j.spec.min_runtime, &unused);
+  }
 
   // A holder may use its own reserved nodes; everyone else is kept off all reserved nodes.
   const bool holder = s.held_before(j.spec.id);
@@ -1477,7 +1508,8 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
   if (!v.run.allocated) {
     why->cls = VictimClass::Unallocated;
     // A strict-priority scheduler lets only higher priority take preemptible work.
-    return config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority;
+    return (config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority) &&
+           unallocated_loss_ok(v, r);
   }
   if (now_ < v.run.protected_until) return false;  // the contract: never inside minimum runtime
   const BudgetId a = budgets_.common_ancestor(v.spec.budget, r.spec.budget);
@@ -1498,7 +1530,8 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
 // so it is made once per budget. Call s.new_requester() before each search.
 bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r) const {
   if (!v.run.allocated) {
-    return config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority;
+    return (config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority) &&
+           unallocated_loss_ok(v, r);
   }
   if (now_ < v.run.protected_until) return false;
   const BudgetId b = v.spec.budget;
@@ -1512,6 +1545,35 @@ bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r
     s.taker_memo_at[b] = s.taker_stamp;
   }
   return s.taker_memo[b];
+}
+
+// Whether unallocated `v` is work whose loss max_unallocated_loss_ratio limits: it is not resumable
+// (resumable work loses at most a checkpoint interval), holds a contract (minimum runtime > 0:
+// demoted past its contract, or started while its budget was over) and is not backfilled onto
+// another job's reservation (evictable by design, or large jobs would starve).
+bool Scheduler::unallocated_loss_limited(const JobEntry& v) const {
+  return config_.max_unallocated_loss_ratio > 0 && !v.run.allocated && v.spec.min_runtime > 0 &&
+         !v.spec.resumable && !v.run.on_reserved;
+}
+
+// GPU-seconds of the contract a request guarantees: its GPUs x its minimum runtime.
+double Scheduler::contract_gpu_seconds(const JobEntry& r) {
+  return static_cast<double>(r.spec.shape.total_milli()) / kWholeGpu *
+         static_cast<double>(r.spec.min_runtime);
+}
+
+// Whether taking unallocated `v` for `r` stays within max_unallocated_loss_ratio on its own (the
+// total over all victims is checked in try_preempt).
+bool Scheduler::unallocated_loss_ok(const JobEntry& v, const JobEntry& r) const {
+  return !unallocated_loss_limited(v) || patience_over(r) ||
+         work_at_risk(v) <= config_.max_unallocated_loss_ratio * contract_gpu_seconds(r);
+}
+
+// Whether requester `r` has waited unallocated_loss_patience since it was submitted: from then on
+// max_unallocated_loss_ratio no longer holds it back, so no unallocated work squats for long.
+bool Scheduler::patience_over(const JobEntry& r) const {
+  return config_.unallocated_loss_patience > 0 &&
+         now_ - r.spec.submit_time >= config_.unallocated_loss_patience;
 }
 
 bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
@@ -1650,15 +1712,24 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
   victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
   if (victims.empty()) return false;  // it fits without victims only if a search above missed it
   // Allocated work is not destroyed beyond what the requester is guaranteed to do in its place.
-  if (config_.max_allocated_loss_ratio > 0) {
+  // Nor is unallocated non-resumable work that holds a contract (max_unallocated_loss_ratio, in
+  // all), unless the requester has waited its patience.
+  if (config_.max_allocated_loss_ratio > 0 || config_.max_unallocated_loss_ratio > 0) {
     double allocated_lost = 0;
+    double unallocated_lost = 0;
     for (JobId vid : victims) {
       const JobEntry& v = jobs_.at(vid);
       if (v.run.allocated) allocated_lost += work_at_risk(v);
+      if (unallocated_loss_limited(v)) unallocated_lost += work_at_risk(v);
     }
-    const double contract = static_cast<double>(shape.total_milli()) / kWholeGpu *
-                            static_cast<double>(j.spec.min_runtime);
-    if (allocated_lost > config_.max_allocated_loss_ratio * contract) return false;
+    const double contract = contract_gpu_seconds(j);
+    if (config_.max_allocated_loss_ratio > 0 &&
+        allocated_lost > config_.max_allocated_loss_ratio * contract) {
+      return false;
+    }
+    if (!patience_over(j) && unallocated_lost > config_.max_unallocated_loss_ratio * contract) {
+      return false;
+    }
   }
 
   // What-if: hand the victims' GPUs back, place, and undo if it still does not fit.

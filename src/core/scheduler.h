@@ -242,8 +242,13 @@ class Scheduler : private detail::SchedulerState {
   static PendingKey pending_key(const JobEntry& j);
   bool within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
                          BudgetId* limiting) const;
+  bool within_burst(const ClusterScratch& s, BudgetId leaf, Milli milli, BudgetId* limiting) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
   double work_at_risk(const JobEntry& j) const;
+  bool unallocated_loss_limited(const JobEntry& victim) const;
+  static double contract_gpu_seconds(const JobEntry& requester);
+  bool unallocated_loss_ok(const JobEntry& victim, const JobEntry& requester) const;
+  bool patience_over(const JobEntry& requester) const;
   int pass_of(const JobSpec& spec) const;
   void waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const;
   void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,

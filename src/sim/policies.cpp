@@ -27,6 +27,8 @@ std::vector<PolicyPreset> policy_presets() {
   priority.order = QueueOrder::Priority;
   priority.funding = Funding::ConcurrentCap;
   priority.minimum_runtime_contract = false;
+  // Any higher-priority request takes over-cap work, whatever it loses: the classic behaviour.
+  priority.max_unallocated_loss_ratio = 0;
   out.push_back({"priority", "strict priority with per-team non-preemptible GPU caps", priority});
 
   // Slurm-style multifactor priority with Fair Tree and usage decay (7-day half-life); running

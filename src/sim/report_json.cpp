@@ -43,6 +43,9 @@ Json policy_config(const core::PolicyConfig& c) {
   j["usage_half_life_s"] = c.usage_half_life;
   j["preemption"] = c.preemption;
   j["preemption_margin"] = fixed(c.preemption_margin);
+  j["burst_limit"] = fixed(c.burst_limit);
+  j["max_unallocated_loss_ratio"] = fixed(c.max_unallocated_loss_ratio);
+  j["unallocated_loss_patience_s"] = c.unallocated_loss_patience;
   j["backfill"] = c.backfill;
   j["reserve_for_blocked"] = c.reserve_for_blocked;
   return j;

@@ -263,6 +263,103 @@ TEST(NoPreemptionLoop, TwoTeamsWantingEverythingEvictEachOtherAtMostOncePerContr
 
 namespace allot::core {
 namespace {
+// max_unallocated_loss_ratio: demotion past the contract must not strip a long non-resumable run
+// of the protection max_allocated_loss_ratio gives it while allocated.
+TEST(UnallocatedLossLimit, ADemotedLongRunIsNotThrownAwayForAShortRequest) {
+  for (const double limit : {0.0, 1.0}) {
+    PolicyConfig config;
+    config.max_unallocated_loss_ratio = limit;
+    World w(config);
+    w.add_nodes(1);
+    const BudgetId a = w.budget("/a"), b = w.budget("/b");
+    w.now = 7 * kDay;
+    w.s.advance(w.now);
+    const JobId long_run = w.submit(b, 8, kHour);  // not resumable
+    w.run();
+    ASSERT_TRUE(w.allocated(long_run));
+    w.now += 4 * kHour;  // 32 GPU-hours at risk
+    use(w, b, 1.5);      // /b is over: the run is demoted at the next cycle
+    const JobId short_request = w.submit(a, 8, kHour);  // guarantees 8 GPU-hours
+    auto r = w.run();
+    ASSERT_EQ(r.class_changes.size(), 1u);
+    EXPECT_FALSE(w.s.job(long_run)->run.allocated);
+    if (limit == 0) {
+      EXPECT_NE(World::stopped(r, long_run), nullptr) << "without the limit: 32 GPU-h thrown away";
+      continue;
+    }
+    EXPECT_TRUE(r.stops.empty());
+    EXPECT_TRUE(w.running(long_run));
+    EXPECT_TRUE(w.pending(short_request));
+    // A request whose contract is worth the loss (8 GPUs x 4 h) may take it.
+    ASSERT_TRUE(w.s.job_finished(short_request, w.now).ok());
+    const JobId long_request = w.submit(a, 8, 4 * kHour);
+    r = w.run();
+    EXPECT_TRUE(World::started(r, long_request));
+    ASSERT_NE(World::stopped(r, long_run), nullptr);
+    EXPECT_EQ(World::stopped(r, long_run)->victim.cls, VictimClass::Unallocated);
+  }
+}
+
+TEST_F(Preemption, UnallocatedLossLimitARequestThatWaitedItsPatienceTakesTheRunAnyway) {
+  // unallocated_loss_patience is 8 h by default
+  use(w, b, 1.5);
+  const JobId squatter = w.submit(b, 8, kHour);  // unallocated from the start, not resumable
+  w.run();
+  ASSERT_FALSE(w.allocated(squatter));
+  w.now += 2 * kHour;
+  const Time submitted = w.now;
+  const JobId request = w.submit(a, 8, kHour);  // 8 GPU-hours against 16 and growing
+  for (Time t = submitted; t < submitted + 8 * kHour; t += kHour) {
+    EXPECT_TRUE(w.run_at(t).stops.empty()) << "at " << t - submitted << " s of waiting";
+  }
+  auto r = w.run_at(submitted + 8 * kHour);
+  EXPECT_TRUE(World::started(r, request));
+  EXPECT_NE(World::stopped(r, squatter), nullptr);
+}
+
+TEST_F(Preemption, UnallocatedLossLimitResumableWorkStaysTakeable) {
+  use(w, b, 1.5);
+  JobSpec spec = w.job(b, 8, kHour);
+  spec.resumable = true;  // risks at most 30 min x 8 GPUs = 4 GPU-hours
+  const JobId resumable = w.submit(spec);
+  w.run();
+  ASSERT_FALSE(w.allocated(resumable));
+  w.now += 5 * kHour;
+  const JobId request = w.submit(a, 8, 15 * kMinute);  // 2 GPU-hours
+  auto r = w.run();
+  EXPECT_TRUE(World::started(r, request));
+  EXPECT_NE(World::stopped(r, resumable), nullptr);
+}
+
+TEST_F(Preemption, UnallocatedLossLimitCountsAllVictimsTogether) {
+  use(w, b, 1.5);  // /b is over: its work starts unallocated, with its contract declared
+  const JobId v1 = w.submit(b, 4, kHour);
+  const JobId v2 = w.submit(b, 4, kHour);
+  w.run();
+  ASSERT_TRUE(w.running(v1) && w.running(v2));
+  ASSERT_FALSE(w.allocated(v1) || w.allocated(v2));
+  w.now += 3 * kHour;                                 // 12 GPU-hours at risk each, 24 in all
+  const JobId two_hours = w.submit(a, 8, 2 * kHour);  // 16 GPU-hours: each fits, both do not
+  auto r = w.run();
+  EXPECT_TRUE(r.stops.empty());
+  EXPECT_TRUE(w.pending(two_hours));
+  ASSERT_TRUE(w.s.job_finished(two_hours, w.now).ok());
+  const JobId three_hours = w.submit(a, 8, 3 * kHour);  // 24 GPU-hours: worth both
+  r = w.run();
+  EXPECT_TRUE(World::started(r, three_hours));
+  EXPECT_EQ(r.stops.size(), 2u);
+}
+
+TEST_F(Preemption, UnallocatedLossLimitFreeWorkStaysTakeable) {
+  const JobId free_run = w.submit(b, 8, 0);  // minimum runtime 0: free by choice, not resumable
+  w.run();
+  w.now += 10 * kHour;  // 80 GPU-hours at risk, but it asked for no contract
+  const JobId request = w.submit(a, 8, kHour);
+  auto r = w.run();
+  EXPECT_TRUE(World::started(r, request));
+  EXPECT_NE(World::stopped(r, free_run), nullptr);
+}
+
 TEST(PreemptionChoice, AResumableVictimRisksOnlyWorkSinceItsLastCheckpoint) {
   testing::World w;
   w.add_nodes(2);

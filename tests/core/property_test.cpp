@@ -323,6 +323,8 @@ class Sim {
     c.funding = f < 8 ? Funding::Lookback : f < 9 ? Funding::Always : Funding::ConcurrentCap;
     const int o = rng_.i(0, 9);
     c.order = o < 8 ? QueueOrder::FairShare : o < 9 ? QueueOrder::Fifo : QueueOrder::Priority;
+    c.burst_limit = rng_.pick(std::vector<double>{0.0, 0.5, 1.1, 1.1, 2.0});
+    c.max_unallocated_loss_ratio = rng_.pick(std::vector<double>{0.0, 0.25, 1.0, 1.0});
   }
 
   void make_clusters() {

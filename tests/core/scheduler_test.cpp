@@ -209,6 +209,77 @@ TEST(Contract, UnallocatedJobIsPromotedWhenItsBudgetIsFundedAgain) {
   EXPECT_EQ(w.s.job(j)->run.protected_until, 6 * kHour) << "protected from promotion on";
 }
 
+// burst_limit: a budget funds allocated work up to burst_limit x its fraction of the cluster at a
+// time, even when its lookback allocation could pay for much more; the rest runs unallocated.
+TEST(BurstLimit, CapsTheAllocatedGpusABudgetHoldsAtOnce) {
+  for (const double limit : {0.0, 1.1}) {
+    PolicyConfig config;
+    config.burst_limit = limit;
+    World w(config);
+    w.add_nodes(2);  // 16 GPUs; /a and /b have half each: a cap of 1.1 x 8 = 8.8 GPUs
+    const BudgetId a = w.budget("/a");
+    w.budget("/b");
+    const JobId first = w.submit(a, 4, kHour);
+    const JobId second = w.submit(a, 4, kHour);  // 8 GPUs held: within 8.8
+    const JobId third = w.submit(a, 4, kHour);   // 12 GPUs: over the cap
+    w.run();
+    EXPECT_TRUE(w.allocated(first));
+    EXPECT_TRUE(w.allocated(second));
+    ASSERT_TRUE(w.running(third)) << "beyond the cap work still runs, unallocated";
+    EXPECT_EQ(w.allocated(third), limit == 0) << "limit " << limit;
+  }
+}
+
+TEST(BurstLimit, ABudgetHoldingNothingMayFundOneJobLargerThanItsCap) {
+  World w;  // burst_limit 1.1 by default
+  w.add_nodes(2);
+  const BudgetId a = w.budget("/a");
+  w.budget("/b");
+  JobSpec gang = w.job(a, 8, kHour);
+  gang.shape.nodes = 2;  // 16 GPUs > 8.8: a large job is never starved by its own budget's cap
+  const JobId big = w.submit(gang);
+  w.run();
+  EXPECT_TRUE(w.allocated(big));
+  w.now += kMinute;
+  const JobId next = w.submit(a, 1, kHour);
+  ASSERT_TRUE(w.s.job_finished(big, w.now).ok());
+  JobSpec more = w.job(a, 8, kHour);
+  more.shape.nodes = 2;
+  const JobId over = w.submit(more);
+  auto r = w.run();
+  EXPECT_TRUE(w.allocated(next));
+  ASSERT_TRUE(w.pending(over));
+  ASSERT_NE(World::why(r, over), nullptr);
+  EXPECT_FALSE(World::why(r, over)->funded) << "1 GPU held + 16 > 8.8: not funded, no preemption";
+  EXPECT_TRUE(World::why(r, over)->at_burst_limit);
+  EXPECT_NE(w.s.describe(*World::why(r, over)).find("/a would exceed its burst limit (110%"),
+            std::string::npos)
+      << w.s.describe(*World::why(r, over));
+}
+
+TEST(BurstLimit, PromotionRespectsTheCap) {
+  PolicyConfig config;
+  config.lookback = 4 * kHour;
+  World w(config);
+  w.add_nodes(2);
+  const BudgetId a = w.budget("/a");
+  w.budget("/b");
+  w.now = 4 * kHour;
+  w.s.advance(w.now);
+  // /a is over its window until the heavy hour [1h, 2h) leaves it at 5h.
+  w.s.record_usage(0, a, kHour, 2 * kHour, static_cast<Milli>(w.s.allocation(0, a) / kHour));
+  const JobId j1 = w.submit(a, 4, kHour);
+  const JobId j2 = w.submit(a, 4, kHour);
+  const JobId j3 = w.submit(a, 4, kHour);
+  w.run();
+  ASSERT_TRUE(w.running(j1) && w.running(j2) && w.running(j3));
+  auto r = w.run_at(5 * kHour);
+  EXPECT_EQ(r.class_changes.size(), 2u) << "8 of 12 GPUs promoted: the third would hold 12 > 8.8";
+  EXPECT_TRUE(w.allocated(j1));
+  EXPECT_TRUE(w.allocated(j2));
+  EXPECT_FALSE(w.allocated(j3));
+}
+
 TEST(Placement, RespectsModelAndClusterConstraintsAndExplainsImpossibleRequests) {
   World w;
   const ClusterId other = w.s.add_cluster("other");
@@ -233,7 +304,9 @@ TEST(Placement, RespectsModelAndClusterConstraintsAndExplainsImpossibleRequests)
 }
 
 TEST(Explanation, SaysWhatAPersonNeedsToKnow) {
-  World w;
+  PolicyConfig config;
+  config.burst_limit = 0;  // the head is funded: /ai may hold all 8 GPUs allocated
+  World w(config);
   w.add_nodes(1);
   const BudgetId a = w.budget("/ai/olmo");
   w.budget("/other");
