@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "server/auth.h"
+#include "server/http_server.h"
 #include "server/job_spec.h"
 #include "server/logs.h"
 #include "server/metrics.h"
@@ -1516,7 +1517,7 @@ core::Result<int> ApiServer::start() {
     if (!s->is_valid()) return Error{"tls", "cannot load the certificate or key"};
     impl_->svr = std::move(s);
   } else {
-    impl_->svr = std::make_unique<httplib::Server>();
+    impl_->svr = std::make_unique<HttpServer>();
   }
   auto& svr = *impl_->svr;
   const int threads = o.threads;
