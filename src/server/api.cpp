@@ -659,8 +659,8 @@ void ApiServer::Impl::install() {
     rec.reason = "submitted";
     rec.submit_time = ctl->now();
     rec.updated_at = rec.submit_time;
-    auto st = store->write(
-        {op::InsertJob{rec}, op::AddEvent{{rec.id, rec.submit_time, "", "pending", "submitted"}}});
+    // Its creation event ("" -> pending, "submitted", at submit_time) comes with the row.
+    auto st = store->write({op::InsertJob{rec}});
     if (!st.ok()) {
       if (st.error().field == "idempotency_key") {
         if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) {
