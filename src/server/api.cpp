@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "server/auth.h"
+#include "server/http_server.h"
 #include "server/job_spec.h"
 #include "server/logs.h"
 #include "server/metrics.h"
@@ -658,8 +659,8 @@ void ApiServer::Impl::install() {
     rec.reason = "submitted";
     rec.submit_time = ctl->now();
     rec.updated_at = rec.submit_time;
-    auto st = store->write(
-        {op::InsertJob{rec}, op::AddEvent{{rec.id, rec.submit_time, "", "pending", "submitted"}}});
+    // Its creation event ("" -> pending, "submitted", at submit_time) comes with the row.
+    auto st = store->write({op::InsertJob{rec}});
     if (!st.ok()) {
       if (st.error().field == "idempotency_key") {
         if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) {
@@ -1516,7 +1517,7 @@ core::Result<int> ApiServer::start() {
     if (!s->is_valid()) return Error{"tls", "cannot load the certificate or key"};
     impl_->svr = std::move(s);
   } else {
-    impl_->svr = std::make_unique<httplib::Server>();
+    impl_->svr = std::make_unique<HttpServer>();
   }
   auto& svr = *impl_->svr;
   const int threads = o.threads;

@@ -152,6 +152,13 @@ ALTER TABLE budgets ADD COLUMN owners TEXT NOT NULL DEFAULT '';
     R"sql(
 CREATE INDEX jobs_budget_state ON jobs(budget, state, id);
 )sql",
+    // 5: a job's creation event is kept in its row (one insert less per submission): the state
+    // and reason it was inserted with; '' for jobs inserted before, whose creation event is a
+    // row of job_events.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN created_state TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN created_reason TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
 
@@ -286,6 +293,25 @@ std::int64_t col_int(sqlite3_stmt* st, int i) {
 const char* kJobCols =
     "id, owner, idem_key, name, budget, spec, state, reason, submit_time, updated_at, cluster, "
     "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code";
+
+// Writes every column of kJobCols of a job (inserting it if it is new), leaving the others.
+std::string upsert_job_sql() {
+  std::string cols = kJobCols;
+  std::string sql = "INSERT INTO jobs (" + cols + ") VALUES (?";
+  std::string set;
+  for (std::size_t start = 0; start < cols.size();) {
+    auto end = cols.find(',', start);
+    if (end == std::string::npos) end = cols.size();
+    const auto col = cols.substr(start, end - start);
+    if (col != "id") {
+      sql += ",?";
+      set += (set.empty() ? "" : ", ") + col + " = excluded." + col;
+    }
+    start = cols.find_first_not_of(", ", end);
+    if (start == std::string::npos) break;
+  }
+  return sql + ") ON CONFLICT(id) DO UPDATE SET " + set;
+}
 
 JobRecord read_job(sqlite3_stmt* st) {
   JobRecord j;
@@ -495,7 +521,19 @@ class SqliteStore final : public Store {
   }
 
   std::vector<JobEvent> job_events(JobId id) const override {
-    return rows(
+    std::vector<JobEvent> out;
+    {
+      auto c = reader();
+      static const std::string created =
+          "SELECT submit_time, created_state, created_reason FROM jobs WHERE id = ?";
+      auto* st = c->prepare(created);
+      bind(st, static_cast<std::int64_t>(id));
+      if (sqlite3_step(st) == SQLITE_ROW && !col_text(st, 1).empty()) {
+        out.push_back(JobEvent{id, col_int(st, 0), "", col_text(st, 1), col_text(st, 2)});
+      }
+      sqlite3_reset(st);
+    }
+    auto stored = rows(
         "SELECT job_id, time, from_state, to_state, reason FROM job_events WHERE job_id = ? "
         "ORDER BY rowid",
         [](sqlite3_stmt* st) {
@@ -503,6 +541,9 @@ class SqliteStore final : public Store {
                           col_text(st, 3), col_text(st, 4)};
         },
         static_cast<std::int64_t>(id));
+    out.insert(out.end(), std::make_move_iterator(stored.begin()),
+               std::make_move_iterator(stored.end()));
+    return out;
   }
 
   JobId max_job_id() const override {
@@ -750,12 +791,22 @@ class SqliteStore final : public Store {
     std::visit(
         [&](const auto& o) {
           using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, op::InsertJob> || std::is_same_v<T, op::UpdateJob>) {
+          if constexpr (std::is_same_v<T, op::InsertJob>) {
+            // With its creation event: the state and reason it starts in.
             const auto& j = o.job;
-            static const std::string insert = std::string("INSERT INTO jobs (") + kJobCols +
-                                              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
-            static const std::string replace = "REPLACE" + insert.substr(6);
-            st = wconn_.prepare_static(std::is_same_v<T, op::InsertJob> ? insert : replace);
+            static const std::string sql = std::string("INSERT INTO jobs (") + kJobCols +
+                                           ", created_state, created_reason) VALUES "
+                                           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+            st = wconn_.prepare_static(sql);
+            bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
+                 j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
+                 j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,
+                 j.milli, j.runs, j.exit_code, j.state, j.reason);
+          } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
+            // Every column but the creation event's (a REPLACE would reset them).
+            const auto& j = o.job;
+            static const std::string sql = upsert_job_sql();
+            st = wconn_.prepare_static(sql);
             bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
                  j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
                  j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,

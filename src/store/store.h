@@ -150,7 +150,9 @@ struct LedgerEntry {
 };
 
 namespace op {
-struct InsertJob {  // fails with field "idempotency_key" if (owner, key) exists
+// A new job, with its creation event: job_events lists ("" -> job.state, job.reason, at
+// job.submit_time) first. Fails with field "idempotency_key" if (owner, key) exists.
+struct InsertJob {
   JobRecord job;
 };
 struct UpdateJob {

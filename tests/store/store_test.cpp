@@ -120,8 +120,8 @@ TEST(SqliteStore, JobsLifecycleEventsAndQueries) {
   for (JobId id = 1; id <= 20; ++id) {
     auto j = make_job(id, id % 2 ? "ann" : "bob", "k" + std::to_string(id));
     j.budget = id <= 10 ? "/lab/a" : "/lab/ab";
-    ASSERT_TRUE(
-        s->write({op::InsertJob{j}, op::AddEvent{{id, 1, "", "pending", "submitted"}}}).ok());
+    j.reason = "submitted";
+    ASSERT_TRUE(s->write({op::InsertJob{j}}).ok());  // with its creation event
   }
   auto j = *s->job(4);
   j.state = "starting";
@@ -132,7 +132,14 @@ TEST(SqliteStore, JobsLifecycleEventsAndQueries) {
   EXPECT_EQ(s->job(4)->exit_code, 3);
   auto ev = s->job_events(4);
   ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].job, 4u);
+  EXPECT_EQ(ev[0].time, 100);
+  EXPECT_EQ(ev[0].from, "");
+  EXPECT_EQ(ev[0].to, "pending");  // as inserted, though the row is now "starting"
+  EXPECT_EQ(ev[0].reason, "submitted");
   EXPECT_EQ(ev[1].to, "starting");
+  EXPECT_EQ(s->job(4)->submit_time, 100);  // the update kept the other columns
+  EXPECT_EQ(s->job_events(4).size(), 2u);  // and the creation event
 
   JobQuery q;
   q.states = {"pending"};
@@ -230,6 +237,8 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
         "ALTER TABLE nodes DROP COLUMN address", "ALTER TABLE nodes DROP COLUMN devices",
         "ALTER TABLE nodes DROP COLUMN agent", "ALTER TABLE nodes DROP COLUMN timed_out",
         "ALTER TABLE budgets DROP COLUMN owners", "DROP INDEX jobs_budget_state",
+        "ALTER TABLE jobs DROP COLUMN created_state", "ALTER TABLE jobs DROP COLUMN created_reason",
+        "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
         "UPDATE schema_version SET version = 1"}) {
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
   }
@@ -243,6 +252,10 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
   EXPECT_EQ(n->agent_json, "{}");
   EXPECT_FALSE(n->timed_out);
   EXPECT_TRUE(s->job(1));
+  // A job from before migration 5 has its creation event as a row, listed once.
+  auto ev = s->job_events(1);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].reason, "submitted");
 }
 
 TEST(SqliteStore, NodeAgentFieldsHealthHistoryAndTelemetry) {
