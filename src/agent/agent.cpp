@@ -249,10 +249,7 @@ bool Agent::try_register() {
     return false;
   }
   contact();
-  if (r.body.is_object() && r.body.contains("lease_seconds") &&
-      r.body["lease_seconds"].is_number_integer()) {
-    lease_seconds_ = std::max(1, r.body["lease_seconds"].get<int>());
-  }
+  take_lease(r.body);
   registered_ = true;
   say("registered with " + o_.server.url + " (cluster " + o_.cluster + ", lease " +
       std::to_string(lease_seconds_) + " s)");
@@ -421,11 +418,7 @@ void Agent::ship_logs() {
         data.resize(static_cast<std::size_t>(in.gcount()));
         const bool last = ended && data.size() < kLogChunk;
         if (data.empty() && !last) break;
-        const std::string url = node_path("/api/v1/agent/nodes/", o_.node, "/logs") +
-                                "?job=" + std::to_string(key.job) +
-                                "&run=" + std::to_string(key.run) + "&stream=" + stream +
-                                "&offset=" + std::to_string(offset) + (last ? "&final=true" : "");
-        auto r = client_->post_bytes(url, data);
+        auto r = client_->post_bytes(logs_url(key, stream, offset, last), data);
         if (r.status == 409) {
           offset = 0;  // the server has less than we thought: resend; it skips what it has
           changed = true;
@@ -463,11 +456,7 @@ void Agent::send_reports() {
         // The reason goes where its owner looks: the run's stderr (`allot logs --stderr`).
         const std::string text =
             "allot agent on " + o_.node + ": cannot start: " + rec.launch_error + "\n";
-        auto r = client_->post_bytes(node_path("/api/v1/agent/nodes/", o_.node, "/logs") +
-                                         "?job=" + std::to_string(key.job) +
-                                         "&run=" + std::to_string(key.run) +
-                                         "&stream=stderr&offset=0&final=true",
-                                     text);
+        auto r = client_->post_bytes(logs_url(key, "stderr", 0, true), text);
         if (r.status == 0) continue;  // unreachable: try again next time
         rec.shipped["stderr"] = static_cast<std::int64_t>(text.size());
       }
@@ -505,9 +494,7 @@ void Agent::send_reports() {
   for (auto it = finishing.begin(); it != finishing.end();) {
     auto rec = records_.find(*it);
     if (rec != records_.end() && rec->second.fenced) {
-      runner_->forget(*it);
-      drop_record(*it);
-      records_.erase(rec);
+      forget_run(*it);
       it = finishing.erase(it);
     } else {
       ++it;
@@ -548,9 +535,7 @@ void Agent::send_reports() {
       }
     }
     if (!acked) continue;
-    runner_->forget(k);
-    drop_record(k);
-    records_.erase(k);
+    forget_run(k);
     add_done(k);
   }
   std::vector<Report> still;
@@ -582,10 +567,7 @@ void Agent::send_heartbeat() {
     return;
   }
   contact();
-  if (r.body.is_object() && r.body.contains("lease_seconds") &&
-      r.body["lease_seconds"].is_number_integer()) {
-    lease_seconds_ = std::max(1, r.body["lease_seconds"].get<int>());
-  }
+  take_lease(r.body);
 }
 
 void Agent::send_telemetry() {
@@ -658,13 +640,39 @@ void Agent::save_record(const RunRecord& r) const {
             {"lease_lost", r.lease_lost},
             {"error_logged", r.error_logged},
             {"shipped", r.shipped}};
-  write_atomically(fs::path(o_.state_dir) / "agent" / "runs" / (key_name(r.key) + ".json"),
-                   j.dump());
+  write_atomically(record_path(r.key), j.dump());
+}
+
+fs::path Agent::record_path(const RunKey& k) const {
+  return fs::path(o_.state_dir) / "agent" / "runs" / (key_name(k) + ".json");
 }
 
 void Agent::drop_record(const RunKey& k) {
   std::error_code ec;
-  fs::remove(fs::path(o_.state_dir) / "agent" / "runs" / (key_name(k) + ".json"), ec);
+  fs::remove(record_path(k), ec);
+}
+
+// A run the agent is done with: the runner's state, its record and its entry go (its logs stay
+// until pruned).
+void Agent::forget_run(const RunKey& k) {
+  runner_->forget(k);
+  drop_record(k);
+  records_.erase(k);
+}
+
+// The lease the server states in a reply, if it states one.
+void Agent::take_lease(const json& reply) {
+  if (reply.is_object() && reply.contains("lease_seconds") &&
+      reply["lease_seconds"].is_number_integer()) {
+    lease_seconds_ = std::max(1, reply["lease_seconds"].get<int>());
+  }
+}
+
+std::string Agent::logs_url(const RunKey& k, const std::string& stream, std::int64_t offset,
+                            bool final) const {
+  return node_path("/api/v1/agent/nodes/", o_.node, "/logs") + "?job=" + std::to_string(k.job) +
+         "&run=" + std::to_string(k.run) + "&stream=" + stream +
+         "&offset=" + std::to_string(offset) + (final ? "&final=true" : "");
 }
 
 void Agent::add_done(const RunKey& k) {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -104,8 +105,13 @@ class Agent {
 
   void load_state();
   void save_record(const RunRecord& r) const;
+  std::filesystem::path record_path(const RunKey& k) const;
   void drop_record(const RunKey& k);
+  void forget_run(const RunKey& k);
   void add_done(const RunKey& k);
+  void take_lease(const nlohmann::json& reply);
+  std::string logs_url(const RunKey& k, const std::string& stream, std::int64_t offset,
+                       bool final) const;
 
   AgentOptions o_;
   std::unique_ptr<GpuBackend> backend_;

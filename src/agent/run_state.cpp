@@ -125,4 +125,12 @@ std::int64_t epoch_ms() {
       .count();
 }
 
+bool has_run_records(const RunFiles& run) {
+  return access(run.path("pid").c_str(), F_OK) == 0 || access(run.path("exit").c_str(), F_OK) == 0;
+}
+
+void remove_run_records(const RunFiles& run) {
+  for (const char* f : {"pid", "exit", "stop"}) unlink(run.path(f).c_str());
+}
+
 }  // namespace allot::agent

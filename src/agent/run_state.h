@@ -52,6 +52,10 @@ bool write_stop_record(const RunFiles& run, const StopRecord& r);
 std::optional<PidRecord> read_pid_record(const RunFiles& run);
 std::optional<ExitRecord> read_exit_record(const RunFiles& run);
 std::optional<StopRecord> read_stop_record(const RunFiles& run);
+// Whether the run left a record of its start or its end (a forgotten run has neither: only logs).
+bool has_run_records(const RunFiles& run);
+// Removes the pid, exit and stop records (the logs stay).
+void remove_run_records(const RunFiles& run);
 
 std::int64_t epoch_ms();
 

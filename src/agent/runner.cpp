@@ -343,7 +343,7 @@ core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
       p && (process_alive(p->job_pid, p->job_start) || process_alive(p->shim_pid, p->shim_start))) {
     return core::Error{"run", what + " is already running here (found in " + files.dir + ")"};
   }
-  for (const char* stale : {"pid", "exit", "stop"}) unlink(files.path(stale).c_str());
+  remove_run_records(files);  // stale ones of an earlier attempt
 
   Impl::Run r;
   r.files = files;
@@ -406,10 +406,7 @@ std::vector<RunStatus> Runner::recover() {
       if (!key || impl_->runs.count(*key)) continue;
       const RunFiles files{impl_->runs_dir() + "/" + e->d_name};
       // A run that never recorded a start or an end was forgotten (or never started).
-      if (access(files.path("pid").c_str(), F_OK) != 0 &&
-          access(files.path("exit").c_str(), F_OK) != 0) {
-        continue;
-      }
+      if (!has_run_records(files)) continue;
       impl_->runs.emplace(*key, impl_->load(*key, files));
     }
     closedir(dir);
@@ -428,7 +425,7 @@ void Runner::forget(const RunKey& key) {
   if (it == impl_->runs.end()) return;
   impl_->refresh(it->second);
   if (it->second.status.phase != RunPhase::Exited) return;  // only an ended run is forgotten
-  for (const char* f : {"pid", "exit", "stop"}) unlink(it->second.files.path(f).c_str());
+  remove_run_records(it->second.files);
   impl_->runs.erase(it);
 }
 
@@ -442,10 +439,7 @@ int Runner::prune(std::chrono::seconds keep) {
     if (!key || impl_->runs.count(*key)) continue;
     const RunFiles files{e.path().string()};
     // Not forgotten (a record of its start or end is there): a later recover() wants it.
-    if (access(files.path("pid").c_str(), F_OK) == 0 ||
-        access(files.path("exit").c_str(), F_OK) == 0) {
-      continue;
-    }
+    if (has_run_records(files)) continue;
     auto newest = fs::last_write_time(e.path(), ec);
     for (const auto& f : fs::directory_iterator(e.path(), ec)) {
       newest = std::max(newest, fs::last_write_time(f.path(), ec));
