@@ -790,28 +790,18 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   }
 }
 
-bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting) const {
+bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting,
+                       bool* at_burst_limit) const {
   *limiting = kNoBudget;
+  if (at_burst_limit) *at_burst_limit = false;
   if (!budgets_.valid(j.spec.budget)) return false;
   const Milli milli = j.spec.shape.total_milli();
   switch (config_.funding) {
     case Funding::Always:
       return true;
-    case Funding::ConcurrentCap: {
+    case Funding::ConcurrentCap:
       // A cap on GPUs held at once: fraction x capacity, counting allocated jobs running now.
-      const auto& rates = rate_[s.cluster];
-      bool ok = true;
-      for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.node(b).parent) {
-        const double cap = config_.allocation_limit * fraction_[s.cluster][b] *
-                           static_cast<double>(capacity_[s.cluster]);
-        const Milli held = b < rates.size() ? rates[b] : 0;
-        if (static_cast<double>(held + milli) > cap) {
-          *limiting = b;
-          ok = false;
-        }
-      }
-      return ok;
-    }
+      return within_held_cap(s, j.spec.budget, milli, config_.allocation_limit, false, limiting);
     case Funding::Lookback:
       break;
   }
@@ -822,22 +812,34 @@ bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* lim
           config_.max_debug_gpus_per_budget) {
     return true;
   }
-  const bool ok = within_allocation(s, j.spec.budget, milli * j.spec.min_runtime, limiting);
-  return ok && j.spec.min_runtime > 0 && within_burst(s, j.spec.budget, milli, limiting);
+  if (!within_allocation(s, j.spec.budget, milli * j.spec.min_runtime, limiting) ||
+      j.spec.min_runtime <= 0) {
+    return false;
+  }
+  const bool ok = within_burst(s, j.spec.budget, milli, limiting);
+  if (at_burst_limit) *at_burst_limit = !ok;
+  return ok;
 }
 
 // Whether every budget from `leaf` up to the root (excluded) holds, with `milli` more, at most
 // burst_limit x its fraction of the cluster in allocated running GPUs. Monotone in `milli`.
 bool Scheduler::within_burst(const ClusterScratch& s, BudgetId leaf, Milli milli,
                              BudgetId* limiting) const {
-  if (config_.burst_limit <= 0) return true;
+  return config_.burst_limit <= 0 ||
+         within_held_cap(s, leaf, milli, config_.burst_limit, true, limiting);
+}
+
+// Whether every budget from `leaf` up to the root (excluded) would hold, with `milli` more, at
+// most `factor` x its fraction of the cluster in allocated running GPUs; the highest that would not
+// is *limiting. With `empty_exempt`, a budget that holds none may take any one job.
+bool Scheduler::within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli milli, double factor,
+                                bool empty_exempt, BudgetId* limiting) const {
   const auto& rates = rate_[s.cluster];
   bool ok = true;
   for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
-    const double cap =
-        config_.burst_limit * fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
+    const double cap = factor * fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
     const Milli held = b < rates.size() ? rates[b] : 0;
-    if (held > 0 && static_cast<double>(held + milli) > cap) {
+    if ((held > 0 || !empty_exempt) && static_cast<double>(held + milli) > cap) {
       *limiting = b;
       ok = false;
     }
@@ -1303,16 +1305,9 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   e.budget = j.spec.budget;
   e.needs_nodes = shape.nodes;
   e.needs_gpus_per_node = shape.gpus_per_node;
-  e.funded = funded(s, j, &e.limiting_budget);
+  e.funded = funded(s, j, &e.limiting_budget, &e.at_burst_limit);
   e.standing = j.spec.budget < s.projected.size() ? standing_of(s, j.spec.budget) : kInf;
-  if (e.limiting_budget != kNoBudget) {
-    e.limiting_standing = standing_of(s, e.limiting_budget);
-    // funded() tests the burst cap only once the contract is affordable.
-    BudgetId unused = kNoBudget;
-    e.at_burst_limit =
-        config_.funding == Funding::Lookback && j.spec.min_runtime > 0 &&
-        within_allocation(s, j.spec.budget, shape.total_milli() * j.spec.min_runtime, &unused);
-  }
+  if (e.limiting_budget != kNoBudget) e.limiting_standing = standing_of(s, e.limiting_budget);
 
   // A holder may use its own reserved nodes; everyone else is kept off all reserved nodes.
   const bool holder = s.held_before(j.spec.id);

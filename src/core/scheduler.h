@@ -225,7 +225,10 @@ class Scheduler : private detail::SchedulerState {
   void refresh_fractions();
   void charge_rate(const JobEntry& j, Milli sign);
   void compute_projected(ClusterId c, ClusterScratch& s) const;
-  bool funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting) const;
+  // Whether `j` would run allocated; if not, the highest budget that stops it is *limiting, and
+  // *at_burst_limit (if given) says whether the burst cap did, its contract being affordable.
+  bool funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting,
+              bool* at_burst_limit = nullptr) const;
   Time protection_end(const JobEntry& j) const;  // for a job made allocated now
   double standing_of(const ClusterScratch& s, BudgetId b, MilliGpuSeconds extra = 0) const;
   void stop_failed_and_drained(CycleResult& out);
@@ -243,6 +246,8 @@ class Scheduler : private detail::SchedulerState {
   bool within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
                          BudgetId* limiting) const;
   bool within_burst(const ClusterScratch& s, BudgetId leaf, Milli milli, BudgetId* limiting) const;
+  bool within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli milli, double factor,
+                       bool empty_exempt, BudgetId* limiting) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
   double work_at_risk(const JobEntry& j) const;
   bool unallocated_loss_limited(const JobEntry& victim) const;

@@ -180,7 +180,8 @@ class Controller {
     std::set<std::string> exited_ok;  // nodes of a gang that reported exit 0 (this run)
     std::set<std::string> stopped;    // nodes that confirmed the stop (this run, preempting)
   };
-  // A run that ended here (cancelled) while its agents may still run it: until each of its nodes
+  // A run that ended here (cancelled, or preempting across a restart) while its agents may still
+  // run it: until each of its nodes
   // reports it gone (or `until` passes), it is in those nodes' stop lists and its GPUs count as
   // still being vacated.
   struct Vacating {
