@@ -181,9 +181,8 @@ class Controller {
     std::set<std::string> stopped;    // nodes that confirmed the stop (this run, preempting)
   };
   // A run that ended here (cancelled, or preempting across a restart) while its agents may still
-  // run it: until each of its nodes
-  // reports it gone (or `until` passes), it is in those nodes' stop lists and its GPUs count as
-  // still being vacated.
+  // run it: until each of its nodes reports it gone (or `until` passes), it is in those nodes'
+  // stop lists and its GPUs count as still being vacated.
   struct Vacating {
     int run = 0;
     std::map<std::string, std::vector<int>> gpus;  // node -> its GPUs there
