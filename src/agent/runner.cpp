@@ -144,15 +144,20 @@ struct Runner::Impl {
   }
 
   void signal_tree(const Run& r, int sig) const {
+    // The process group first, while its leader is known to be this run's process; then each
+    // member that left the group. A process gets the signal once: a TERM handler's own children
+    // (a checkpoint writer, say) are not hit by a second TERM sent a moment later.
+    const bool group = process_alive(r.status.pid, r.job_start);
+    if (group) ::kill(-r.status.pid, sig);
     if (sig == SIGKILL && !r.cgroup.empty()) {
       kill_cgroup(r.cgroup);
     } else if (sig == SIGKILL && !r.devices_cgroup.empty()) {
       kill_cgroup(r.devices_cgroup);
     } else {
-      for (pid_t pid : members(r)) ::kill(pid, sig);
+      for (pid_t pid : members(r)) {
+        if (!group || getpgid(pid) != r.status.pid) ::kill(pid, sig);
+      }
     }
-    // The process group at once too, while its leader is known to be this run's process.
-    if (process_alive(r.status.pid, r.job_start)) ::kill(-r.status.pid, sig);
   }
 
   void set_exit(Run& r, const ExitRecord& e) {
