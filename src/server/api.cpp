@@ -1,6 +1,7 @@
 #include "server/api.h"
 
 #include <httplib.h>
+#include <pthread.h>
 
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -1544,7 +1545,10 @@ core::Result<int> ApiServer::start() {
   int port =
       o.port == 0 ? svr.bind_to_any_port(o.host) : (svr.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port <= 0) return Error{"port", "cannot listen on " + o.host + ":" + std::to_string(o.port)};
-  impl_->thread = std::thread([this] { impl_->svr->listen_after_bind(); });
+  impl_->thread = std::thread([this] {
+    pthread_setname_np(pthread_self(), "allot-accept");
+    impl_->svr->listen_after_bind();
+  });
   // cpp-httplib's stop() before the listening thread reached accept() is lost and leaves it
   // blocked there: return only once it listens.
   while (!impl_->svr->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));

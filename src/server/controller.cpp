@@ -1,5 +1,7 @@
 #include "server/controller.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -234,7 +236,10 @@ void Controller::confirm_stop(Active& a, const std::string& reason, Time now, Wr
 Status Controller::start() {
   if (auto st = validate(options_); !st.ok()) return st;
   rebuild();
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "allot-loop");
+    run();
+  });
   return core::ok_status();
 }
 

@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -153,6 +154,9 @@ class BufferedStream final : public httplib::Stream {
 }  // namespace
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
+  // Named for top -H and per-thread CPU figures (docs/benchmarks.md).
+  thread_local const bool named = (pthread_setname_np(pthread_self(), "allot-http"), true);
+  (void)named;
   bool ret = false;
   {
     BufferedStream strm(sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_,

@@ -1,5 +1,6 @@
 #include "store/sqlite_store.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include <condition_variable>
@@ -402,7 +403,10 @@ class SqliteStore final : public Store {
       if (auto c = wconn_.exec("COMMIT"); !c.ok()) return c;
     }
     version_ = kLatest;
-    writer_ = std::thread([this] { writer_loop(); });
+    writer_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "allot-store");
+      writer_loop();
+    });
     return core::ok_status();
   }
 
@@ -891,8 +895,16 @@ class SqliteStore final : public Store {
       Status tx = wconn_.exec("BEGIN IMMEDIATE");
       if (tx.ok()) {
         for (std::size_t i = 0; i < group.size(); ++i) {
+          const auto& batch = group[i]->batch;
+          // One statement is atomic on its own: a failing one (a taken idempotency key) backs
+          // out its own changes and leaves the transaction going. Larger batches need a
+          // savepoint to be all or nothing.
+          if (batch.size() == 1 && !std::holds_alternative<op::AddTelemetry>(batch[0])) {
+            results[i] = apply(batch[0]);
+            continue;
+          }
           step_sql("SAVEPOINT b");
-          for (const auto& w : group[i]->batch) {
+          for (const auto& w : batch) {
             auto s = apply(w);
             if (!s.ok()) {
               results[i] = s;
