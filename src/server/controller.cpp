@@ -108,7 +108,7 @@ void Controller::post(std::function<void()> fn) {
   bool wake = false;
   {
     std::lock_guard lk(mu_);
-    wake = queue_.empty() && submits_.empty();  // else the loop is awake or already woken
+    wake = queue_.empty();  // else the loop is awake or already woken
     queue_.push_back(std::move(fn));
   }
   if (wake) cv_.notify_one();
@@ -402,7 +402,7 @@ void Controller::submitted(store::JobRecord rec, core::JobSpec spec) {
   bool wake = false;
   {
     std::lock_guard lk(mu_);
-    wake = queue_.empty() && submits_.empty();
+    wake = wake_on_submit_ && queue_.empty() && submits_.empty();
     submits_.emplace_back(std::move(rec), std::move(spec));
   }
   if (wake) cv_.notify_one();
@@ -937,8 +937,12 @@ void Controller::run() {
     {
       std::unique_lock lk(mu_);
       auto deadline = last_cycle + (dirty_ ? event_interval : options_.tick);
-      cv_.wait_until(lk, deadline,
-                     [&] { return stopping_ || !queue_.empty() || !submits_.empty(); });
+      // Under a storm of submissions an event cycle is due already: the loop sleeps until then
+      // rather than waking for each one (other events still wake it).
+      wake_on_submit_ = !dirty_;
+      cv_.wait_until(lk, deadline, [&] {
+        return stopping_ || !queue_.empty() || (!submits_.empty() && !dirty_);
+      });
       if (stopping_) return;
       work.swap(queue_);
       jobs.swap(submits_);

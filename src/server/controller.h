@@ -238,6 +238,9 @@ class Controller {
   std::deque<std::function<void()>> queue_;
   std::vector<std::pair<store::JobRecord, core::JobSpec>> submits_;
   bool stopping_ = false;
+  // Whether a submission should wake the loop (under mu_): not while an event cycle is already
+  // due, since submissions wait for it anyway and are taken together just before it.
+  bool wake_on_submit_ = true;
   bool dirty_ = false;
   std::thread thread_;
 
