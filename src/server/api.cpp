@@ -1545,6 +1545,11 @@ core::Result<int> ApiServer::start() {
   int port =
       o.port == 0 ? svr.bind_to_any_port(o.host) : (svr.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port <= 0) return Error{"port", "cannot listen on " + o.host + ":" + std::to_string(o.port)};
+  // Agents and clients reconnect in bursts (a connection closes after keep_alive_requests): a
+  // backlog of 5 dropped some, which then waited a second for TCP to retry.
+  if (!set_listen_backlog(svr, SOMAXCONN)) {
+    return Error{"port", "cannot set the listen backlog on " + o.host + ":" + std::to_string(port)};
+  }
   impl_->thread = std::thread([this] {
     pthread_setname_np(pthread_self(), "allot-accept");
     impl_->svr->listen_after_bind();

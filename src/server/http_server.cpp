@@ -153,6 +153,20 @@ class BufferedStream final : public httplib::Stream {
 
 }  // namespace
 
+namespace {
+// Reaches cpp-httplib's protected listening socket on any Server (a pointer to a member of a
+// derived class may name a protected member of its base).
+struct ListeningSocket : httplib::Server {
+  static socket_t of(const httplib::Server& s) { return s.*(&ListeningSocket::svr_sock_); }
+};
+}  // namespace
+
+bool set_listen_backlog(httplib::Server& svr, int backlog) {
+  const socket_t sock = ListeningSocket::of(svr);
+  // listen() again on a listening socket only changes its backlog.
+  return sock != INVALID_SOCKET && ::listen(sock, backlog) == 0;
+}
+
 bool HttpServer::process_and_close_socket(socket_t sock) {
   // Named for top -H and per-thread CPU figures (docs/benchmarks.md).
   thread_local const bool named = (pthread_setname_np(pthread_self(), "allot-http"), true);

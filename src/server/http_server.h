@@ -14,4 +14,10 @@ class HttpServer final : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
 };
 
+// cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built
+// it): connections that arrive while the accept thread is not running are dropped beyond that, and
+// each client's TCP retries only after a second. Sets the backlog of a bound server's listening
+// socket (HTTP or TLS); false if it is not bound or listen() refuses.
+bool set_listen_backlog(httplib::Server& svr, int backlog);
+
 }  // namespace allot::server

@@ -5,11 +5,13 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -153,6 +155,52 @@ TEST(HttpServer, StopsWhileAClientKeepsItsConnectionIdle) {
   s.reset();  // the worker waits for a next request on fd
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   close(fd);
+}
+
+// Connections completed by the kernel within `wait` out of `n` opened at once to `port` on a socket
+// nothing accepts from: those its listen backlog has room for.
+int handshakes_completed(int port, int n, std::chrono::milliseconds wait) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));  // EINPROGRESS
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(wait);
+  int done = 0;
+  for (int fd : fds) {
+    pollfd p{fd, POLLOUT, 0};
+    int err = -1;
+    socklen_t len = sizeof(err);
+    if (poll(&p, 1, 0) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+      ++done;
+    }
+    close(fd);
+  }
+  return done;
+}
+
+// cpp-httplib listens with a backlog of 5: a burst of reconnecting clients (agents, or any client
+// after keep_alive_requests) beyond it had its SYNs dropped and waited a second for TCP to retry.
+TEST(HttpServer, TheListenBacklogTakesABurstOfConnections) {
+  for (int backlog : {4, 256}) {
+    allot::server::HttpServer svr;
+    const int port = svr.bind_to_any_port("127.0.0.1");  // bound and listening; nothing accepts
+    ASSERT_GT(port, 0);
+    ASSERT_TRUE(allot::server::set_listen_backlog(svr, backlog));
+    const int done = handshakes_completed(port, 100, std::chrono::milliseconds(300));
+    if (backlog == 4) {
+      EXPECT_LT(done, 100) << "a small backlog should drop part of the burst";
+    } else {
+      EXPECT_EQ(done, 100);
+    }
+  }
+  allot::server::HttpServer unbound;
+  EXPECT_FALSE(allot::server::set_listen_backlog(unbound, 64));
 }
 
 }  // namespace
