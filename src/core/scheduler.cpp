@@ -1138,9 +1138,7 @@ bool Scheduler::anything_can_start(ClusterId c, const ClusterScratch& s) const {
 // the budget. Considering such a job changes no state (its explanation aside), so the jobs after
 // it would be considered in the same state, and are just as inert.
 bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const {
-  if (!s.head_blocked || config_.funding != Funding::Lookback || pending_with_end_ > 0) {
-    return false;
-  }
+  if (!s.head_blocked || config_.funding != Funding::Lookback) return false;
   const auto& sizes = pending_sizes_[pass];
   if (b >= sizes.size() || !budgets_.valid(b)) return false;
   const PendingSizes& mine = sizes[b];
@@ -1165,8 +1163,7 @@ bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, Bud
 // budget_inert for one job: it cannot be placed where it may go, and is not funded while a funded
 // job could still reserve or preempt, and holds no reservation of last cycle.
 bool Scheduler::job_inert(ClusterId c, const ClusterScratch& s, const JobEntry& j) const {
-  if (!s.head_blocked || config_.funding != Funding::Lookback || pending_with_end_ > 0 ||
-      s.held_before(j.spec.id)) {
+  if (!s.head_blocked || config_.funding != Funding::Lookback || s.held_before(j.spec.id)) {
     return false;
   }
   const Shape& shape = j.spec.shape;
@@ -1204,9 +1201,11 @@ Scheduler::PendingKey Scheduler::pending_key(const JobEntry& j) {
   return PendingKey{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
 }
 
-// Most whole GPUs free on one node that an unfunded job that holds no reservation may use: nodes
-// outside every reservation, and the nodes of this cycle's reservations whose holder may preempt
-// (evictable backfill, consider step 2).
+// Most whole GPUs free on one node that a job that holds no reservation may use: nodes outside
+// every reservation, and the nodes of this cycle's reservations whose holder may preempt
+// (evictable backfill, consider step 2) or, while some pending job declared an expected duration,
+// any of them (it may end before the holder's start, step 2). Counting a node that a given job
+// may not use only makes the inert tests answer "no" more often.
 int Scheduler::backfill_whole_free(ClusterId c, const ClusterScratch& s) const {
   const auto key = std::make_tuple(pool_.version(), s.mask_version, s.made.size());
   if (s.backfill_free_key == key) return s.backfill_free;
@@ -1219,7 +1218,9 @@ int Scheduler::backfill_whole_free(ClusterId c, const ClusterScratch& s) const {
     if (s.mask[n]) {
       bool usable = false;
       for (std::size_t i = 0; i < s.made.size(); ++i) {
-        if (s.made[i].job == s.reserved_by[n]) usable = evictable && s.made_funded[i];
+        if (s.made[i].job == s.reserved_by[n]) {
+          usable = (evictable && s.made_funded[i]) || pending_with_end_ > 0;
+        }
       }
       if (!usable) continue;
     }
