@@ -36,6 +36,12 @@ stop() {
   pid=
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+# CPU ticks per thread: "tid name ticks" (threads are named allot-http, -store, -loop, -accept).
+thread_ticks() {
+  for t in /proc/"$pid"/task/*; do
+    echo "$(basename "$t") $(cat "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
+  done | sort
+}
 jobs_in() { sqlite3 "$dir/$1/allot.db" 'select count(*) from jobs'; }
 # Submits until the store holds $2 jobs.
 load() {
@@ -50,11 +56,15 @@ echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== 1. submissions (wrk -t2 -c$conns -d${secs}s, durable group commit)"
 start submit
 t0=$(cpu_ticks)
+thread_ticks >"$dir/threads0"
 wrk -t2 -c"$conns" -d"${secs}s" --latency -s bench/submit.lua "$ALLOT_ADDR" >"$dir/wrk.out" 2>"$dir/wrk.err"
 t1=$(cpu_ticks)
+thread_ticks >"$dir/threads1"
 grep -E "Requests/sec|requests in|50%|99%|Socket errors" "$dir/wrk.out"
 n=$(awk '/requests in/ {print $1}' "$dir/wrk.out")
 echo "server CPU: $(( (t1 - t0) * 10 )) ms for $n submissions = $(( (t1 - t0) * 10000 / n )) us per submission"
+join "$dir/threads0" "$dir/threads1" | awk -v n="$n" '{ c[$4] += $5 - $3 }
+  END { for (k in c) if (c[k] > 0) printf "  %-13s %6.1f us per submission\n", k, c[k] * 10000 / n }'
 echo "jobs in store: $(jobs_in submit); errors: $(wc -l <"$dir/wrk.err")"
 stop
 
