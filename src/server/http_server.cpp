@@ -151,9 +151,6 @@ class BufferedStream final : public httplib::Stream {
   mutable Address local_;
 };
 
-}  // namespace
-
-namespace {
 // Reaches cpp-httplib's protected listening socket on any Server (a pointer to a member of a
 // derived class may name a protected member of its base).
 struct ListeningSocket : httplib::Server {

@@ -207,6 +207,14 @@ class Conn {
     }
     return core::ok_status();
   }
+  // Bounds the database file (pages of its page size); writes beyond fail as on a full disk.
+  Status limit_pages(std::int64_t pages) {
+    if (pages <= 0) return core::ok_status();
+    if (auto s = exec(("PRAGMA max_page_count=" + std::to_string(pages)).c_str()); !s.ok()) {
+      return s;
+    }
+    return core::ok_status();
+  }
   Status exec(const char* sql) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -403,6 +411,7 @@ class SqliteStore final : public Store {
       if (auto c = wconn_.exec("COMMIT"); !c.ok()) return c;
     }
     version_ = kLatest;
+    if (auto s = wconn_.limit_pages(opts_.max_pages); !s.ok()) return s;
     writer_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "allot-store");
       writer_loop();
@@ -752,6 +761,8 @@ class SqliteStore final : public Store {
 
   // Runs a short statement through the prepared-statement cache (not sqlite3_exec, which parses
   // it each time).
+  bool in_transaction() const { return sqlite3_get_autocommit(wconn_.db()) == 0; }
+
   void step_sql(const char* sql) {
     auto* st = wconn_.prepare(sql);
     sqlite3_step(st);
@@ -901,21 +912,30 @@ class SqliteStore final : public Store {
           // savepoint to be all or nothing.
           if (batch.size() == 1 && !std::holds_alternative<op::AddTelemetry>(batch[0])) {
             results[i] = apply(batch[0]);
-            continue;
-          }
-          step_sql("SAVEPOINT b");
-          for (const auto& w : batch) {
-            auto s = apply(w);
-            if (!s.ok()) {
-              results[i] = s;
-              break;
+          } else {
+            step_sql("SAVEPOINT b");
+            for (const auto& w : batch) {
+              auto s = apply(w);
+              if (!s.ok()) {
+                results[i] = s;
+                break;
+              }
             }
+            if (!results[i].ok() && in_transaction()) step_sql("ROLLBACK TO b");
+            if (in_transaction()) step_sql("RELEASE b");
           }
-          if (!results[i].ok()) step_sql("ROLLBACK TO b");
-          step_sql("RELEASE b");
+          if (!results[i].ok() && !in_transaction()) {
+            // The error ended the whole transaction (SQLite rolls back on a full disk, an I/O
+            // error or out of memory): nothing of the group is on disk, and the batches after
+            // it must not run outside a transaction, each committed on its own.
+            tx = Error{"store", "the transaction was rolled back: " + results[i].error().reason};
+            break;
+          }
         }
-        tx = wconn_.exec("COMMIT");  // synchronous=FULL: on disk when this returns
-        if (!tx.ok()) wconn_.exec("ROLLBACK");
+        if (tx.ok()) {
+          tx = wconn_.exec("COMMIT");  // synchronous=FULL: on disk when this returns
+          if (!tx.ok()) wconn_.exec("ROLLBACK");
+        }
       }
       for (std::size_t i = 0; i < group.size(); ++i) {
         group[i]->done.set_value(tx.ok() ? results[i] : tx);

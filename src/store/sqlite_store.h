@@ -15,6 +15,9 @@ namespace allot::store {
 
 struct SqliteOptions {
   std::size_t max_batches_per_commit = 4096;
+  // A bound on the database file, in pages (4 KiB); 0: none. Writes beyond it fail as they would
+  // on a full disk, and acknowledge nothing they did not commit.
+  std::int64_t max_pages = 0;
 };
 
 // Opens (creating if needed) the database at `path` and runs pending schema migrations.

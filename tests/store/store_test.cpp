@@ -397,5 +397,49 @@ TEST(SqliteStore, RacingOneJobWritesOfTheSameKeysEachLandOnce) {
   EXPECT_EQ(keys.size(), static_cast<std::size_t>(kKeys));
 }
 
+// A full disk (here: a bound on the file) makes SQLite roll the whole transaction back: none of
+// the group is committed, and what comes after the failure in the group must not be written on
+// its own outside the transaction while its writer is told it failed. Every acknowledged job is
+// there after a reopen, and no refused one is.
+TEST(SqliteStore, AFullDatabaseAcknowledgesOnlyWhatItCommitted) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  constexpr int kThreads = 8, kPerThread = 150;
+  std::vector<std::vector<JobId>> acked(kThreads), refused(kThreads);
+  {
+    SqliteOptions o;
+    o.max_pages = 200;  // 800 KiB: full after a few hundred of these jobs
+    auto r = open_sqlite(path, o);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    auto s = std::move(r.value());
+    std::atomic<JobId> next{1};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) {
+      ts.emplace_back([&, t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          const JobId id = next++;
+          JobRecord j = make_job(id, "u" + std::to_string(t), "k" + std::to_string(i));
+          j.spec_json = "{\"pad\":\"" + std::string(2000, 'x') + "\"}";
+          // Alternately one statement and a batch of two (a savepoint of its own).
+          WriteBatch b{op::InsertJob{j}};
+          if (i % 2) b.push_back(op::AddEvent{{id, 1, "pending", "pending", "noted"}});
+          (s->write(std::move(b)).ok() ? acked : refused)[t].push_back(id);
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+  std::size_t n_acked = 0, n_refused = 0;
+  for (int t = 0; t < kThreads; ++t) n_acked += acked[t].size(), n_refused += refused[t].size();
+  ASSERT_GT(n_acked, 0u);
+  ASSERT_GT(n_refused, 0u) << "the bound was never reached";
+  auto s = open(path);
+  for (int t = 0; t < kThreads; ++t) {
+    for (JobId id : acked[t]) EXPECT_TRUE(s->job(id)) << "acknowledged job " << id << " is gone";
+    for (JobId id : refused[t]) EXPECT_FALSE(s->job(id)) << "refused job " << id << " was written";
+  }
+  EXPECT_EQ(s->count_jobs(), n_acked);
+}
+
 }  // namespace
 }  // namespace allot::store
