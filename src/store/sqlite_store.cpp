@@ -210,10 +210,7 @@ class Conn {
   // Bounds the database file (pages of its page size); writes beyond fail as on a full disk.
   Status limit_pages(std::int64_t pages) {
     if (pages <= 0) return core::ok_status();
-    if (auto s = exec(("PRAGMA max_page_count=" + std::to_string(pages)).c_str()); !s.ok()) {
-      return s;
-    }
-    return core::ok_status();
+    return exec(("PRAGMA max_page_count=" + std::to_string(pages)).c_str());
   }
   Status exec(const char* sql) {
     char* err = nullptr;
@@ -759,10 +756,10 @@ class SqliteStore final : public Store {
     return Lease{this, std::move(c)};
   }
 
-  // Runs a short statement through the prepared-statement cache (not sqlite3_exec, which parses
-  // it each time).
   bool in_transaction() const { return sqlite3_get_autocommit(wconn_.db()) == 0; }
 
+  // Runs a short statement through the prepared-statement cache (not sqlite3_exec, which parses
+  // it each time).
   void step_sql(const char* sql) {
     auto* st = wconn_.prepare(sql);
     sqlite3_step(st);
