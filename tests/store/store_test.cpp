@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "store/sqlite_store.h"
 
@@ -41,6 +42,20 @@ JobRecord make_job(JobId id, const std::string& owner, const std::string& key) {
   j.submit_time = 100;
   j.updated_at = 100;
   return j;
+}
+
+// Runs body(thread, i, id) for i in [0, per_thread) on each of `threads` threads at once; the ids
+// are 1, 2, ... in the order the calls take them.
+template <typename Body>
+void concurrently(int threads, int per_thread, Body body) {
+  std::atomic<JobId> next{1};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) body(t, i, next++);
+    });
+  }
+  for (auto& t : ts) t.join();
 }
 
 std::unique_ptr<Store> open(const std::string& path) {
@@ -331,23 +346,15 @@ TEST(SqliteStore, ConcurrentWritersAreAllDurableAndGrouped) {
   constexpr int kThreads = 8, kPerThread = 200;
   {
     auto s = open(path);
-    std::atomic<JobId> next{1};
     std::atomic<int> failures{0};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < kThreads; ++t) {
-      ts.emplace_back([&, t] {
-        for (int i = 0; i < kPerThread; ++i) {
-          JobId id = next++;
-          auto r = s->write(
-              {op::InsertJob{make_job(id, "u" + std::to_string(t), "k" + std::to_string(i))},
-               op::AddEvent{{id, 1, "", "pending", "submitted"}}});
-          if (!r.ok()) ++failures;
-          // Acknowledged means readable at once.
-          if (!s->job(id)) ++failures;
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
+    concurrently(kThreads, kPerThread, [&](int t, int i, JobId id) {
+      auto r =
+          s->write({op::InsertJob{make_job(id, "u" + std::to_string(t), "k" + std::to_string(i))},
+                    op::AddEvent{{id, 1, "", "pending", "submitted"}}});
+      if (!r.ok()) ++failures;
+      // Acknowledged means readable at once.
+      if (!s->job(id)) ++failures;
+    });
     EXPECT_EQ(failures.load(), 0);
   }
   auto s = open(path);
@@ -364,24 +371,16 @@ TEST(SqliteStore, RacingOneJobWritesOfTheSameKeysEachLandOnce) {
   std::vector<std::vector<JobId>> won(kThreads);
   {
     auto s = open(path);
-    std::atomic<JobId> next{1};
     std::atomic<int> wrong{0};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < kThreads; ++t) {
-      ts.emplace_back([&, t] {
-        for (int i = 0; i < kKeys; ++i) {
-          const JobId id = next++;
-          auto r = s->write({op::InsertJob{make_job(id, "ann", "k" + std::to_string(i))}});
-          if (r.ok()) {
-            won[t].push_back(id);
-            if (!s->job(id)) ++wrong;  // acknowledged means readable at once
-          } else if (r.error().field != "idempotency_key" || s->job(id)) {
-            ++wrong;  // refused for another reason, or left a row behind
-          }
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
+    concurrently(kThreads, kKeys, [&](int t, int i, JobId id) {
+      auto r = s->write({op::InsertJob{make_job(id, "ann", "k" + std::to_string(i))}});
+      if (r.ok()) {
+        won[t].push_back(id);
+        if (!s->job(id)) ++wrong;  // acknowledged means readable at once
+      } else if (r.error().field != "idempotency_key" || s->job(id)) {
+        ++wrong;  // refused for another reason, or left a row behind
+      }
+    });
     EXPECT_EQ(wrong.load(), 0);
   }
   auto s = open(path);
@@ -412,22 +411,14 @@ TEST(SqliteStore, AFullDatabaseAcknowledgesOnlyWhatItCommitted) {
     auto r = open_sqlite(path, o);
     ASSERT_TRUE(r.ok()) << r.error().message();
     auto s = std::move(r.value());
-    std::atomic<JobId> next{1};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < kThreads; ++t) {
-      ts.emplace_back([&, t] {
-        for (int i = 0; i < kPerThread; ++i) {
-          const JobId id = next++;
-          JobRecord j = make_job(id, "u" + std::to_string(t), "k" + std::to_string(i));
-          j.spec_json = "{\"pad\":\"" + std::string(2000, 'x') + "\"}";
-          // Alternately one statement and a batch of two (a savepoint of its own).
-          WriteBatch b{op::InsertJob{j}};
-          if (i % 2) b.push_back(op::AddEvent{{id, 1, "pending", "pending", "noted"}});
-          (s->write(std::move(b)).ok() ? acked : refused)[t].push_back(id);
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
+    concurrently(kThreads, kPerThread, [&](int t, int i, JobId id) {
+      JobRecord j = make_job(id, "u" + std::to_string(t), "k" + std::to_string(i));
+      j.spec_json = "{\"pad\":\"" + std::string(2000, 'x') + "\"}";
+      // Alternately one statement and a batch of two (a savepoint of its own).
+      WriteBatch b{op::InsertJob{j}};
+      if (i % 2) b.push_back(op::AddEvent{{id, 1, "pending", "pending", "noted"}});
+      (s->write(std::move(b)).ok() ? acked : refused)[t].push_back(id);
+    });
   }
   std::size_t n_acked = 0, n_refused = 0;
   for (int t = 0; t < kThreads; ++t) n_acked += acked[t].size(), n_refused += refused[t].size();
