@@ -36,7 +36,9 @@ stop() {
   pid=
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
-# CPU ticks per thread: "tid name ticks" (threads are named allot-http, -store, -loop, -accept).
+# CPU ticks per thread: "tid name ticks" (threads are named allot-http: the epoll loops,
+# allot-api: workers for requests other than submissions, allot-store, allot-loop; allot-accept
+# with HTTPS).
 thread_ticks() {
   for t in /proc/"$pid"/task/*; do
     echo "$(basename "$t") $(cat "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"

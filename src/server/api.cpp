@@ -3,6 +3,9 @@
 #include <httplib.h>
 #include <pthread.h>
 
+#include <algorithm>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -10,6 +13,7 @@
 #include <unordered_map>
 
 #include "server/auth.h"
+#include "server/event_server.h"
 #include "server/http_server.h"
 #include "server/job_spec.h"
 #include "server/logs.h"
@@ -315,7 +319,8 @@ struct ApiServer::Impl {
   store::Store* store;
   Controller* ctl;
   ApiOptions opts;
-  std::unique_ptr<httplib::Server> svr;
+  std::unique_ptr<httplib::Server> svr;  // HTTPS: serves; HTTP: a RequestProcessor for `events`
+  std::unique_ptr<EventServer> events;   // plain HTTP
   std::thread thread;
   std::mutex token_mu;
   std::unordered_map<std::string, Principal> token_cache;  // secret -> principal
@@ -476,6 +481,81 @@ struct ApiServer::Impl {
     require(p.role != "agent", "node agent tokens only use the agent and heartbeat routes");
   }
 
+  // POST /api/v1/jobs. Everything is checked on the caller's thread; the job is then written
+  // and `reply` is called from the store's thread once it is durable (201), or at once when it is
+  // refused. A retried submit (its idempotency key taken) answers with the job it made (200).
+  void submit(const httplib::Request& req, EventServer::Reply reply) {
+    httplib::Response res;
+    try {
+      auto p = authenticate(req);
+      not_agent(p);
+      auto body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded()) throw HttpError{400, "body", "is not valid JSON"};
+      if (body.is_object() && !body.contains("idempotency_key") &&
+          req.has_header("Idempotency-Key")) {
+        body["idempotency_key"] = req.get_header_value("Idempotency-Key");
+      }
+      auto snap = ctl->snapshot();
+      auto parsed =
+          parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets, snap->policy);
+      if (!parsed.ok()) check(parsed.error());
+      auto& pj = parsed.value();
+      require(can_submit(p, pj.budget, snap->members),
+              "submit to " + pj.budget + " (ask its manager to add you as a member)");
+      // No look-up first: the store's unique (owner, key) index refuses a second job with the
+      // key, and only then is the existing job read (a retried submit is the rare case).
+      auto job = std::make_shared<std::pair<store::JobRecord, core::JobSpec>>();
+      auto& [rec, spec] = *job;
+      rec.id = ctl->next_job_id();
+      rec.owner = p.subject;
+      rec.idempotency_key = pj.idempotency_key;
+      rec.name = pj.name;
+      rec.budget = pj.budget;
+      rec.spec_json = pj.canonical_json;
+      rec.state = "pending";
+      rec.reason = "submitted";
+      rec.submit_time = ctl->now();
+      rec.updated_at = rec.submit_time;
+      spec = std::move(pj.spec);
+      spec.id = rec.id;
+      spec.owner = rec.owner;
+      spec.submit_time = rec.submit_time;
+      // Its creation event ("" -> pending, "submitted", at submit_time) comes with the row.
+      store->write_async({op::InsertJob{rec}}, [this, job, reply](core::Status st) {
+        httplib::Response res;
+        try {
+          auto& [rec, spec] = *job;
+          if (st.ok()) {
+            send_text(res, 201, job_text(rec));
+            ctl->submitted(std::move(rec), std::move(spec));
+          } else {
+            auto existing = st.error().field == "idempotency_key"
+                                ? store->job_by_key(rec.owner, rec.idempotency_key)
+                                : std::nullopt;
+            if (!existing) throw HttpError{503, "store", st.error().reason};
+            if (existing->spec_json != rec.spec_json || existing->budget != rec.budget) {
+              throw HttpError{409, "idempotency_key",
+                              "already used for job " + std::to_string(existing->id) +
+                                  " with a different request"};
+            }
+            send_text(res, 200, job_text(*existing));
+          }
+        } catch (const HttpError& e) {
+          send_error(res, e.status, e.field, e.reason);
+        } catch (const std::exception& e) {
+          send_error(res, 500, "", e.what());
+        }
+        reply(std::move(res));
+      });
+      return;
+    } catch (const HttpError& e) {
+      send_error(res, e.status, e.field, e.reason);
+    } catch (const std::exception& e) {
+      send_error(res, 500, "", e.what());
+    }
+    reply(std::move(res));
+  }
+
   void install();
   json report(core::Time from, core::Time to, const std::string& scope,
               const std::vector<store::LedgerEntry>& entries);
@@ -623,60 +703,13 @@ void ApiServer::Impl::install() {
   });
 
   // ---- jobs ----
+  // Answered by submit(): from the event loop at once, without waiting for the commit; here for
+  // HTTPS (a thread per connection) and any such request the loop passes on (with a query).
   route("POST", "/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    auto p = authenticate(req);
-    not_agent(p);
-    auto body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) throw HttpError{400, "body", "is not valid JSON"};
-    if (body.is_object() && !body.contains("idempotency_key") &&
-        req.has_header("Idempotency-Key")) {
-      body["idempotency_key"] = req.get_header_value("Idempotency-Key");
-    }
-    auto snap = ctl->snapshot();
-    auto parsed =
-        parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets, snap->policy);
-    if (!parsed.ok()) check(parsed.error());
-    auto& pj = parsed.value();
-    require(can_submit(p, pj.budget, snap->members),
-            "submit to " + pj.budget + " (ask its manager to add you as a member)");
-    auto replay = [&](const store::JobRecord& existing) {
-      if (existing.spec_json != pj.canonical_json || existing.budget != pj.budget) {
-        throw HttpError{
-            409, "idempotency_key",
-            "already used for job " + std::to_string(existing.id) + " with a different request"};
-      }
-      send_text(res, 200, job_text(existing));
-    };
-    // No look-up first: the store's unique (owner, key) index refuses a second job with the key,
-    // and only then is the existing job read (a retried submit is the rare case).
-    store::JobRecord rec;
-    rec.id = ctl->next_job_id();
-    rec.owner = p.subject;
-    rec.idempotency_key = pj.idempotency_key;
-    rec.name = pj.name;
-    rec.budget = pj.budget;
-    rec.spec_json = pj.canonical_json;
-    rec.state = "pending";
-    rec.reason = "submitted";
-    rec.submit_time = ctl->now();
-    rec.updated_at = rec.submit_time;
-    // Its creation event ("" -> pending, "submitted", at submit_time) comes with the row.
-    auto st = store->write({op::InsertJob{rec}});
-    if (!st.ok()) {
-      if (st.error().field == "idempotency_key") {
-        if (auto existing = store->job_by_key(p.subject, pj.idempotency_key)) {
-          return replay(*existing);
-        }
-      }
-      throw HttpError{503, "store", st.error().reason};
-    }
-    auto spec = pj.spec;
-    spec.id = rec.id;
-    spec.owner = rec.owner;
-    spec.submit_time = rec.submit_time;
-    auto reply = job_text(rec);
-    ctl->submitted(std::move(rec), std::move(spec));
-    send_text(res, 201, std::move(reply));
+    std::promise<httplib::Response> answer;
+    auto answered = answer.get_future();
+    submit(req, [&answer](httplib::Response r) { answer.set_value(std::move(r)); });
+    res = answered.get();
   });
 
   route("GET", "/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
@@ -1510,7 +1543,8 @@ std::vector<Route> ApiServer::routes() {
 
 core::Result<int> ApiServer::start() {
   auto& o = impl_->opts;
-  if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+  const bool tls = !o.tls_cert.empty() || !o.tls_key.empty();
+  if (tls) {
     if (o.tls_cert.empty() || o.tls_key.empty()) {
       return Error{"tls", "give both a certificate and a key"};
     }
@@ -1518,7 +1552,7 @@ core::Result<int> ApiServer::start() {
     if (!s->is_valid()) return Error{"tls", "cannot load the certificate or key"};
     impl_->svr = std::move(s);
   } else {
-    impl_->svr = std::make_unique<HttpServer>();
+    impl_->svr = std::make_unique<RequestProcessor>();
   }
   auto& svr = *impl_->svr;
   const int threads = o.threads;
@@ -1542,6 +1576,22 @@ core::Result<int> ApiServer::start() {
       Impl::send_error(res, res.status, "", "request refused");
     }
   });
+  if (!tls) {
+    EventServerOptions eo;
+    eo.loops = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+    eo.workers = o.threads;
+    eo.max_body = o.max_body;
+    impl_->events =
+        std::make_unique<EventServer>(static_cast<RequestProcessor&>(svr), eo, &Impl::send_error);
+    impl_->events->handle("POST", "/api/v1/jobs",
+                          [m = impl_.get()](const httplib::Request& req, EventServer::Reply r) {
+                            m->submit(req, std::move(r));
+                          });
+    auto port = impl_->events->bind(o.host, o.port);
+    if (!port.ok()) return port.error();
+    impl_->events->start();
+    return port;
+  }
   int port =
       o.port == 0 ? svr.bind_to_any_port(o.host) : (svr.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port <= 0) return Error{"port", "cannot listen on " + o.host + ":" + std::to_string(o.port)};
@@ -1561,6 +1611,7 @@ core::Result<int> ApiServer::start() {
 }
 
 void ApiServer::stop() {
+  if (impl_->events) impl_->events->stop();
   if (impl_->svr) impl_->svr->stop();
   if (impl_->thread.joinable()) impl_->thread.join();
 }

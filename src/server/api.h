@@ -1,7 +1,7 @@
 // The REST/JSON API under /api/v1 (see docs/api.md and docs/openapi.yaml). Reads are served from
 // the store and the scheduling loop's latest snapshot, never waiting for a cycle; writes are
 // validated in full before anything changes, then persisted (durably) before they are
-// acknowledged. cpp-httplib stays inside api.cpp.
+// acknowledged. cpp-httplib stays inside the server folder.
 #pragma once
 
 #include <memory>
@@ -19,8 +19,11 @@ struct ApiOptions {
   int port = 0;          // 0: any free port
   std::string tls_cert;  // PEM files; both set: HTTPS
   std::string tls_key;
+  // Plain HTTP is served by epoll loops (event_server.h): submissions are answered on them, and
+  // every other request by one of `threads` workers. HTTPS: a worker per connection, each closed
+  // after keep_alive_requests requests so that more connections than workers are served in turn.
   int threads = 64;
-  int keep_alive_requests = 100;  // requests on one connection before the server closes it
+  int keep_alive_requests = 100;
   std::size_t max_body = 1 << 20;
   // Job logs from the agents (server/logs.h); `allot server` uses "<database>.logs". Empty: the
   // log routes answer 503.

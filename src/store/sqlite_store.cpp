@@ -5,8 +5,10 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -257,7 +259,7 @@ class Conn {
   std::unordered_map<const std::string*, std::pair<std::size_t, sqlite3_stmt*>> by_address_;
 };
 
-// Binding helpers: bind(st, 1, a, b, c...)
+// Binding helpers: bind_args(st, 1, a, b, c...)
 void bind_one(sqlite3_stmt* st, int i, std::int64_t v) {
   sqlite3_bind_int64(st, i, v);
 }
@@ -281,7 +283,7 @@ void bind_one(sqlite3_stmt* st, int i, const std::optional<int>& v) {
   }
 }
 template <typename... A>
-void bind(sqlite3_stmt* st, const A&... a) {
+void bind_args(sqlite3_stmt* st, const A&... a) {
   int i = 1;
   (bind_one(st, i++, a), ...);
 }
@@ -417,18 +419,24 @@ class SqliteStore final : public Store {
   }
 
   Status write(WriteBatch batch) override {
-    Pending p;
-    p.batch = std::move(batch);
-    auto fut = p.done.get_future();
+    std::promise<Status> done;
+    auto fut = done.get_future();
+    write_async(std::move(batch), [&done](Status s) { done.set_value(std::move(s)); });
+    return fut.get();
+  }
+
+  void write_async(WriteBatch batch, std::function<void(Status)> done) override {
+    auto p = std::make_unique<Pending>(Pending{std::move(batch), std::move(done)});
     bool wake = false;
     {
       std::lock_guard lk(mu_);
-      if (stopping_) return Error{"store", "closed"};
-      wake = queue_.empty();  // else the writer has been woken and will take this one too
-      queue_.push_back(&p);
+      if (!stopping_) {
+        wake = queue_.empty();  // else the writer has been woken and will take this one too
+        queue_.push_back(std::move(p));
+      }
     }
+    if (p) return p->done(Error{"store", "closed"});  // not queued
     if (wake) cv_.notify_one();
-    return fut.get();
   }
 
   // Every row of `sql` (bound to `args`), each read by `read`.
@@ -436,7 +444,7 @@ class SqliteStore final : public Store {
   auto rows(const std::string& sql, Read read, const A&... args) const {
     auto c = reader();
     auto* st = c->prepare(sql);
-    if constexpr (sizeof...(A) > 0) bind(st, args...);
+    if constexpr (sizeof...(A) > 0) bind_args(st, args...);
     std::vector<decltype(read(st))> out;
     while (sqlite3_step(st) == SQLITE_ROW) out.push_back(read(st));
     sqlite3_reset(st);
@@ -446,7 +454,7 @@ class SqliteStore final : public Store {
   std::optional<JobRecord> job(JobId id) const override {
     auto c = reader();
     auto* st = c->prepare(std::string("SELECT ") + kJobCols + " FROM jobs WHERE id = ?");
-    bind(st, static_cast<std::int64_t>(id));
+    bind_args(st, static_cast<std::int64_t>(id));
     std::optional<JobRecord> out;
     if (sqlite3_step(st) == SQLITE_ROW) out = read_job(st);
     sqlite3_reset(st);
@@ -458,7 +466,7 @@ class SqliteStore final : public Store {
     auto c = reader();
     auto* st = c->prepare(std::string("SELECT ") + kJobCols +
                           " FROM jobs WHERE owner = ? AND idem_key = ?");
-    bind(st, owner, key);
+    bind_args(st, owner, key);
     std::optional<JobRecord> out;
     if (sqlite3_step(st) == SQLITE_ROW) out = read_job(st);
     sqlite3_reset(st);
@@ -537,7 +545,7 @@ class SqliteStore final : public Store {
       static const std::string created =
           "SELECT submit_time, created_state, created_reason FROM jobs WHERE id = ?";
       auto* st = c->prepare(created);
-      bind(st, static_cast<std::int64_t>(id));
+      bind_args(st, static_cast<std::int64_t>(id));
       if (sqlite3_step(st) == SQLITE_ROW && !col_text(st, 1).empty()) {
         out.push_back(JobEvent{id, col_int(st, 0), "", col_text(st, 1), col_text(st, 2)});
       }
@@ -601,7 +609,7 @@ class SqliteStore final : public Store {
   std::optional<NodeRecord> node(const std::string& name) const override {
     auto c = reader();
     auto* st = c->prepare(std::string("SELECT ") + kNodeCols + " FROM nodes WHERE name = ?");
-    bind(st, name);
+    bind_args(st, name);
     std::optional<NodeRecord> out;
     if (sqlite3_step(st) == SQLITE_ROW) out = read_node(st);
     sqlite3_reset(st);
@@ -611,7 +619,7 @@ class SqliteStore final : public Store {
   std::optional<TokenRecord> token_by_hash(const std::string& hash) const override {
     auto c = reader();
     auto* st = c->prepare(std::string("SELECT ") + kTokenCols + " FROM tokens WHERE hash = ?");
-    bind(st, hash);
+    bind_args(st, hash);
     std::optional<TokenRecord> out;
     if (sqlite3_step(st) == SQLITE_ROW) out = read_token(st);
     sqlite3_reset(st);
@@ -665,7 +673,7 @@ class SqliteStore final : public Store {
  private:
   struct Pending {
     WriteBatch batch;
-    std::promise<Status> done;
+    std::function<void(Status)> done;
   };
 
   static constexpr const char* kNodeCols =
@@ -789,9 +797,9 @@ class SqliteStore final : public Store {
           "cpu_sum = cpu_sum + excluded.cpu_sum, io_sum = io_sum + excluded.io_sum, "
           "first_time = MIN(first_time, excluded.first_time), "
           "last_time = MAX(last_time, excluded.last_time)");
-      bind(st, static_cast<std::int64_t>(d.job), run, d.budget, d.samples, d.seconds, d.gpu_seconds,
-           d.used_gpu_seconds, d.util_sum, d.util_peak, d.mem_peak_mib, d.mem_total_mib, d.cpu_sum,
-           d.io_sum, d.first_time, d.last_time);
+      bind_args(st, static_cast<std::int64_t>(d.job), run, d.budget, d.samples, d.seconds,
+                d.gpu_seconds, d.used_gpu_seconds, d.util_sum, d.util_peak, d.mem_peak_mib,
+                d.mem_total_mib, d.cpu_sum, d.io_sum, d.first_time, d.last_time);
       if (auto s = step(st); !s.ok()) return s;
     }
     return core::ok_status();
@@ -810,67 +818,67 @@ class SqliteStore final : public Store {
                                            ", created_state, created_reason) VALUES "
                                            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
             st = wconn_.prepare_static(sql);
-            bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
-                 j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
-                 j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,
-                 j.milli, j.runs, j.exit_code, j.state, j.reason);
+            bind_args(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
+                      j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
+                      j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
+                      j.seg_start, j.milli, j.runs, j.exit_code, j.state, j.reason);
           } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
             // Every column but the creation event's (a REPLACE would reset them).
             const auto& j = o.job;
             static const std::string sql = upsert_job_sql();
             st = wconn_.prepare_static(sql);
-            bind(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget,
-                 j.spec_json, j.state, j.reason, j.submit_time, j.updated_at, j.cluster,
-                 j.placement_json, j.allocated, j.protected_until, j.run_start, j.seg_start,
-                 j.milli, j.runs, j.exit_code);
+            bind_args(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
+                      j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
+                      j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
+                      j.seg_start, j.milli, j.runs, j.exit_code);
           } else if constexpr (std::is_same_v<T, op::AddEvent>) {
             const auto& e = o.event;
             static const std::string sql = "INSERT INTO job_events VALUES (?,?,?,?,?)";
             st = wconn_.prepare_static(sql);
-            bind(st, static_cast<std::int64_t>(e.job), e.time, e.from, e.to, e.reason);
+            bind_args(st, static_cast<std::int64_t>(e.job), e.time, e.from, e.to, e.reason);
           } else if constexpr (std::is_same_v<T, op::PutBudget>) {
             const auto& b = o.budget;
             st = wconn_.prepare(
                 "INSERT INTO budgets (path, share, members, removed, owners) VALUES (?,?,?,?,?) ON "
                 "CONFLICT(path) DO UPDATE SET share = excluded.share, members = excluded.members, "
                 "removed = excluded.removed, owners = excluded.owners");
-            bind(st, b.path, b.share, join(b.members), b.removed, join(b.owners));
+            bind_args(st, b.path, b.share, join(b.members), b.removed, join(b.owners));
           } else if constexpr (std::is_same_v<T, op::AddAudit>) {
             const auto& a = o.entry;
             st = wconn_.prepare(
                 "INSERT INTO budget_audit (time, actor, path, field, old_value, new_value) VALUES "
                 "(?,?,?,?,?,?)");
-            bind(st, a.time, a.actor, a.path, a.field, a.old_value, a.new_value);
+            bind_args(st, a.time, a.actor, a.path, a.field, a.old_value, a.new_value);
           } else if constexpr (std::is_same_v<T, op::PutNode>) {
             const auto& n = o.node;
             st = wconn_.prepare(std::string("REPLACE INTO nodes (") + kNodeCols +
                                 ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-            bind(st, n.name, n.cluster, n.model, n.gpus, n.block, n.labels_json, n.health,
-                 n.health_reason, n.cordoned, n.simulated, n.registered_at, n.last_heartbeat,
-                 n.address, n.devices_json, n.agent_json, n.timed_out);
+            bind_args(st, n.name, n.cluster, n.model, n.gpus, n.block, n.labels_json, n.health,
+                      n.health_reason, n.cordoned, n.simulated, n.registered_at, n.last_heartbeat,
+                      n.address, n.devices_json, n.agent_json, n.timed_out);
           } else if constexpr (std::is_same_v<T, op::TouchNode>) {
             st = wconn_.prepare("UPDATE nodes SET last_heartbeat = ? WHERE name = ?");
-            bind(st, o.at, o.name);
+            bind_args(st, o.at, o.name);
           } else if constexpr (std::is_same_v<T, op::PutToken>) {
             const auto& t = o.token;
             st = wconn_.prepare(
                 "INSERT INTO tokens (hash, name, role, subject, scope, created, revoked) VALUES "
                 "(?,?,?,?,?,?,?)");
-            bind(st, t.hash, t.name, t.role, t.subject, t.scope, t.created, t.revoked);
+            bind_args(st, t.hash, t.name, t.role, t.subject, t.scope, t.created, t.revoked);
           } else if constexpr (std::is_same_v<T, op::RevokeToken>) {
             st = wconn_.prepare("UPDATE tokens SET revoked = ? WHERE id = ? AND revoked = 0");
-            bind(st, o.at, o.id);
+            bind_args(st, o.at, o.id);
           } else if constexpr (std::is_same_v<T, op::AddLedger>) {
             const auto& e = o.entry;
             st = wconn_.prepare(
                 "INSERT INTO ledger (job_id, owner, budget, cluster, start, end, milli, "
                 "allocated) VALUES (?,?,?,?,?,?,?,?)");
-            bind(st, static_cast<std::int64_t>(e.job), e.owner, e.budget, e.cluster, e.start, e.end,
-                 e.milli, e.allocated);
+            bind_args(st, static_cast<std::int64_t>(e.job), e.owner, e.budget, e.cluster, e.start,
+                      e.end, e.milli, e.allocated);
           } else if constexpr (std::is_same_v<T, op::AddNodeHealth>) {
             const auto& e = o.event;
             st = wconn_.prepare("INSERT INTO node_health VALUES (?,?,?,?,?,?)");
-            bind(st, e.node, e.time, e.health, e.cordoned, e.gpus, e.reason);
+            bind_args(st, e.node, e.time, e.health, e.cordoned, e.gpus, e.reason);
           }
         },
         w);
@@ -887,7 +895,7 @@ class SqliteStore final : public Store {
   }
 
   void writer_loop() {
-    std::vector<Pending*> group;
+    std::vector<std::unique_ptr<Pending>> group;
     std::vector<Status> results;
     for (;;) {
       {
@@ -895,7 +903,7 @@ class SqliteStore final : public Store {
         cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty() && stopping_) return;
         while (!queue_.empty() && group.size() < opts_.max_batches_per_commit) {
-          group.push_back(queue_.front());
+          group.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
       }
@@ -935,7 +943,7 @@ class SqliteStore final : public Store {
         }
       }
       for (std::size_t i = 0; i < group.size(); ++i) {
-        group[i]->done.set_value(tx.ok() ? results[i] : tx);
+        group[i]->done(tx.ok() ? results[i] : tx);
       }
       group.clear();
     }
@@ -948,7 +956,7 @@ class SqliteStore final : public Store {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending*> queue_;
+  std::deque<std::unique_ptr<Pending>> queue_;
   bool stopping_ = false;
   std::thread writer_;
 

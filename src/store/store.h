@@ -4,11 +4,13 @@
 // interface.
 //
 // Writes are batches applied atomically: write() returns only once the batch is durable (on disk),
-// so an acknowledged write survives kill -9 and power loss. Reads may run on any thread at any
-// time.
+// so an acknowledged write survives kill -9 and power loss; write_async() says so through a
+// callback instead, for callers that must not hold a thread while the commit runs. Reads may run on
+// any thread at any time.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -217,6 +219,12 @@ class Store {
 
   // Applies every op of the batch in one transaction, or none of them; returns once durable.
   virtual core::Status write(WriteBatch batch) = 0;
+  // The same write; `done` is called once with its result when it is durable or refused, on the
+  // store's own thread (or on the caller's, at once): it must not block or throw, and must not
+  // write to the store itself.
+  virtual void write_async(WriteBatch batch, std::function<void(core::Status)> done) {
+    done(write(std::move(batch)));
+  }
 
   virtual std::optional<JobRecord> job(JobId id) const = 0;
   virtual std::optional<JobRecord> job_by_key(const std::string& owner,

@@ -1,0 +1,723 @@
+#include "server/event_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace allot::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kListenId = 0;  // epoll data of the listening socket
+constexpr std::uint64_t kWakeId = 1;    // and of a loop's eventfd
+// How long, and how much, a closing connection is read after its last answer.
+constexpr auto kLinger = std::chrono::seconds(2);
+constexpr std::size_t kLingerBytes = 64 << 20;
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+bool has_token(std::string_view list, std::string_view token) {  // "keep-alive, Upgrade"
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    auto item = list.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (iequals(item, token)) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+bool is_tchar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) ||
+         std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+}
+
+// One request framed from the start of a connection's input.
+struct Frame {
+  enum Kind { kIncomplete, kComplete, kRefused } kind = kIncomplete;
+  std::size_t head = 0;   // bytes of the request line and headers, with the blank line
+  std::size_t total = 0;  // with the body
+  bool close = false;     // the connection closes after the answer
+  bool expect_continue = false;
+  std::size_t expect_at = 0, expect_len = 0;  // the Expect line, left out for the processor
+  std::string_view method, target;
+  httplib::Headers headers;
+  int status = 0;  // kRefused: the answer
+  std::string field, reason;
+};
+
+Frame refuse(int status, std::string field, std::string reason) {
+  Frame f;
+  f.kind = Frame::kRefused;
+  f.status = status;
+  f.field = std::move(field);
+  f.reason = std::move(reason);
+  f.close = true;
+  return f;
+}
+
+// Reads the head at the start of `in` (RFC 9112: request line, header fields, blank line) and
+// says whether the whole request is there. Bodies need Content-Length (no chunked uploads).
+Frame frame(std::string_view in, const EventServerOptions& o) {
+  std::size_t start = 0;
+  while (in.substr(start, 2) == "\r\n") start += 2;  // empty lines before a request are allowed
+  const auto end = in.find("\r\n\r\n", start);
+  if (end == std::string_view::npos) {
+    if (in.size() > o.max_head) return refuse(431, "headers", "too large");
+    return {};
+  }
+  if (end + 4 > o.max_head) return refuse(431, "headers", "too large");
+  Frame f;
+  f.head = end + 4;
+  std::string_view head = in.substr(start, end - start + 2);  // each line ends with CRLF
+  auto eol = head.find("\r\n");
+  std::string_view line = head.substr(0, eol);
+  head.remove_prefix(eol + 2);
+  const auto sp1 = line.find(' ');
+  const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) {
+    return refuse(400, "request", "malformed request line");
+  }
+  f.method = line.substr(0, sp1);
+  f.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  const auto version = line.substr(sp2 + 1);
+  if (f.method.empty() || !std::all_of(f.method.begin(), f.method.end(), is_tchar) ||
+      f.target.empty()) {
+    return refuse(400, "request", "malformed request line");
+  }
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") {
+    return refuse(505, "request", "only HTTP/1.1 and HTTP/1.0 are served");
+  }
+  bool keep_alive = version == "HTTP/1.1";
+  std::optional<std::size_t> length;
+  while (!head.empty()) {
+    eol = head.find("\r\n");
+    line = head.substr(0, eol);
+    const std::size_t line_at = static_cast<std::size_t>(line.data() - in.data());
+    head.remove_prefix(eol + 2);
+    const auto colon = line.find(':');
+    if (colon == 0 || colon == std::string_view::npos ||
+        !std::all_of(line.begin(), line.begin() + static_cast<std::ptrdiff_t>(colon), is_tchar)) {
+      return refuse(400, "headers", "malformed header line");
+    }
+    auto name = line.substr(0, colon);
+    auto value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    if (f.headers.size() >= o.max_headers) return refuse(431, "headers", "too many");
+    if (iequals(name, "Content-Length")) {
+      std::size_t n = 0;
+      if (value.empty() || value.size() > 18 ||
+          !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return refuse(400, "Content-Length", "must be a number");
+      }
+      for (char c : value) n = n * 10 + static_cast<std::size_t>(c - '0');
+      if (length && *length != n) return refuse(400, "Content-Length", "given twice, differently");
+      length = n;
+    } else if (iequals(name, "Transfer-Encoding")) {
+      return refuse(411, "Transfer-Encoding", "not accepted: send the body with Content-Length");
+    } else if (iequals(name, "Connection")) {
+      if (has_token(value, "close")) keep_alive = false;
+      if (has_token(value, "keep-alive")) keep_alive = true;
+    } else if (iequals(name, "Expect")) {
+      if (!iequals(value, "100-continue")) return refuse(417, "Expect", "only 100-continue");
+      f.expect_continue = true;
+      f.expect_at = line_at;
+      f.expect_len = line.size() + 2;
+    }
+    f.headers.emplace(std::string(name), std::string(value));
+  }
+  const std::size_t body = length.value_or(0);
+  if (body > o.max_body) return refuse(413, "body", "too large");
+  f.total = f.head + body;
+  f.close = !keep_alive;
+  f.kind = in.size() >= f.total ? Frame::kComplete : Frame::kIncomplete;
+  return f;
+}
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 417:
+      return "Expectation Failed";
+    case 422:
+      return "Unprocessable Entity";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return status < 400 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
+  }
+}
+
+// A handler's response on the wire.
+std::string serialize(const httplib::Response& res, bool close) {
+  std::string out;
+  out.reserve(128 + res.body.size());
+  out += "HTTP/1.1 ";
+  out += std::to_string(res.status);
+  out += ' ';
+  out += reason_phrase(res.status);
+  out += "\r\n";
+  for (const auto& [k, v] : res.headers) {
+    if (iequals(k, "Content-Length") || iequals(k, "Connection")) continue;
+    out += k;
+    out += ": ";
+    out += v;
+    out += "\r\n";
+  }
+  out += "Content-Length: ";
+  out += std::to_string(res.body.size());
+  out += "\r\n";
+  if (close) out += "Connection: close\r\n";
+  out += "\r\n";
+  out += res.body;
+  return out;
+}
+
+struct Conn {
+  int fd = -1;
+  std::uint64_t id = 0;
+  std::string in;   // received and not yet answered
+  std::string out;  // to send, from out_off
+  std::size_t out_off = 0;
+  bool busy = false;         // a request is being answered
+  bool close_after = false;  // closes once `out` is sent
+  bool continued = false;    // "100 Continue" sent for the request being read
+  bool lingering = false;    // answered and half closed: reading what the client still sends
+  std::size_t discarded = 0;
+  std::uint32_t events = EPOLLIN;
+  Clock::time_point since;  // the last request answered, or the connection's start
+  std::string ip;
+  int port = 0;
+};
+
+struct Answer {
+  std::uint64_t conn;
+  std::string bytes;
+  bool close;
+};
+
+struct Loop {
+  int ep = -1;
+  int wake = -1;
+  std::thread thread;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns;
+  std::mutex mu;
+  std::vector<Answer> answers;  // from handlers and workers, for this loop's connections
+  std::vector<std::unique_ptr<Conn>> arrivals;  // accepted by another loop, served by this one
+};
+
+struct Task {  // a request for the processor
+  Loop* loop;
+  std::uint64_t conn;
+  std::string request;
+  std::string ip;
+  int port;
+  bool close;
+};
+
+}  // namespace
+
+struct EventServer::Impl {
+  RequestProcessor& processor;
+  EventServerOptions opts;
+  Refusal refusal;
+  std::map<std::pair<std::string, std::string>, Handler> handlers;  // (method, path)
+
+  int listen_fd = -1;
+  std::vector<std::unique_ptr<Loop>> loops;
+  std::atomic<bool> draining{false};  // stop(): no new request is taken
+  std::atomic<bool> stopping{false};  // and then the loops end
+  std::atomic<std::size_t> next_loop{0};
+  std::atomic<bool> started{false};
+  std::atomic<std::uint64_t> next_id{2};
+  std::atomic<std::size_t> connections{0};
+  std::atomic<long> in_flight{0};  // requests given to a handler or a worker, not yet answered
+
+  std::mutex work_mu;
+  std::condition_variable work_cv;
+  std::deque<Task> work;
+  bool work_stop = false;
+  std::vector<std::thread> workers;
+
+  Impl(RequestProcessor& p, EventServerOptions o, Refusal r)
+      : processor(p), opts(o), refusal(std::move(r)) {}
+
+  static void wake(Loop& l) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(l.wake, &one, sizeof(one));
+  }
+
+  // From any thread: the answer to `conn`'s request, to be sent by its loop.
+  void post(Loop& l, std::uint64_t conn, std::string bytes, bool close) {
+    bool first = false;
+    {
+      std::lock_guard lk(l.mu);
+      first = l.answers.empty() && l.arrivals.empty();  // else the loop has been woken already
+      l.answers.push_back({conn, std::move(bytes), close});
+    }
+    if (first) wake(l);
+    in_flight.fetch_sub(1);
+  }
+
+  void set_events(Loop& l, Conn& c, std::uint32_t events) {
+    if (c.events == events) return;
+    c.events = events;
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = c.id;
+    epoll_ctl(l.ep, EPOLL_CTL_MOD, c.fd, &ev);
+  }
+
+  void close_conn(Loop& l, Conn& c) {
+    ::close(c.fd);  // also leaves the epoll set
+    connections.fetch_sub(1);
+    l.conns.erase(c.id);  // c is gone
+  }
+
+  // Accepts every waiting connection and deals them to the loops in turn (one loop may take a
+  // whole burst from the listening socket).
+  void accept_all() {
+    for (;;) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof(addr);
+      const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN: another loop took it, or none is left
+      if (connections.load() >= opts.max_connections) {
+        ::close(fd);
+        continue;
+      }
+      connections.fetch_add(1);
+      const int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      auto c = std::make_unique<Conn>();
+      c->fd = fd;
+      c->id = next_id.fetch_add(1);
+      c->since = Clock::now();
+      char host[NI_MAXHOST];
+      if (getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0,
+                      NI_NUMERICHOST) == 0) {
+        c->ip = host;
+      }
+      if (addr.ss_family == AF_INET) {
+        c->port = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+      } else if (addr.ss_family == AF_INET6) {
+        c->port = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+      }
+      Loop& to = *loops[next_loop.fetch_add(1) % loops.size()];
+      bool first = false;
+      {
+        std::lock_guard lk(to.mu);
+        first = to.answers.empty() && to.arrivals.empty();
+        to.arrivals.push_back(std::move(c));
+      }
+      if (first) wake(to);
+    }
+  }
+
+  void adopt(Loop& l, std::unique_ptr<Conn> c) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = c->id;
+    if (epoll_ctl(l.ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+      ::close(c->fd);
+      connections.fetch_sub(1);
+      return;
+    }
+    l.conns.emplace(c->id, std::move(c));
+  }
+
+  // Sends what is queued; false if the connection was closed.
+  bool flush(Loop& l, Conn& c) {
+    while (c.out_off < c.out.size()) {
+      const ssize_t n =
+          ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        set_events(l, c, EPOLLIN | EPOLLOUT);
+        return true;
+      }
+      if (n <= 0) {
+        close_conn(l, c);
+        return false;
+      }
+      c.out_off += static_cast<std::size_t>(n);
+    }
+    c.out.clear();
+    c.out_off = 0;
+    if (c.close_after) {
+      // Closing now, with a body still coming (a refused upload), would reset the connection
+      // and the client could lose the answer: send FIN, read on until the client closes too.
+      ::shutdown(c.fd, SHUT_WR);
+      c.lingering = true;
+      c.since = Clock::now();
+      set_events(l, c, EPOLLIN);
+      return false;
+    }
+    set_events(l, c, EPOLLIN);
+    return true;
+  }
+
+  void refuse_request(Loop& l, Conn& c, const Frame& f) {
+    httplib::Response res;
+    refusal(res, f.status, f.field, f.reason);
+    c.in.clear();
+    c.close_after = true;
+    c.out += serialize(res, true);
+    flush(l, c);
+  }
+
+  // Frames and dispatches the next request of `c`, if it is all there and none is being answered.
+  // False if the connection was closed.
+  bool serve(Loop& l, Conn& c) {
+    if (c.busy || c.close_after || c.in.empty() || draining.load()) return true;
+    Frame f = frame(c.in, opts);
+    if (f.kind == Frame::kRefused) {
+      refuse_request(l, c, f);
+      return false;
+    }
+    if (f.kind == Frame::kIncomplete) {
+      if (f.expect_continue && !c.continued) {  // the client waits for this before its body
+        c.continued = true;
+        c.out += "HTTP/1.1 100 Continue\r\n\r\n";
+        return flush(l, c);
+      }
+      return true;
+    }
+    c.busy = true;
+    c.continued = false;
+    in_flight.fetch_add(1);
+    const std::string_view path = f.target.substr(0, f.target.find('?'));
+    auto h = path.size() == f.target.size()
+                 ? handlers.find({std::string(f.method), std::string(path)})
+                 : handlers.end();
+    if (h != handlers.end()) {
+      httplib::Request req;
+      req.method = f.method;
+      req.target = f.target;
+      req.path = path;
+      req.version = "HTTP/1.1";
+      req.headers = std::move(f.headers);
+      req.body = c.in.substr(f.head, f.total - f.head);
+      req.remote_addr = c.ip;
+      req.remote_port = c.port;
+      c.in.erase(0, f.total);
+      Loop* lp = &l;
+      const std::uint64_t id = c.id;
+      const bool close = f.close;
+      h->second(req, [this, lp, id, close](httplib::Response res) {
+        post(*lp, id, serialize(res, close), close);
+      });
+      return true;
+    }
+    Task t{&l, c.id, c.in.substr(0, f.total), c.ip, c.port, f.close};
+    c.in.erase(0, f.total);
+    // The continue was sent already; cpp-httplib would send another.
+    if (f.expect_continue) t.request.erase(f.expect_at, f.expect_len);
+    {
+      std::lock_guard lk(work_mu);
+      work.push_back(std::move(t));
+    }
+    work_cv.notify_one();
+    return true;
+  }
+
+  void on_readable(Loop& l, Conn& c) {
+    static thread_local char buf[64 << 10];
+    for (;;) {
+      const ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n <= 0) {  // the peer closed (an answer in flight is dropped when it comes)
+        close_conn(l, c);
+        return;
+      }
+      c.in.append(buf, static_cast<std::size_t>(n));
+      if (static_cast<std::size_t>(n) < sizeof(buf)) break;
+    }
+    if (c.close_after) {
+      c.discarded += c.in.size();
+      c.in.clear();
+      if (c.discarded > kLingerBytes) close_conn(l, c);
+      return;
+    }
+    // Pipelined requests wait while one is answered: stop reading once a whole one more could
+    // be held.
+    if (c.busy && c.in.size() > opts.max_head + opts.max_body) set_events(l, c, 0);
+    serve(l, c);
+  }
+
+  // Takes the connections dealt to this loop and sends the answers posted for its connections.
+  void deliver(Loop& l) {
+    std::uint64_t count = 0;
+    [[maybe_unused]] auto n = ::read(l.wake, &count, sizeof(count));
+    std::vector<Answer> answers;
+    std::vector<std::unique_ptr<Conn>> arrivals;
+    {
+      std::lock_guard lk(l.mu);
+      answers.swap(l.answers);
+      arrivals.swap(l.arrivals);
+    }
+    for (auto& c : arrivals) adopt(l, std::move(c));
+    for (auto& a : answers) {
+      auto it = l.conns.find(a.conn);
+      if (it == l.conns.end()) continue;  // the client left
+      Conn& c = *it->second;
+      c.busy = false;
+      c.since = Clock::now();
+      if (a.close) c.close_after = true;
+      if (c.out.empty()) {
+        c.out = std::move(a.bytes);
+      } else {
+        c.out += a.bytes;
+      }
+      if (flush(l, c)) serve(l, c);
+    }
+  }
+
+  // Closes connections idle past the keep-alive time and requests not read within the timeout.
+  void sweep(Loop& l) {
+    const auto now = Clock::now();
+    std::vector<Conn*> expired;
+    for (auto& [id, c] : l.conns) {
+      if (c->busy) continue;  // its answer is being made
+      const auto limit = c->lingering    ? kLinger
+                         : c->in.empty() ? std::chrono::seconds(opts.keep_alive_seconds)
+                                         : std::chrono::seconds(opts.read_timeout_seconds);
+      if (now - c->since > limit) expired.push_back(c.get());
+    }
+    for (Conn* c : expired) close_conn(l, *c);
+  }
+
+  void run(Loop& l) {
+    pthread_setname_np(pthread_self(), "allot-http");
+    epoll_event events[256];
+    auto last_sweep = Clock::now();
+    while (!stopping.load()) {
+      const int n = epoll_wait(l.ep, events, 256, 1000);
+      for (int i = 0; i < n; ++i) {
+        const auto id = events[i].data.u64;
+        if (id == kListenId) {
+          accept_all();
+          continue;
+        }
+        if (id == kWakeId) {
+          deliver(l);
+          continue;
+        }
+        auto it = l.conns.find(id);
+        if (it == l.conns.end()) continue;
+        Conn& c = *it->second;
+        const auto ev = events[i].events;
+        if ((ev & (EPOLLERR | EPOLLHUP)) && !(ev & EPOLLIN)) {
+          close_conn(l, c);
+          continue;
+        }
+        if ((ev & EPOLLOUT) && !flush(l, c)) continue;
+        if (ev & EPOLLIN) {
+          // Reading before a request is answered: the partial request's time counts from here.
+          if (c.in.empty() && !c.busy) c.since = Clock::now();
+          on_readable(l, c);
+        }
+      }
+      const auto now = Clock::now();
+      if (now - last_sweep >= std::chrono::seconds(1)) {
+        last_sweep = now;
+        sweep(l);
+      }
+    }
+  }
+
+  void work_loop() {
+    pthread_setname_np(pthread_self(), "allot-api");
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock lk(work_mu);
+        work_cv.wait(lk, [&] { return work_stop || !work.empty(); });
+        if (work.empty()) return;
+        t = std::move(work.front());
+        work.pop_front();
+      }
+      bool close = t.close;
+      auto bytes = processor.process(t.request, t.ip, t.port, close);
+      if (bytes.empty()) close = true;
+      post(*t.loop, t.conn, std::move(bytes), close);
+    }
+  }
+};
+
+EventServer::EventServer(RequestProcessor& processor, EventServerOptions options, Refusal refusal)
+    : impl_(std::make_unique<Impl>(processor, options, std::move(refusal))) {}
+
+EventServer::~EventServer() {
+  stop();
+}
+
+void EventServer::handle(const std::string& method, const std::string& path, Handler handler) {
+  impl_->handlers[{method, path}] = std::move(handler);
+}
+
+core::Result<int> EventServer::bind(const std::string& host, int port) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) {
+    return core::Error{"port", "cannot resolve " + host};
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    // Clients reconnect in bursts (node agents, load generators): a short backlog drops SYNs,
+    // and each dropped client waits a second for TCP to retry.
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (fd < 0) return core::Error{"port", "cannot listen on " + where};
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int bound = addr.ss_family == AF_INET6
+                        ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                        : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  impl_->listen_fd = fd;
+  return bound;
+}
+
+void EventServer::start() {
+  auto& m = *impl_;
+  if (m.listen_fd < 0 || m.started.exchange(true)) return;
+  for (int i = 0; i < std::max(1, m.opts.loops); ++i) {
+    auto l = std::make_unique<Loop>();
+    l->ep = epoll_create1(EPOLL_CLOEXEC);
+    l->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;  // one loop wakes per new connection
+    ev.data.u64 = kListenId;
+    epoll_ctl(l->ep, EPOLL_CTL_ADD, m.listen_fd, &ev);
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWakeId;
+    epoll_ctl(l->ep, EPOLL_CTL_ADD, l->wake, &ev);
+    m.loops.push_back(std::move(l));
+  }
+  for (auto& l : m.loops) l->thread = std::thread([&m, lp = l.get()] { m.run(*lp); });
+  for (int i = 0; i < std::max(1, m.opts.workers); ++i) {
+    m.workers.emplace_back([&m] { m.work_loop(); });
+  }
+}
+
+void EventServer::stop() {
+  auto& m = *impl_;
+  if (!m.started.exchange(false)) {
+    if (m.listen_fd >= 0) ::close(m.listen_fd);
+    m.listen_fd = -1;
+    return;
+  }
+  for (auto& l : m.loops) epoll_ctl(l->ep, EPOLL_CTL_DEL, m.listen_fd, nullptr);
+  // Every request taken is answered (a submission's commit is waited for, not abandoned); no
+  // new one is taken meanwhile.
+  m.draining = true;
+  while (m.in_flight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  m.stopping = true;
+  for (auto& l : m.loops) Impl::wake(*l);
+  for (auto& l : m.loops) l->thread.join();
+  for (auto& l : m.loops) {
+    m.deliver(*l);  // answers posted after the loop's last look
+    for (auto& [id, c] : l->conns) ::close(c->fd);
+    l->conns.clear();
+    ::close(l->ep);
+    ::close(l->wake);
+  }
+  m.loops.clear();
+  {
+    std::lock_guard lk(m.work_mu);
+    m.work_stop = true;
+  }
+  m.work_cv.notify_all();
+  for (auto& t : m.workers) t.join();
+  m.workers.clear();
+  ::close(m.listen_fd);
+  m.listen_fd = -1;
+  m.connections = 0;
+  m.draining = false;
+  m.stopping = false;
+}
+
+}  // namespace allot::server

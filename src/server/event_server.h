@@ -1,0 +1,60 @@
+#pragma once
+// Plain HTTP/1.1 served by a few epoll loops instead of a thread per connection. A loop reads
+// each connection's requests in full, then either hands one to a handler that answers later
+// without holding a thread (a submission waits for its group commit on the store's thread, not on
+// ours) or gives it to a worker thread, where cpp-httplib's own request handling answers it
+// (RequestProcessor: every other route, unchanged). One request per connection is answered at a
+// time, so pipelined requests are answered in order.
+#include <httplib.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "server/http_server.h"
+
+namespace allot::server {
+
+struct EventServerOptions {
+  int loops = 2;                    // epoll threads
+  int workers = 64;                 // threads for the processor's requests (they may block)
+  std::size_t max_body = 1 << 20;   // larger: 413
+  std::size_t max_head = 64 << 10;  // request line and headers; larger: 431
+  std::size_t max_headers = 100;    // more: 431
+  int keep_alive_seconds = 5;       // an idle connection closes after this
+  int read_timeout_seconds = 30;    // a request still incomplete after this closes its connection
+  std::size_t max_connections = 16384;
+};
+
+class EventServer {
+ public:
+  // How a handler answers, once, from any thread.
+  using Reply = std::function<void(httplib::Response)>;
+  // Runs on a loop thread with the whole request; must not block (it answers through the reply).
+  using Handler = std::function<void(const httplib::Request&, Reply)>;
+  // Fills a response that refuses a request the loop could not read (the API's error form).
+  using Refusal = std::function<void(httplib::Response&, int status, const std::string& field,
+                                     const std::string& reason)>;
+
+  EventServer(RequestProcessor& processor, EventServerOptions options, Refusal refusal);
+  ~EventServer();
+  EventServer(const EventServer&) = delete;
+  EventServer& operator=(const EventServer&) = delete;
+
+  // Before start(): requests with exactly this method and path (no query) go to `handler`.
+  void handle(const std::string& method, const std::string& path, Handler handler);
+  // Binds and listens (port 0: any free port); returns the bound port.
+  core::Result<int> bind(const std::string& host, int port);
+  void start();
+  // Stops accepting, waits for the answers in flight (and sends them), then closes every
+  // connection. Safe to call twice.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace allot::server

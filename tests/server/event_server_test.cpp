@@ -1,0 +1,423 @@
+// The plain-HTTP event loop (src/server/event_server.cpp) with cpp-httplib's request handling
+// behind it (src/server/http_server.cpp), over raw sockets so that the bytes on the wire are seen.
+#include "server/event_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using allot::server::EventServer;
+using allot::server::EventServerOptions;
+
+void refusal(httplib::Response& res, int status, const std::string& field,
+             const std::string& reason) {
+  res.status = status;
+  res.set_content("{\"field\":\"" + field + "\",\"reason\":\"" + reason + "\"}",
+                  "application/json");
+}
+
+// Replies held by a handler until the test lets them go.
+struct Held {
+  std::mutex mu;
+  std::vector<std::pair<std::string, EventServer::Reply>> replies;  // (body, reply)
+  std::size_t size() {
+    std::lock_guard lk(mu);
+    return replies.size();
+  }
+  void release_all() {
+    std::vector<std::pair<std::string, EventServer::Reply>> r;
+    {
+      std::lock_guard lk(mu);
+      r.swap(replies);
+    }
+    for (auto& [body, reply] : r) {
+      httplib::Response res;
+      res.status = 201;
+      res.set_content("held " + body, "text/plain");
+      reply(std::move(res));
+    }
+  }
+};
+
+struct Served {
+  allot::server::RequestProcessor processor;
+  std::unique_ptr<EventServer> events;
+  Held held;
+  int port = 0;
+  explicit Served(EventServerOptions o = small()) {
+    processor.set_payload_max_length(o.max_body);
+    processor.Get("/hello", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content("hello " + req.remote_addr, "text/plain");
+    });
+    processor.Get("/big", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(std::string(1 << 20, 'x'), "text/plain");
+    });
+    processor.Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(req.body, "text/plain");
+    });
+    events = std::make_unique<EventServer>(processor, o, refusal);
+    // Answers at once, on the loop.
+    events->handle("POST", "/now", [](const httplib::Request& req, EventServer::Reply reply) {
+      httplib::Response res;
+      res.status = 201;
+      res.set_content("now " + req.body + " " + req.get_header_value("X-Tag"), "text/plain");
+      reply(std::move(res));
+    });
+    // Answers when the test says.
+    events->handle("POST", "/held", [this](const httplib::Request& req, EventServer::Reply r) {
+      std::lock_guard lk(held.mu);
+      held.replies.emplace_back(req.body, std::move(r));
+    });
+    auto bound = events->bind("127.0.0.1", 0);
+    EXPECT_TRUE(bound.ok());
+    port = bound.ok() ? bound.value() : 0;
+    events->start();
+  }
+  static EventServerOptions small() {
+    EventServerOptions o;
+    o.loops = 2;
+    o.workers = 2;
+    o.max_body = 1024;
+    o.max_head = 4096;
+    return o;
+  }
+};
+
+int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+void send_all(int fd, const std::string& s) {
+  ASSERT_EQ(send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
+}
+// Reads until `count` responses (each with its Content-Length body) have come, or EOF.
+std::string read_responses(int fd, int count) {
+  std::string in;
+  int done = 0;
+  std::size_t at = 0;
+  char buf[65536];
+  while (done < count) {
+    auto head_end = in.find("\r\n\r\n", at);
+    if (head_end != std::string::npos) {
+      auto cl = in.find("Content-Length: ", at);
+      std::size_t len =
+          cl != std::string::npos && cl < head_end ? std::stoul(in.substr(cl + 16)) : 0;
+      if (in.size() >= head_end + 4 + len) {
+        at = head_end + 4 + len;
+        ++done;
+        continue;
+      }
+    }
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<std::size_t>(n));
+  }
+  return in;
+}
+int occurrences(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+bool wait_until(const std::function<bool()>& ok) {
+  for (int i = 0; i < 1000 && !ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return ok();
+}
+std::string post(const std::string& path, const std::string& body, const std::string& extra = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n" + extra + "\r\n" + body;
+}
+
+TEST(EventServer, ServesAndKnowsThePeer) {
+  Served s;
+  httplib::Client c("127.0.0.1", s.port);
+  auto r = c.Get("/hello");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "hello 127.0.0.1");
+  auto big = c.Get("/big");  // larger than one send
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->body, std::string(1 << 20, 'x'));
+  auto missing = c.Get("/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  httplib::Headers tag{{"x-tag", "t1"}};  // header names are matched whatever their case
+  auto now = c.Post("/now", tag, "body", "text/plain");
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->status, 201);
+  EXPECT_EQ(now->body, "now body t1");
+  // With a query the path is not the handler's exactly: cpp-httplib's routes answer.
+  auto query = c.Post("/now?x=1", "body", "text/plain");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->status, 404);
+}
+
+TEST(EventServer, PipelinedRequestsAreAnsweredInOrder) {
+  Served s;
+  int fd = connect_to(s.port);
+  const std::string get = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+  // The held one is answered last of all, yet its answer comes second on the wire.
+  send_all(fd, get + post("/held", "h") + get + post("/now", "n"));
+  ASSERT_TRUE(wait_until([&] { return s.held.size() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the rest waits its turn
+  s.held.release_all();
+  auto out = read_responses(fd, 4);
+  EXPECT_EQ(occurrences(out, "HTTP/1.1 200 OK"), 2) << out;
+  const auto held = out.find("held h"), now = out.find("now n");
+  const auto second_hello = out.find("hello", out.find("hello") + 1);
+  ASSERT_NE(held, std::string::npos) << out;
+  ASSERT_NE(now, std::string::npos) << out;
+  EXPECT_LT(out.find("hello"), held);
+  EXPECT_LT(held, second_hello);
+  EXPECT_LT(second_hello, now);
+  close(fd);
+}
+
+// A request waiting for its answer holds no thread: one loop and one worker hold a hundred at
+// once, then answer them all.
+TEST(EventServer, ManyWaitingRequestsHoldNoThread) {
+  auto o = Served::small();
+  o.loops = 1;
+  o.workers = 1;
+  Served s(o);
+  std::vector<int> fds;
+  for (int i = 0; i < 100; ++i) {
+    fds.push_back(connect_to(s.port));
+    send_all(fds.back(), post("/held", std::to_string(i)));
+  }
+  ASSERT_TRUE(wait_until([&] { return s.held.size() == 100; })) << s.held.size();
+  // Meanwhile another client is served.
+  httplib::Client c("127.0.0.1", s.port);
+  auto r = c.Get("/hello");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  s.held.release_all();
+  for (int i = 0; i < 100; ++i) {
+    auto out = read_responses(fds[static_cast<std::size_t>(i)], 1);
+    EXPECT_NE(out.find("HTTP/1.1 201 Created"), std::string::npos) << out;
+    EXPECT_NE(out.find("held " + std::to_string(i)), std::string::npos) << out;
+    close(fds[static_cast<std::size_t>(i)]);
+  }
+}
+
+TEST(EventServer, ExpectContinueAndBodyLimit) {
+  Served s;
+  for (const std::string path : {"/echo", "/now"}) {
+    int fd = connect_to(s.port);
+    // The client waits for "100 Continue" before sending the body: it must not stay buffered.
+    send_all(fd, "POST " + path +
+                     " HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    char buf[256];
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(std::string(buf, static_cast<std::size_t>(n)), "HTTP/1.1 100 Continue\r\n\r\n");
+    send_all(fd, "hello");
+    auto out = read_responses(fd, 1);
+    EXPECT_EQ(occurrences(out, "100 Continue"), 0) << path << ": one is enough\n" << out;
+    EXPECT_NE(out.find("\r\n\r\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("hello"), std::string::npos) << out;
+    close(fd);
+  }
+  httplib::Client c("127.0.0.1", s.port);
+  for (const char* path : {"/echo", "/now"}) {
+    auto big = c.Post(path, std::string(2048, 'x'), "text/plain");
+    ASSERT_TRUE(big);
+    EXPECT_EQ(big->status, 413) << path;
+    EXPECT_EQ(big->body, "{\"field\":\"body\",\"reason\":\"too large\"}");
+    // Sent whole without waiting: the server reads on after its answer rather than reset the
+    // connection under the client, which would lose the answer.
+    auto huge = c.Post(path, std::string(4 << 20, 'x'), "text/plain");
+    ASSERT_TRUE(huge) << path << ": " << httplib::to_string(huge.error());
+    EXPECT_EQ(huge->status, 413) << path;
+  }
+}
+
+// What the loop cannot read is refused with the field and the reason, and the connection closes.
+TEST(EventServer, RefusesWhatItCannotRead) {
+  Served s;
+  struct Case {
+    std::string request;
+    std::string status;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"GARBAGE\r\n\r\n", "400 Bad Request", "request"},
+      {"GET /hello HTTP/2.0\r\n\r\n", "505 HTTP Version Not Supported", "request"},
+      {"GET /hello HTTP/1.1\r\nno colon\r\n\r\n", "400 Bad Request", "headers"},
+      {"POST /now HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+       "411 Length Required", "Transfer-Encoding"},
+      {"POST /now HTTP/1.1\r\nContent-Length: 5x\r\n\r\nhello", "400 Bad Request",
+       "Content-Length"},
+      {"POST /now HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
+       "400 Bad Request", "Content-Length"},
+      {"GET /hello HTTP/1.1\r\nX: " + std::string(5000, 'a') + "\r\n\r\n",
+       "431 Request Header Fields Too Large", "headers"},
+      {"GET /hello HTTP/1.1\r\nX: " + std::string(5000, 'a'), "431 Request Header Fields Too Large",
+       "headers"},  // no end of the head in sight
+      {"POST /now HTTP/1.1\r\nContent-Length: 1\r\nExpect: 200-ok\r\n\r\nx",
+       "417 Expectation Failed", "Expect"},
+  };
+  for (const auto& k : cases) {
+    int fd = connect_to(s.port);
+    send_all(fd, k.request);
+    auto out = read_responses(fd, 1);
+    EXPECT_EQ(out.rfind("HTTP/1.1 " + k.status + "\r\n", 0), 0u) << k.request.substr(0, 60) << out;
+    EXPECT_NE(out.find("\"field\":\"" + k.field + "\""), std::string::npos) << out;
+    EXPECT_NE(out.find("Connection: close"), std::string::npos) << out;
+    char b;
+    EXPECT_EQ(recv(fd, &b, 1, 0), 0) << k.request.substr(0, 60);  // then it is closed
+    close(fd);
+  }
+  // And the server goes on serving.
+  httplib::Client c("127.0.0.1", s.port);
+  auto r = c.Get("/hello");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST(EventServer, ClosesWhenTheClientAsks) {
+  Served s;
+  int fd = connect_to(s.port);
+  send_all(fd, post("/now", "a", "Connection: close\r\n"));
+  auto out = read_responses(fd, 1);
+  EXPECT_NE(out.find("Connection: close"), std::string::npos) << out;
+  char b;
+  EXPECT_EQ(recv(fd, &b, 1, 0), 0);
+  close(fd);
+  fd = connect_to(s.port);  // HTTP/1.0 closes unless it asks to keep the connection
+  send_all(fd, "GET /hello HTTP/1.0\r\n\r\n");
+  out = read_responses(fd, 1);
+  EXPECT_NE(out.find("200 OK"), std::string::npos) << out;
+  EXPECT_EQ(recv(fd, &b, 1, 0), 0);
+  close(fd);
+}
+
+TEST(EventServer, ClosesAConnectionIdlePastTheKeepAliveTime) {
+  auto o = Served::small();
+  o.keep_alive_seconds = 1;
+  Served s(o);
+  int fd = connect_to(s.port);
+  send_all(fd, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  read_responses(fd, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  char b;
+  EXPECT_EQ(recv(fd, &b, 1, 0), 0);  // closed by the server (the socket's timeout is 10 s)
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  close(fd);
+}
+
+TEST(EventServer, AClientThatLeavesBeforeItsAnswerLosesOnlyThat) {
+  Served s;
+  int fd = connect_to(s.port);
+  send_all(fd, post("/held", "gone"));
+  ASSERT_TRUE(wait_until([&] { return s.held.size() == 1; }));
+  close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  s.held.release_all();  // its answer has nowhere to go
+  httplib::Client c("127.0.0.1", s.port);
+  auto r = c.Post("/now", "x", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 201);
+}
+
+TEST(EventServer, StopWaitsForAnswersInFlightAndSendsThem) {
+  Served s;
+  int fd = connect_to(s.port);
+  send_all(fd, post("/held", "last"));
+  ASSERT_TRUE(wait_until([&] { return s.held.size() == 1; }));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    s.held.release_all();
+  });
+  s.events->stop();  // returns once the held answer went out
+  releaser.join();
+  auto out = read_responses(fd, 1);
+  EXPECT_NE(out.find("held last"), std::string::npos) << out;
+  close(fd);
+}
+
+TEST(EventServer, StopsWhileAClientKeepsItsConnectionIdle) {
+  auto s = std::make_unique<Served>();
+  int fd = connect_to(s->port);
+  send_all(fd, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  read_responses(fd, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  s.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  close(fd);
+}
+
+// Connections completed by the kernel within `wait` out of `n` opened at once to `port` on a socket
+// nothing accepts from: those its listen backlog has room for.
+int handshakes_completed(int port, int n, std::chrono::milliseconds wait) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));  // EINPROGRESS
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(wait);
+  int done = 0;
+  for (int fd : fds) {
+    pollfd p{fd, POLLOUT, 0};
+    int err = -1;
+    socklen_t len = sizeof(err);
+    if (poll(&p, 1, 0) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+      ++done;
+    }
+    close(fd);
+  }
+  return done;
+}
+
+// cpp-httplib listens with a backlog of 5: a burst of reconnecting clients (agents) beyond it had
+// its SYNs dropped and waited a second for TCP to retry. The event loop listens with SOMAXCONN;
+// HTTPS (cpp-httplib's) is given it by set_listen_backlog.
+TEST(EventServer, TheListenBacklogTakesABurstOfConnections) {
+  for (int backlog : {4, 256}) {
+    httplib::Server svr;
+    const int port = svr.bind_to_any_port("127.0.0.1");  // bound and listening; nothing accepts
+    ASSERT_GT(port, 0);
+    ASSERT_TRUE(allot::server::set_listen_backlog(svr, backlog));
+    const int done = handshakes_completed(port, 100, std::chrono::milliseconds(300));
+    if (backlog == 4) {
+      EXPECT_LT(done, 100) << "a small backlog should drop part of the burst";
+    } else {
+      EXPECT_EQ(done, 100);
+    }
+  }
+  httplib::Server unbound;
+  EXPECT_FALSE(allot::server::set_listen_backlog(unbound, 64));
+  allot::server::RequestProcessor processor;
+  EventServer events(processor, {}, refusal);
+  auto port = events.bind("127.0.0.1", 0);  // not started: nothing accepts
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(handshakes_completed(port.value(), 100, std::chrono::milliseconds(300)), 100);
+}
+
+}  // namespace
