@@ -411,6 +411,11 @@ class SqliteStore final : public Store {
     }
     version_ = kLatest;
     if (auto s = wconn_.limit_pages(opts_.max_pages); !s.ok()) return s;
+    if (auto s = wconn_.exec(
+            ("PRAGMA wal_autocheckpoint=" + std::to_string(opts_.wal_checkpoint_pages)).c_str());
+        !s.ok()) {
+      return s;
+    }
     writer_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "allot-store");
       writer_loop();

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <random>
 #include <set>
 #include <thread>
@@ -430,6 +431,59 @@ TEST(SqliteStore, AFullDatabaseAcknowledgesOnlyWhatItCommitted) {
     for (JobId id : refused[t]) EXPECT_FALSE(s->job(id)) << "refused job " << id << " was written";
   }
   EXPECT_EQ(s->count_jobs(), n_acked);
+}
+
+// SQLite checkpoints the WAL into the database past wal_checkpoint_pages, then writes the WAL
+// from its start again: its file stays near the bound instead of growing with every commit.
+TEST(SqliteStore, TheWalIsCheckpointedPastItsBound) {
+  auto wal_bytes = [](int pages) {
+    TempDir dir;
+    const std::string path = dir.file("a.db");
+    SqliteOptions o;
+    o.wal_checkpoint_pages = pages;
+    auto r = open_sqlite(path, o);
+    EXPECT_TRUE(r.ok());
+    if (!r.ok()) return std::uintmax_t{0};
+    auto s = std::move(r.value());
+    for (JobId id = 1; id <= 400; ++id) {
+      EXPECT_TRUE(s->write({op::InsertJob{make_job(id, "u", "k" + std::to_string(id))}}).ok());
+    }
+    return std::filesystem::file_size(path + "-wal");
+  };
+  const auto bounded = wal_bytes(50), unbounded = wal_bytes(1 << 20);
+  EXPECT_LT(bounded, 100u * 4120) << "50 pages and one commit's frames";
+  EXPECT_GT(unbounded, 4 * bounded);
+}
+
+// write_async answers once, from the store's thread, only after the batch is durable; a refused
+// batch (a taken key) and a store that is closing answer with the error.
+TEST(SqliteStore, WriteAsyncAnswersOnceWhenDurable) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  std::vector<std::promise<core::Status>> answers(3);
+  std::atomic<int> calls{0};
+  {
+    auto s = open(path);
+    for (int i = 0; i < 3; ++i) {
+      // Jobs 1 and 2 share an idempotency key: the second is refused.
+      auto job =
+          make_job(static_cast<JobId>(i + 1), "u", i == 0 ? "k0" : "k" + std::to_string(i - 1));
+      s->write_async({op::InsertJob{job}}, [&, i](core::Status st) {
+        ++calls;
+        answers[static_cast<std::size_t>(i)].set_value(std::move(st));
+      });
+    }
+    EXPECT_TRUE(answers[0].get_future().get().ok());
+    auto refused = answers[1].get_future().get();
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().field, "idempotency_key");
+    EXPECT_TRUE(answers[2].get_future().get().ok());
+    EXPECT_TRUE(s->job(1) && s->job(3));
+  }
+  EXPECT_EQ(calls, 3);
+  auto s = open(path);  // what was acknowledged is there after a reopen
+  EXPECT_TRUE(s->job(1) && s->job(3));
+  EXPECT_FALSE(s->job(2));
 }
 
 }  // namespace
