@@ -66,9 +66,10 @@ bool is_tchar(char c) {
 // One request framed from the start of a connection's input.
 struct Frame {
   enum Kind { kIncomplete, kComplete, kRefused } kind = kIncomplete;
-  std::size_t head = 0;   // bytes of the request line and headers, with the blank line
-  std::size_t total = 0;  // with the body
-  bool close = false;     // the connection closes after the answer
+  std::size_t head = 0;         // bytes of the request line and headers, with the blank line
+  std::size_t total = 0;        // with the body
+  bool close = false;           // the connection closes after the answer
+  bool say_keep_alive = false;  // an HTTP/1.0 client asked to keep it: the answer says it does
   bool expect_continue = false;
   std::size_t expect_at = 0, expect_len = 0;  // the Expect line, left out for the processor
   std::string_view method, target;
@@ -163,6 +164,7 @@ Frame frame(std::string_view in, const EventServerOptions& o) {
   if (body > o.max_body) return refuse(413, "body", "too large");
   f.total = f.head + body;
   f.close = !keep_alive;
+  f.say_keep_alive = keep_alive && version == "HTTP/1.0";
   f.kind = in.size() >= f.total ? Frame::kComplete : Frame::kIncomplete;
   return f;
 }
@@ -217,7 +219,7 @@ const char* reason_phrase(int status) {
 }
 
 // A handler's response on the wire.
-std::string serialize(const httplib::Response& res, bool close) {
+std::string serialize(const httplib::Response& res, bool close, bool say_keep_alive = false) {
   std::string out;
   out.reserve(128 + res.body.size());
   out += "HTTP/1.1 ";
@@ -236,6 +238,7 @@ std::string serialize(const httplib::Response& res, bool close) {
   out += std::to_string(res.body.size());
   out += "\r\n";
   if (close) out += "Connection: close\r\n";
+  if (say_keep_alive && !close) out += "Connection: keep-alive\r\n";
   out += "\r\n";
   out += res.body;
   return out;
@@ -472,9 +475,9 @@ struct EventServer::Impl {
       c.in.erase(0, f.total);
       Loop* lp = &l;
       const std::uint64_t id = c.id;
-      const bool close = f.close;
-      h->second(req, [this, lp, id, close](httplib::Response res) {
-        post(*lp, id, serialize(res, close), close);
+      const bool close = f.close, say_keep_alive = f.say_keep_alive;
+      h->second(req, [this, lp, id, close, say_keep_alive](httplib::Response res) {
+        post(*lp, id, serialize(res, close, say_keep_alive), close);
       });
       return true;
     }

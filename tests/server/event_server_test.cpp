@@ -311,6 +311,13 @@ TEST(EventServer, ClosesWhenTheClientAsks) {
   EXPECT_NE(out.find("200 OK"), std::string::npos) << out;
   EXPECT_EQ(recv(fd, &b, 1, 0), 0);
   close(fd);
+  fd = connect_to(s.port);  // which it may ask for, and is told it has
+  const std::string keep = "Connection: keep-alive\r\nContent-Length: 1\r\n\r\nx";
+  send_all(fd, "POST /now HTTP/1.0\r\n" + keep + "POST /now HTTP/1.0\r\n" + keep);
+  out = read_responses(fd, 2);
+  EXPECT_EQ(occurrences(out, "201 Created"), 2) << out;
+  EXPECT_EQ(occurrences(out, "Connection: keep-alive"), 2) << out;
+  close(fd);
 }
 
 TEST(EventServer, ClosesAConnectionIdlePastTheKeepAliveTime) {
