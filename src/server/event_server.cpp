@@ -71,7 +71,11 @@ struct Frame {
   bool close = false;           // the connection closes after the answer
   bool say_keep_alive = false;  // an HTTP/1.0 client asked to keep it: the answer says it does
   bool expect_continue = false;
-  std::size_t expect_at = 0, expect_len = 0;  // the Expect line, left out for the processor
+  bool chunked = false;  // the body, decoded, is in `body`
+  std::string body;
+  // Header lines (offset, length) the processor must not see: Expect (the loop sent the 100
+  // Continue; cpp-httplib would send another) and Transfer-Encoding (the loop decoded the body).
+  std::vector<std::pair<std::size_t, std::size_t>> drop;
   std::string_view method, target;
   httplib::Headers headers;
   int status = 0;  // kRefused: the answer
@@ -88,8 +92,58 @@ Frame refuse(int status, std::string field, std::string reason) {
   return f;
 }
 
+// A chunked body after f.head (RFC 9112 §7.1): each chunk's size in hex (extensions after ';'
+// ignored), its data, CRLF; a zero size, trailer lines (ignored), a blank line.
+Frame dechunk(std::string_view in, const EventServerOptions& o, Frame f) {
+  std::size_t at = f.head;
+  f.body.clear();
+  for (;;) {
+    const auto eol = in.find("\r\n", at);
+    if (eol == std::string_view::npos) {
+      if (in.size() - at > 1024) return refuse(400, "body", "malformed chunk size");
+      return f;  // incomplete
+    }
+    auto size_text = in.substr(at, eol - at);
+    size_text = size_text.substr(0, size_text.find(';'));
+    while (!size_text.empty() && (size_text.back() == ' ' || size_text.back() == '\t')) {
+      size_text.remove_suffix(1);
+    }
+    std::size_t size = 0;
+    if (size_text.empty() || size_text.size() > 15)
+      return refuse(400, "body", "malformed chunk size");
+    for (char c : size_text) {
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+      if (d < 0) return refuse(400, "body", "malformed chunk size");
+      size = size * 16 + static_cast<std::size_t>(d);
+    }
+    at = eol + 2;
+    if (size == 0) break;
+    if (f.body.size() + size > o.max_body) return refuse(413, "body", "too large");
+    if (in.size() < at + size + 2) return f;  // incomplete
+    if (in.substr(at + size, 2) != "\r\n") return refuse(400, "body", "chunk without its CRLF");
+    f.body.append(in.substr(at, size));
+    at += size + 2;
+  }
+  for (;;) {  // trailer lines, ignored, up to the blank line
+    const auto eol = in.find("\r\n", at);
+    if (eol == std::string_view::npos) {
+      if (in.size() - at > o.max_head) return refuse(431, "headers", "too large");
+      return f;  // incomplete
+    }
+    const bool blank = eol == at;
+    at = eol + 2;
+    if (blank) break;
+  }
+  f.total = at;
+  f.kind = Frame::kComplete;
+  return f;
+}
+
 // Reads the head at the start of `in` (RFC 9112: request line, header fields, blank line) and
-// says whether the whole request is there. Bodies need Content-Length (no chunked uploads).
+// says whether the whole request is there.
 Frame frame(std::string_view in, const EventServerOptions& o) {
   std::size_t start = 0;
   while (in.substr(start, 2) == "\r\n") start += 2;  // empty lines before a request are allowed
@@ -148,23 +202,29 @@ Frame frame(std::string_view in, const EventServerOptions& o) {
       if (length && *length != n) return refuse(400, "Content-Length", "given twice, differently");
       length = n;
     } else if (iequals(name, "Transfer-Encoding")) {
-      return refuse(411, "Transfer-Encoding", "not accepted: send the body with Content-Length");
+      if (!iequals(value, "chunked")) return refuse(501, "Transfer-Encoding", "only chunked");
+      f.chunked = true;
+      f.drop.emplace_back(line_at, line.size() + 2);
     } else if (iequals(name, "Connection")) {
       if (has_token(value, "close")) keep_alive = false;
       if (has_token(value, "keep-alive")) keep_alive = true;
     } else if (iequals(name, "Expect")) {
       if (!iequals(value, "100-continue")) return refuse(417, "Expect", "only 100-continue");
       f.expect_continue = true;
-      f.expect_at = line_at;
-      f.expect_len = line.size() + 2;
+      f.drop.emplace_back(line_at, line.size() + 2);
     }
     f.headers.emplace(std::string(name), std::string(value));
+  }
+  f.close = !keep_alive;
+  f.say_keep_alive = keep_alive && version == "HTTP/1.0";
+  if (f.chunked) {
+    // Both would let a proxy and this server disagree on where the request ends.
+    if (length) return refuse(400, "Transfer-Encoding", "not with Content-Length");
+    return dechunk(in, o, std::move(f));
   }
   const std::size_t body = length.value_or(0);
   if (body > o.max_body) return refuse(413, "body", "too large");
   f.total = f.head + body;
-  f.close = !keep_alive;
-  f.say_keep_alive = keep_alive && version == "HTTP/1.0";
   f.kind = in.size() >= f.total ? Frame::kComplete : Frame::kIncomplete;
   return f;
 }
@@ -211,6 +271,8 @@ const char* reason_phrase(int status) {
       return "Internal Server Error";
     case 503:
       return "Service Unavailable";
+    case 501:
+      return "Not Implemented";
     case 505:
       return "HTTP Version Not Supported";
     default:
@@ -469,7 +531,7 @@ struct EventServer::Impl {
       req.path = path;
       req.version = "HTTP/1.1";
       req.headers = std::move(f.headers);
-      req.body = c.in.substr(f.head, f.total - f.head);
+      req.body = f.chunked ? std::move(f.body) : c.in.substr(f.head, f.total - f.head);
       req.remote_addr = c.ip;
       req.remote_port = c.port;
       c.in.erase(0, f.total);
@@ -481,16 +543,36 @@ struct EventServer::Impl {
       });
       return true;
     }
-    Task t{&l, c.id, c.in.substr(0, f.total), c.ip, c.port, f.close};
+    Task t{&l, c.id, for_processor(c.in, f), c.ip, c.port, f.close};
     c.in.erase(0, f.total);
-    // The continue was sent already; cpp-httplib would send another.
-    if (f.expect_continue) t.request.erase(f.expect_at, f.expect_len);
     {
       std::lock_guard lk(work_mu);
       work.push_back(std::move(t));
     }
     work_cv.notify_one();
     return true;
+  }
+
+  // The request as cpp-httplib is to read it: as received, or without the lines it must not
+  // see, and a chunked body decoded with its Content-Length.
+  static std::string for_processor(const std::string& in, const Frame& f) {
+    if (f.drop.empty()) return in.substr(0, f.total);
+    std::string out;
+    out.reserve(f.total + 32);
+    std::size_t pos = 0;
+    for (const auto& [at, len] : f.drop) {
+      out.append(in, pos, at - pos);
+      pos = at + len;
+    }
+    out.append(in, pos, f.head - 2 - pos);  // up to the blank line
+    if (f.chunked) out += "Content-Length: " + std::to_string(f.body.size()) + "\r\n";
+    out += "\r\n";
+    if (f.chunked) {
+      out += f.body;
+    } else {
+      out.append(in, f.head, f.total - f.head);
+    }
+    return out;
   }
 
   void on_readable(Loop& l, Conn& c) {

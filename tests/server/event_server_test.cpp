@@ -265,8 +265,16 @@ TEST(EventServer, RefusesWhatItCannotRead) {
       {"GARBAGE\r\n\r\n", "400 Bad Request", "request"},
       {"GET /hello HTTP/2.0\r\n\r\n", "505 HTTP Version Not Supported", "request"},
       {"GET /hello HTTP/1.1\r\nno colon\r\n\r\n", "400 Bad Request", "headers"},
-      {"POST /now HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-       "411 Length Required", "Transfer-Encoding"},
+      {"POST /now HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", "501 Not Implemented",
+       "Transfer-Encoding"},
+      {"POST /now HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello",
+       "400 Bad Request", "Transfer-Encoding"},
+      {"POST /now HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+       "400 Bad Request", "body"},
+      {"POST /now HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhello\r\n0\r\n\r\n",
+       "400 Bad Request", "body"},  // more data than the size said
+      {"POST /now HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n401\r\n", "413 Payload Too Large",
+       "body"},  // 1,025 bytes announced, over the bound of 1,024
       {"POST /now HTTP/1.1\r\nContent-Length: 5x\r\n\r\nhello", "400 Bad Request",
        "Content-Length"},
       {"POST /now HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
@@ -294,6 +302,25 @@ TEST(EventServer, RefusesWhatItCannotRead) {
   auto r = c.Get("/hello");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+// A chunked body is decoded for a handler and passed on whole to cpp-httplib's routes.
+TEST(EventServer, TakesChunkedBodies) {
+  Served s;
+  int fd = connect_to(s.port);
+  const std::string chunked =
+      " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n";
+  send_all(fd, "POST /now" + chunked);
+  // In pieces: the first chunk's data split, the last chunk apart.
+  send_all(fd, "POST /echo" + chunked.substr(0, chunked.size() - 30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  send_all(fd, chunked.substr(chunked.size() - 30));
+  auto out = read_responses(fd, 2);
+  EXPECT_NE(out.find("now hello world"), std::string::npos) << out;
+  EXPECT_NE(out.find("\r\n\r\nhello world"), std::string::npos) << out;
+  EXPECT_EQ(occurrences(out, "HTTP/1.1 20"), 2) << out;
+  close(fd);
 }
 
 TEST(EventServer, ClosesWhenTheClientAsks) {
