@@ -444,16 +444,23 @@ struct ApiServer::Impl {
     throw HttpError{status, e.field, e.reason};
   }
 
+  // Runs fn(); what it throws becomes the answer in `res` (an HttpError's status, field and
+  // reason, or 500).
+  template <typename F>
+  static void answering(httplib::Response& res, F fn) {
+    try {
+      fn();
+    } catch (const HttpError& e) {
+      send_error(res, e.status, e.field, e.reason);
+    } catch (const std::exception& e) {
+      send_error(res, 500, "", e.what());
+    }
+  }
+
   template <typename F>
   void route(const std::string& method, const std::string& path, F fn) {
-    auto handler = [this, fn](const httplib::Request& req, httplib::Response& res) {
-      try {
-        fn(req, res);
-      } catch (const HttpError& e) {
-        send_error(res, e.status, e.field, e.reason);
-      } catch (const std::exception& e) {
-        send_error(res, 500, "", e.what());
-      }
+    auto handler = [fn](const httplib::Request& req, httplib::Response& res) {
+      answering(res, [&] { fn(req, res); });
     };
     routes.push_back({method, path});
     if (!svr) return;  // listing only
@@ -486,7 +493,8 @@ struct ApiServer::Impl {
   // refused. A retried submit (its idempotency key taken) answers with the job it made (200).
   void submit(const httplib::Request& req, EventServer::Reply reply) {
     httplib::Response res;
-    try {
+    bool written = false;
+    answering(res, [&] {
       auto p = authenticate(req);
       not_agent(p);
       auto body = json::parse(req.body, nullptr, false);
@@ -523,7 +531,7 @@ struct ApiServer::Impl {
       // Its creation event ("" -> pending, "submitted", at submit_time) comes with the row.
       store->write_async({op::InsertJob{rec}}, [this, job, reply](core::Status st) {
         httplib::Response res;
-        try {
+        answering(res, [&] {
           auto& [rec, spec] = *job;
           if (st.ok()) {
             send_text(res, 201, job_text(rec));
@@ -540,20 +548,12 @@ struct ApiServer::Impl {
             }
             send_text(res, 200, job_text(*existing));
           }
-        } catch (const HttpError& e) {
-          send_error(res, e.status, e.field, e.reason);
-        } catch (const std::exception& e) {
-          send_error(res, 500, "", e.what());
-        }
+        });
         reply(std::move(res));
       });
-      return;
-    } catch (const HttpError& e) {
-      send_error(res, e.status, e.field, e.reason);
-    } catch (const std::exception& e) {
-      send_error(res, 500, "", e.what());
-    }
-    reply(std::move(res));
+      written = true;
+    });
+    if (!written) reply(std::move(res));
   }
 
   void install();
