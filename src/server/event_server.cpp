@@ -460,7 +460,8 @@ struct EventServer::Impl {
     l.conns.emplace(c->id, std::move(c));
   }
 
-  // Sends what is queued; false if the connection was closed.
+  // Sends what is queued; false if the connection is closed or closing (nothing more is served
+  // on it).
   bool flush(Loop& l, Conn& c) {
     while (c.out_off < c.out.size()) {
       const ssize_t n =
