@@ -1583,6 +1583,19 @@ core::Result<int> ApiServer::start() {
     eo.max_body = o.max_body;
     impl_->events =
         std::make_unique<EventServer>(static_cast<RequestProcessor&>(svr), eo, &Impl::send_error);
+    // Every route needs a token: without a usable one a body is not waited for.
+    impl_->events->admit([m = impl_.get()](const httplib::Headers& h, httplib::Response& res) {
+      httplib::Request req;
+      req.headers = h;
+      try {
+        m->authenticate(req);
+      } catch (const HttpError& e) {
+        Impl::send_error(res, e.status, e.field, e.reason);
+        return false;
+      } catch (const std::exception&) {  // the store: the route will say so
+      }
+      return true;
+    });
     impl_->events->handle("POST", "/api/v1/jobs",
                           [m = impl_.get()](const httplib::Request& req, EventServer::Reply r) {
                             m->submit(req, std::move(r));

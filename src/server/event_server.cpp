@@ -315,6 +315,7 @@ struct Conn {
   bool busy = false;         // a request is being answered
   bool close_after = false;  // closes once `out` is sent
   bool continued = false;    // "100 Continue" sent for the request being read
+  bool admitted = false;     // the admission let the request being read send its body
   bool lingering = false;    // answered and half closed: reading what the client still sends
   std::size_t discarded = 0;
   std::uint32_t events = EPOLLIN;
@@ -354,6 +355,7 @@ struct EventServer::Impl {
   RequestProcessor& processor;
   EventServerOptions opts;
   Refusal refusal;
+  Admission admission;
   std::map<std::pair<std::string, std::string>, Handler> handlers;  // (method, path)
 
   int listen_fd = -1;
@@ -492,9 +494,8 @@ struct EventServer::Impl {
     return true;
   }
 
-  void refuse_request(Loop& l, Conn& c, const Frame& f) {
-    httplib::Response res;
-    refusal(res, f.status, f.field, f.reason);
+  // Answers with `res` what is being read, and closes: the rest of the input is not read.
+  void answer_and_close(Loop& l, Conn& c, const httplib::Response& res) {
     c.in.clear();
     c.close_after = true;
     c.out += serialize(res, true);
@@ -507,10 +508,20 @@ struct EventServer::Impl {
     if (c.busy || c.close_after || c.in.empty() || draining.load()) return true;
     Frame f = frame(c.in, opts);
     if (f.kind == Frame::kRefused) {
-      refuse_request(l, c, f);
+      httplib::Response res;
+      refusal(res, f.status, f.field, f.reason);
+      answer_and_close(l, c, res);
       return false;
     }
     if (f.kind == Frame::kIncomplete) {
+      if (f.head > 0 && !c.admitted && admission) {
+        httplib::Response res;
+        if (!admission(f.headers, res)) {
+          answer_and_close(l, c, res);
+          return false;
+        }
+        c.admitted = true;
+      }
       if (f.expect_continue && !c.continued) {  // the client waits for this before its body
         c.continued = true;
         c.out += "HTTP/1.1 100 Continue\r\n\r\n";
@@ -520,6 +531,7 @@ struct EventServer::Impl {
     }
     c.busy = true;
     c.continued = false;
+    c.admitted = false;
     in_flight.fetch_add(1);
     const std::string_view path = f.target.substr(0, f.target.find('?'));
     auto h = path.size() == f.target.size()
@@ -706,6 +718,10 @@ EventServer::EventServer(RequestProcessor& processor, EventServerOptions options
 
 EventServer::~EventServer() {
   stop();
+}
+
+void EventServer::admit(Admission admission) {
+  impl_->admission = std::move(admission);
 }
 
 void EventServer::handle(const std::string& method, const std::string& path, Handler handler) {

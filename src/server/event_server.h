@@ -38,6 +38,11 @@ class EventServer {
   using Refusal = std::function<void(httplib::Response&, int status, const std::string& field,
                                      const std::string& reason)>;
 
+  // Whether a request whose body is still to come may send it (false: `res` is the answer, and
+  // the connection closes). Bodies are what a client can make the server hold (up to max_body
+  // each): a client that could not use any route is refused before its body is read.
+  using Admission = std::function<bool(const httplib::Headers&, httplib::Response& res)>;
+
   EventServer(RequestProcessor& processor, EventServerOptions options, Refusal refusal);
   ~EventServer();
   EventServer(const EventServer&) = delete;
@@ -45,6 +50,8 @@ class EventServer {
 
   // Before start(): requests with exactly this method and path (no query) go to `handler`.
   void handle(const std::string& method, const std::string& path, Handler handler);
+  // Before start(): asked once per request, when its head has come and not all of its body.
+  void admit(Admission admission);
   // Binds and listens (port 0: any free port); returns the bound port.
   core::Result<int> bind(const std::string& host, int port);
   void start();

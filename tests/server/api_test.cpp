@@ -1,6 +1,10 @@
 // The control plane end to end in-process: real SQLite, real HTTP on loopback, the scheduling loop
 // on a test clock, simulated nodes.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "server/lifecycle.h"
@@ -155,6 +159,28 @@ TEST_F(Api, BadRequestsNameTheFieldAndChangeNothing) {
   }
   auto big = h->raw("POST", "/api/v1/jobs", std::string(2 << 20, ' '), h->admin());
   EXPECT_EQ(big.status, 413);
+  {
+    // Without a usable token the body is not waited for: 401 once the head is there.
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(h->port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    const std::string head =
+        "POST /api/v1/jobs HTTP/1.1\r\nAuthorization: Bearer nope\r\nContent-Length: "
+        "900000\r\n\r\n";
+    ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    char buf[1024];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0);
+    const std::string out(buf, static_cast<std::size_t>(n));
+    EXPECT_EQ(out.rfind("HTTP/1.1 401", 0), 0u) << out;
+    EXPECT_NE(out.find("\"field\":\"Authorization\""), std::string::npos) << out;
+    close(fd);
+  }
   EXPECT_EQ(h->store().count_jobs(), 0);
   EXPECT_EQ(h->post("/api/v1/budgets", {{"path", "/lab/c"}, {"share", -1}}).status, 400);
   EXPECT_EQ(h->post("/api/v1/budgets", {{"path", "lab"}, {"share", 1}}).status, 400);

@@ -81,6 +81,12 @@ struct Served {
       std::lock_guard lk(held.mu);
       held.replies.emplace_back(req.body, std::move(r));
     });
+    // A request that says X-Deny may not send its body.
+    events->admit([](const httplib::Headers& h, httplib::Response& res) {
+      if (h.find("x-deny") == h.end()) return true;
+      refusal(res, 401, "X-Deny", "denied");
+      return false;
+    });
     auto bound = events->bind("127.0.0.1", 0);
     EXPECT_TRUE(bound.ok());
     port = bound.ok() ? bound.value() : 0;
@@ -302,6 +308,30 @@ TEST(EventServer, RefusesWhatItCannotRead) {
   auto r = c.Get("/hello");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+// Whether a body may come is asked once its head is there: a refused one is not waited for.
+TEST(EventServer, AsksBeforeItWaitsForABody) {
+  Served s;
+  int fd = connect_to(s.port);
+  send_all(fd, "POST /now HTTP/1.1\r\nX-Deny: 1\r\nContent-Length: 1000\r\n\r\n");  // no body
+  auto out = read_responses(fd, 1);
+  EXPECT_EQ(out.rfind("HTTP/1.1 401 Unauthorized\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find("\"field\":\"X-Deny\""), std::string::npos) << out;
+  close(fd);
+  fd = connect_to(s.port);  // admitted: the body is waited for, then answered
+  send_all(fd, "POST /echo HTTP/1.1\r\nContent-Length: 5\r\n\r\nhe");
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 100), 0) << "nothing to answer before the body is whole";
+  send_all(fd, "llo");
+  out = read_responses(fd, 1);
+  EXPECT_NE(out.find("\r\n\r\nhello"), std::string::npos) << out;
+  close(fd);
+  fd = connect_to(s.port);  // a request whose body came with its head is not asked about
+  send_all(fd, post("/now", "x", "X-Deny: 1\r\n"));
+  out = read_responses(fd, 1);
+  EXPECT_NE(out.find("201 Created"), std::string::npos) << out;
+  close(fd);
 }
 
 // A chunked body is decoded for a handler and passed on whole to cpp-httplib's routes.
