@@ -1555,16 +1555,7 @@ core::Result<int> ApiServer::start() {
     impl_->svr = std::make_unique<RequestProcessor>();
   }
   auto& svr = *impl_->svr;
-  const int threads = o.threads;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   svr.set_payload_max_length(o.max_body);
-  // cpp-httplib serves a kept-alive connection on one worker until it closes: a connection is
-  // closed after this many requests (the client reconnects and queues again) so that more
-  // connections than workers (node agents polling every second) are all served in turn.
-  svr.set_keep_alive_max_count(o.keep_alive_requests);
-  svr.set_keep_alive_timeout(5);
-  svr.set_read_timeout(30, 0);
-  svr.set_tcp_nodelay(true);
   impl_->install();
   // Everything under /api/v1 that matched no route, and any method not served.
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -1605,6 +1596,17 @@ core::Result<int> ApiServer::start() {
     impl_->events->start();
     return port;
   }
+  // HTTPS: cpp-httplib's own server, a worker per connection (the rest of these settings are its
+  // connection handling's; the event loop has its own).
+  const int threads = o.threads;
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // cpp-httplib serves a kept-alive connection on one worker until it closes: a connection is
+  // closed after this many requests (the client reconnects and queues again) so that more
+  // connections than workers (node agents polling every second) are all served in turn.
+  svr.set_keep_alive_max_count(o.keep_alive_requests);
+  svr.set_keep_alive_timeout(5);
+  svr.set_read_timeout(30, 0);
+  svr.set_tcp_nodelay(true);
   int port =
       o.port == 0 ? svr.bind_to_any_port(o.host) : (svr.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port <= 0) return Error{"port", "cannot listen on " + o.host + ":" + std::to_string(o.port)};

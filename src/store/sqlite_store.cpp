@@ -259,7 +259,8 @@ class Conn {
   std::unordered_map<const std::string*, std::pair<std::size_t, sqlite3_stmt*>> by_address_;
 };
 
-// Binding helpers: bind_args(st, 1, a, b, c...)
+// Binding helpers: bind_args(st, a, b, c...) binds ?1, ?2, ?3... (not named bind: with a
+// std::string argument, ADL finds std::bind, a better match, and nothing would be bound).
 void bind_one(sqlite3_stmt* st, int i, std::int64_t v) {
   sqlite3_bind_int64(st, i, v);
 }
