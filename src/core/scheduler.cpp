@@ -1,6 +1,7 @@
 #include "core/scheduler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -85,12 +86,73 @@ struct ShapeKey {
 
 std::uint64_t pack_models(const std::vector<GpuModelId>& models) {
   if (models.size() > 4) return ~std::uint64_t{0};
-  std::vector<GpuModelId> sorted(models);
-  std::sort(sorted.begin(), sorted.end());
+  std::array<GpuModelId, 4> sorted{};  // no allocation: this runs for every job considered
+  std::copy(models.begin(), models.end(), sorted.begin());
+  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(models.size()));
   std::uint64_t v = 0;
-  for (GpuModelId m : sorted) v = (v << 16) | (static_cast<std::uint64_t>(m) + 1);
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    v = (v << 16) | (static_cast<std::uint64_t>(sorted[i]) + 1);
+  }
   return v;
 }
+
+ShapeKey shape_key(const JobSpec& spec) {
+  return ShapeKey{spec.shape.nodes, spec.shape.gpus_per_node, spec.shape.gpu_milli,
+                  pack_models(spec.models)};
+}
+
+// Speed only (decisions unchanged): ShapeKey -> T as an open-addressing table, since a cycle looks
+// up the memo of every job it considers and a walk sees only a few dozen distinct shapes. clear()
+// keeps the capacity for the next pass.
+template <class T>
+class ShapeTable {
+ public:
+  T& operator[](const ShapeKey& k) {
+    if ((used_ + 1) * 2 > slots_.size()) grow();
+    Slot& slot = probe(slots_, k);
+    if (!slot.used) {
+      slot.used = true;
+      slot.key = k;
+      slot.value = T{};
+      ++used_;
+    }
+    return slot.value;
+  }
+  void clear() {
+    if (used_ == 0) return;
+    for (Slot& slot : slots_) slot.used = false;
+    used_ = 0;
+  }
+
+ private:
+  struct Slot {
+    bool used = false;
+    ShapeKey key{};
+    T value{};
+  };
+  static std::size_t hash(const ShapeKey& k) {
+    std::uint64_t h = k.models * 0x9E3779B97F4A7C15ull;
+    h ^= (static_cast<std::uint64_t>(k.nodes) << 40) ^
+         (static_cast<std::uint64_t>(k.per_node) << 20) ^ static_cast<std::uint64_t>(k.milli);
+    h *= 0xBF58476D1CE4E5B9ull;
+    return static_cast<std::size_t>(h ^ (h >> 31));
+  }
+  static Slot& probe(std::vector<Slot>& slots, const ShapeKey& k) {
+    const std::size_t mask = slots.size() - 1;
+    for (std::size_t i = hash(k) & mask;; i = (i + 1) & mask) {
+      if (!slots[i].used || slots[i].key == k) return slots[i];
+    }
+  }
+  void grow() {
+    std::vector<Slot> bigger(std::max<std::size_t>(64, slots_.size() * 2));
+    for (Slot& slot : slots_) {
+      if (slot.used) probe(bigger, slot.key) = std::move(slot);
+    }
+    slots_ = std::move(bigger);
+  }
+  std::vector<Slot> slots_;  // a power of two in size, at most half used
+  std::size_t used_ = 0;
+};
 
 int inverted(Priority p) {
   return 3 - static_cast<int>(p);
@@ -139,6 +201,17 @@ class RankSet {
 // ---------------------------------------------------------------------------------------------
 // Per-cycle state of one cluster pass.
 
+// What a pass has learnt about one request shape (see consider).
+struct Scheduler::ShapeMemo {
+  std::uint64_t failed_at = ~std::uint64_t{0};  // stamp at which the masked search failed
+  std::uint64_t probed_at = ~std::uint64_t{0};  // stamp of fits_unmasked
+  bool fits_unmasked = false;
+  int matching = -1;  // nodes large enough with an accepted model
+  int healthy = -1;   // of which schedulable
+  std::uint64_t largest_at = ~std::uint64_t{0};
+  int largest_free = 0;
+};
+
 struct Scheduler::ClusterScratch {
   ClusterId cluster = 0;
   std::vector<MilliGpuSeconds> projected;   // usage + remaining contracts, per budget node
@@ -158,16 +231,7 @@ struct Scheduler::ClusterScratch {
     return std::find(passed.begin(), passed.end(), id) != passed.end();
   }
   std::vector<Reservation> made;  // this cycle's
-  struct ShapeMemo {
-    std::uint64_t failed_at = ~std::uint64_t{0};  // stamp at which the masked search failed
-    std::uint64_t probed_at = ~std::uint64_t{0};  // stamp of fits_unmasked
-    bool fits_unmasked = false;
-    int matching = -1;  // nodes large enough with an accepted model
-    int healthy = -1;   // of which schedulable
-    std::uint64_t largest_at = ~std::uint64_t{0};
-    int largest_free = 0;
-  };
-  std::map<ShapeKey, ShapeMemo> memo;
+  ShapeTable<ShapeMemo> memo;
   std::map<std::pair<ShapeKey, BudgetId>, std::uint64_t> preemption_failed;
   // Running jobs a funded request might take (unallocated, or past their contract), by node:
   // exposed_nodes holds (node, [first, last) into exposed), sorted by node.
@@ -198,6 +262,7 @@ struct Scheduler::ClusterScratch {
   std::vector<char> keep_buffer;
   std::vector<char> made_funded;  // per made reservation: its holder may preempt
   std::vector<int> made_free;     // per made reservation: most whole GPUs free on a node
+  int made_free_max = 0;          // the most of made_free
   std::uint64_t made_free_at = ~std::uint64_t{0};
   std::vector<NodeId> opened_buffer;
   std::uint64_t mask_version = 0;
@@ -1017,6 +1082,9 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // Debug jobs first (they must start within seconds), then everything else, each pass in the
   // policy's order. Without explain_all the walk ends once nothing further can start.
   std::uint32_t rank = 0;
+  // Nothing more can start, reserve or preempt in this pass (anything_can_start): the walk stops
+  // without explain_all, and otherwise only explains the rest (explain_rest).
+  bool settled = false;
   for (int pass = 0; pass < 2; ++pass) {
     if (config_.order == QueueOrder::FairShare) {
       Selector sel(*this, s, s.walk, pending_[pass], c);
@@ -1039,9 +1107,16 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         }
         // The same for this one job (its budget may fund cheaper ones).
         if (!options.explain_all && job_inert(c, s, *j)) continue;
+        if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
+          explain_rest(c, s, *j, rank++, ahead, out);
+          continue;
+        }
         consider(c, s, *j, rank++, ahead, out, started);
         if (j->state == JobState::Running) sel.rekey(b);
-        if (!options.explain_all && !anything_can_start(c, s)) break;
+        if (!settled && !anything_can_start(c, s)) {
+          if (!options.explain_all) break;
+          settled = true;  // the rest only waits: explain it
+        }
       }
     } else {
       std::vector<std::uint32_t> seen(budgets_.size(), 0);
@@ -1051,8 +1126,15 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         if (!accepted.empty() && std::find(accepted.begin(), accepted.end(), c) == accepted.end()) {
           continue;
         }
+        if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
+          explain_rest(c, s, *j, rank++, seen[j->spec.budget]++, out);
+          continue;
+        }
         consider(c, s, *j, rank++, seen[j->spec.budget]++, out, started);
-        if (!options.explain_all && !anything_can_start(c, s)) break;
+        if (!settled && !anything_can_start(c, s)) {
+          if (!options.explain_all) break;
+          settled = true;
+        }
       }
     }
   }
@@ -1113,6 +1195,13 @@ double Scheduler::work_at_risk(const JobEntry& j) const {
       j.spec.resumable ? std::min(ran, config_.assumed_checkpoint_interval) : ran;
   return static_cast<double>(total_milli(j.run.placement)) / kWholeGpu *
          static_cast<double>(at_risk);
+}
+
+// Whether j must still go through consider() once the pass has settled: a holder of last
+// cycle's reservation (it may re-plan or give its nodes up) or a job another cluster accepts (it
+// may wait for that cluster instead).
+bool Scheduler::needs_consider(const ClusterScratch& s, const JobEntry& j) const {
+  return clusters_.size() > 1 || s.held_before(j.spec.id);
 }
 
 // Whether any pending job could still start, or get a reservation, in this cluster pass. Only
@@ -1292,23 +1381,48 @@ void Scheduler::waits(ClusterScratch& s, const Explanation& e, CycleResult& out)
   if (s.explain) out.waiting.push_back(e);
 }
 
-void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
-                         std::uint32_t ahead, CycleResult& out, std::set<JobId>& started) {
-  ++out.stats.considered;
-  const Shape& shape = j.spec.shape;
-  const auto& models = j.spec.models;
-
+// What j's explanation says whatever its turn decides: who it is, where it ranks, whether it is
+// funded (docs/policy.md §3) and how its budget stands.
+Explanation Scheduler::explanation_of(ClusterId c, const ClusterScratch& s, const JobEntry& j,
+                                      std::uint32_t rank, std::uint32_t ahead) const {
   Explanation e;
   e.job = j.spec.id;
   e.cluster = c;
   e.rank = rank;
   e.ahead_in_budget = ahead;
   e.budget = j.spec.budget;
-  e.needs_nodes = shape.nodes;
-  e.needs_gpus_per_node = shape.gpus_per_node;
+  e.needs_nodes = j.spec.shape.nodes;
+  e.needs_gpus_per_node = j.spec.shape.gpus_per_node;
   e.funded = funded(s, j, &e.limiting_budget, &e.at_burst_limit);
   e.standing = j.spec.budget < s.projected.size() ? standing_of(s, j.spec.budget) : kInf;
   if (e.limiting_budget != kNoBudget) e.limiting_standing = standing_of(s, e.limiting_budget);
+  return e;
+}
+
+// The rest of a pass once nothing more can start, reserve or preempt (anything_can_start() said
+// no, and nothing that happens to the jobs after can make it say yes): what consider() would
+// decide for j is that it waits, so only its explanation is made, without consider()'s searches.
+// Holders of last cycle's reservations and jobs that another cluster accepts still go through
+// consider(). Speed only: the explanations are consider()'s (the property tests compare them).
+void Scheduler::explain_rest(ClusterId c, ClusterScratch& s, const JobEntry& j, std::uint32_t rank,
+                             std::uint32_t ahead, CycleResult& out) {
+  ++out.stats.considered;
+  Explanation e = explanation_of(c, s, j, rank, ahead);
+  const ShapeKey key = shape_key(j.spec);
+  ShapeMemo scratch_memo;
+  ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
+  // consider() counts the attempt it may no longer make (step 3).
+  if (e.funded && config_.preemption && !s.exposed_nodes.empty()) ++s.preemption_considered;
+  explain_wait(c, s, j, e, memo, out);
+}
+
+void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
+                         std::uint32_t ahead, CycleResult& out, std::set<JobId>& started) {
+  ++out.stats.considered;
+  const Shape& shape = j.spec.shape;
+  const auto& models = j.spec.models;
+
+  Explanation e = explanation_of(c, s, j, rank, ahead);
 
   // A holder may use its own reserved nodes; everyone else is kept off all reserved nodes.
   const bool holder = s.held_before(j.spec.id);
@@ -1323,11 +1437,11 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   NodeMask& mask = holder ? own_mask : s.mask;
 
   // 1. Free GPUs outside the reservations.
-  const ShapeKey key{shape.nodes, shape.gpus_per_node, shape.gpu_milli, pack_models(models)};
+  const ShapeKey key = shape_key(j.spec);
   const std::uint64_t stamp = pool_.generation() * 1000003u + s.mask_version;
   const bool cacheable = !holder && key.models != ~std::uint64_t{0};
-  ClusterScratch::ShapeMemo scratch_memo;
-  ClusterScratch::ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
+  ShapeMemo scratch_memo;
+  ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
   if (!cacheable || memo.failed_at != stamp) {
     ++out.stats.placement_searches;
     if (auto p = pool_.find(c, shape, models, &mask, config_.gang_spans_blocks)) {
@@ -1347,14 +1461,18 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
     if (s.made_free_at != pool_.version() || s.made_free.size() != s.made.size()) {
       // Most whole GPUs free on one node of each reservation, refreshed as the pool changes.
       s.made_free.assign(s.made.size(), 0);
+      s.made_free_max = 0;
       for (std::size_t i = 0; i < s.made.size(); ++i) {
         for (NodeId n : s.made[i].nodes) {
           s.made_free[i] = std::max(s.made_free[i], pool_.whole_free(n));
         }
+        s.made_free_max = std::max(s.made_free_max, s.made_free[i]);
       }
       s.made_free_at = pool_.version();
     }
-    for (int allocated_pass = 1; allocated_pass >= 0; --allocated_pass) {
+    // (Speed only: no reservation has a node with room for it, so none would be opened.)
+    for (int allocated_pass = 1; allocated_pass >= 0 && per_node <= s.made_free_max;
+         --allocated_pass) {
       if (allocated_pass == 0 &&
           (!config_.backfill_unallocated_on_reserved || !config_.preemption)) {
         break;
@@ -1426,7 +1544,14 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
     }
   }
 
-  // 4. It waits. Say why, and plan for the first blocked jobs so they are not starved.
+  explain_wait(c, s, j, e, memo, out);
+}
+
+// 4. j waits. Say why, and plan for the first blocked jobs so they are not starved.
+void Scheduler::explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, Explanation& e,
+                             ShapeMemo& memo, CycleResult& out) {
+  const Shape& shape = j.spec.shape;
+  const auto& models = j.spec.models;
   if (memo.matching < 0) {
     memo.matching = memo.healthy = 0;
     for (NodeId n : cluster_nodes_[c]) {

@@ -69,6 +69,11 @@ struct CycleOptions {
   // start, so a cycle costs what changed rather than the length of the queue (the simulator); the
   // decisions are the same either way.
   bool explain_all = true;
+  // true: once nothing more can start, reserve or preempt in a pass, the rest of the queue is only
+  // explained, without the searches that could no longer succeed. false: every job goes through
+  // every step. The decisions and explanations are the same (the property tests compare them);
+  // only CycleStats::placement_searches differs. For tests.
+  bool shortcut_settled = true;
 };
 
 struct CycleResult {
@@ -256,6 +261,14 @@ class Scheduler : private detail::SchedulerState {
   bool patience_over(const JobEntry& requester) const;
   int pass_of(const JobSpec& spec) const;
   void waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const;
+  struct ShapeMemo;  // what a pass learnt about one request shape
+  Explanation explanation_of(ClusterId c, const ClusterScratch& s, const JobEntry& j,
+                             std::uint32_t rank, std::uint32_t ahead) const;
+  bool needs_consider(const ClusterScratch& s, const JobEntry& j) const;
+  void explain_rest(ClusterId c, ClusterScratch& s, const JobEntry& j, std::uint32_t rank,
+                    std::uint32_t ahead, CycleResult& out);
+  void explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, Explanation& e,
+                    ShapeMemo& memo, CycleResult& out);
   void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                 std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
   void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
