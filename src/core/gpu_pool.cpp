@@ -168,37 +168,48 @@ std::optional<Placement> GpuPool::find_fraction(const Index& idx, const Shape& s
 
 std::optional<Placement> GpuPool::find_gang(const Index& idx, const Shape& s, const NodeMask* ex,
                                             bool span, bool* single_block) const {
-  // Candidates in best-fit order, grouped by block.
-  std::map<BlockId, std::vector<NodeId>> by_block;
-  int total = 0;
+  // Candidates in best-fit order, then grouped by block (a stable sort keeps best-fit order within
+  // each block): one flat buffer rather than a map of lists, as this runs for every gang searched.
+  std::vector<std::pair<BlockId, NodeId>> cands;
   for (auto it = idx.by_free.lower_bound({s.gpus_per_node, 0}); it != idx.by_free.end(); ++it) {
     if (excluded_node(ex, it->second)) continue;
-    by_block[nodes_[it->second].block].push_back(it->second);
-    ++total;
+    cands.emplace_back(nodes_[it->second].block, it->second);
   }
-  if (total < s.nodes) return std::nullopt;
+  if (static_cast<int>(cands.size()) < s.nodes) return std::nullopt;
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Blocks as [first, last) ranges of cands, in block order.
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;
+  for (std::size_t i = 0; i < cands.size();) {
+    std::size_t end = i;
+    while (end < cands.size() && cands[end].first == cands[i].first) ++end;
+    blocks.emplace_back(i, end);
+    i = end;
+  }
+  auto size_of = [](const std::pair<std::size_t, std::size_t>& b) { return b.second - b.first; };
   // The tightest block that holds the whole gang keeps larger blocks whole for larger gangs.
-  const std::vector<NodeId>* chosen = nullptr;
-  for (const auto& [block, list] : by_block) {
-    if (static_cast<int>(list.size()) >= s.nodes && (!chosen || list.size() < chosen->size())) {
-      chosen = &list;
+  const std::pair<std::size_t, std::size_t>* chosen = nullptr;
+  for (const auto& b : blocks) {
+    if (static_cast<int>(size_of(b)) >= s.nodes && (!chosen || size_of(b) < size_of(*chosen))) {
+      chosen = &b;
     }
   }
   std::vector<NodeId> picked;
   if (chosen) {
-    picked.assign(chosen->begin(), chosen->begin() + s.nodes);
+    for (std::size_t i = chosen->first; i < chosen->first + static_cast<std::size_t>(s.nodes);
+         ++i) {
+      picked.push_back(cands[i].second);
+    }
     *single_block = true;
   } else {
     if (!span) return std::nullopt;
     // Fewest blocks: take from the fullest blocks first.
-    std::vector<const std::vector<NodeId>*> lists;
-    for (const auto& [block, list] : by_block) lists.push_back(&list);
-    std::stable_sort(lists.begin(), lists.end(),
-                     [](auto* a, auto* b) { return a->size() > b->size(); });
-    for (auto* l : lists) {
-      for (NodeId n : *l) {
+    std::stable_sort(blocks.begin(), blocks.end(),
+                     [&](const auto& a, const auto& b) { return size_of(a) > size_of(b); });
+    for (const auto& b : blocks) {
+      for (std::size_t i = b.first; i < b.second; ++i) {
         if (static_cast<int>(picked.size()) == s.nodes) break;
-        picked.push_back(n);
+        picked.push_back(cands[i].second);
       }
     }
     *single_block = false;
