@@ -354,16 +354,15 @@ int sim_main(int argc, char** argv) {
     if (!loss_patience.empty()) o.policy.unallocated_loss_patience = loss_patience.front();
   }
 
-  std::fprintf(stderr,
-               "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, load %sx%s; "
-               "%zu run%s\n",
-               in.scenario.jobs.size(), in.jobs_read, in.diag.skipped().size(),
-               in.scenario.cluster.total_gpus(), sim::load_text(in.load_after.ratio).c_str(),
-               spec.lab        ? ""
-               : spec.load > 0 ? " (scaled)"
-                               : "",
-               runs.size(), runs.size() == 1 ? "" : "s");
-  if (!in.regime.empty()) std::fprintf(stderr, "allot sim: lab model, %s\n", in.regime.c_str());
+  // The lab model states its own load (its regime); a closed loop's first jobs have no load of
+  // their own to measure.
+  const std::string load = in.regime.empty() ? "load " + sim::load_text(in.load_after.ratio) + "x" +
+                                                   (spec.load > 0 ? " (scaled)" : "")
+                                             : "lab model, " + in.regime;
+  std::fprintf(
+      stderr, "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, %s; %zu run%s\n",
+      in.scenario.jobs.size(), in.jobs_read, in.diag.skipped().size(),
+      in.scenario.cluster.total_gpus(), load.c_str(), runs.size(), runs.size() == 1 ? "" : "s");
   for (std::size_t k = 0; k < in.diag.skipped().size() && k < 5; ++k) {
     std::fprintf(stderr, "  skipped %s\n", in.diag.skipped()[k].message().c_str());
   }
