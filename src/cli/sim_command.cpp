@@ -33,7 +33,11 @@ void usage(FILE* out) {
       "and reports availability, occupancy, impact and utilization (docs/simulator.md).\n"
       "\n"
       "inputs:\n"
-      "  --workload FILE        native JSON Lines, philly.csv, or openb_pod_list_*.csv\n"
+      "  --workload FILE        native JSON Lines, philly.csv, or openb_pod_list_*.csv; or\n"
+      "                         'lab': the seeded lab workload model (docs/simulator.md), with\n"
+      "                         its own 1,024-GPU cluster and 15-team budget tree\n"
+      "  --days N               lab: days of arrivals (default 30); the run stops there\n"
+      "  --closed-loop          lab: arrivals follow users, each keeping a few jobs outstanding\n"
       "  --format F             native | philly | openb (default: from the file name)\n"
       "  --cluster FILE         cluster YAML (openb: default the trace's node list)\n"
       "  --nodes FILE           openb node list (default: next to the pod list)\n"
@@ -43,7 +47,9 @@ void usage(FILE* out) {
       "  --strict               fail on the first bad record (default: skip and count)\n"
       "models:\n"
       "  --seed N               seed of every random choice (default 1)\n"
-      "  --load R               compress arrivals to a demand/supply ratio of R (e.g. 2.5)\n"
+      "  --load R               compress arrivals to a demand/supply ratio of R (e.g. 2.5);\n"
+      "                         lab: the model's load, 1.0 by default (closed loop: GPUs\n"
+      "                         requested by outstanding jobs over the cluster's GPUs)\n"
       "  --faults               node failures: --mtbf DUR (60d) --repair DUR (6h)\n"
       "                         --unhealthy-fraction F (0.5, drained instead of lost)\n"
       "  --checkpoint DUR       resumable jobs checkpoint this often (default 30m; 0 = never "
@@ -60,7 +66,7 @@ void usage(FILE* out) {
       "  --plot-x COST          the trade-off plot's x axis: debug-p90 (default), batch-p90,\n"
       "                         large-p90, wait-p50, lost-gpu-hours, preemptions\n"
       "output:\n"
-      "  --out DIR              write report.json, events.csv and report.html\n"
+      "  --out DIR              write report.json, events.csv, report.html and timings.json\n"
       "  --threads N            parallel runs (default: all cores)\n"
       "  --quiet                no progress bar\n");
 }
@@ -155,6 +161,8 @@ int sim_main(int argc, char** argv) {
   std::vector<core::Duration> loss_patience;
   std::vector<std::string> budget_files;
   std::string plot_x = sim::tradeoff_costs().front().name;
+  int lab_days = 0;  // 0: not given
+  bool closed_loop = false, until_given = false;
   auto bad = [&](const std::string& what) {
     std::fprintf(stderr, "allot sim: %s\n", what.c_str());
     return 2;
@@ -182,6 +190,17 @@ int sim_main(int argc, char** argv) {
       spec.strict = true;
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--closed-loop") {
+      closed_loop = true;
+    } else if (a == "--days") {
+      if (!need("--days")) return 2;
+      char* end = nullptr;
+      const long d = std::strtol(v, &end, 10);
+      if (!end || *end || d < 1 || d > 3650) {
+        return bad(std::string("--days must be a whole number of days from 1 to 3650, not '") + v +
+                   "'");
+      }
+      lab_days = static_cast<int>(d);
     } else if (a == "--faults") {
       spec.sim.faults.enabled = true;
     } else if (a == "--workload" || a == "--trace") {
@@ -209,8 +228,11 @@ int sim_main(int argc, char** argv) {
       spec.seed = std::strtoull(v, nullptr, 10);
     } else if (a == "--load") {
       if (!need("--load")) return 2;
-      spec.load = std::strtod(v, nullptr);
-      if (!(spec.load > 0)) return bad("--load must be a positive ratio, e.g. 2.5");
+      char* end = nullptr;
+      spec.load = std::strtod(v, &end);
+      if (!end || *end || !(spec.load > 0)) {
+        return bad(std::string("--load must be a positive ratio, e.g. 2.5, not '") + v + "'");
+      }
     } else if (a == "--limit") {
       if (!need("--limit")) return 2;
       spec.limit = std::strtoull(v, nullptr, 10);
@@ -238,6 +260,7 @@ int sim_main(int argc, char** argv) {
       core::Duration d = 0;
       if (!need("--until") || !duration(&d)) return bad("bad --until");
       spec.sim.until = d;  // made absolute once the first submission is known
+      until_given = true;
     } else if (a == "--lookback") {
       if (!need("--lookback") || !parse_durations(v, &lookback)) return bad("bad --lookback");
     } else if (a == "--max-min-runtime") {
@@ -277,6 +300,18 @@ int sim_main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
+  if (spec.workload_path == "lab") {
+    sim::LabWorkloadModel m;
+    m.seed = spec.seed;
+    m.load = spec.load > 0 ? spec.load : 1.0;
+    m.days = lab_days > 0 ? lab_days : m.days;
+    m.closed_loop = closed_loop;
+    spec.load = m.load;
+    spec.lab = m;
+  } else if (lab_days > 0 || closed_loop) {
+    return bad(std::string(lab_days > 0 ? "--days" : "--closed-loop") +
+               " is a parameter of the lab model: use it with --workload lab");
+  }
   if (sweep && !policies_given) spec.policies = {"fairshare"};
   if (!sweep && (lookback.size() > 1 || max_min_runtime.size() > 1 || margin.size() > 1 ||
                  budget_files.size() > 1)) {
@@ -294,6 +329,11 @@ int sim_main(int argc, char** argv) {
   const sim::Inputs& in = inputs.value();
   if (spec.sim.until != core::kNever && !in.scenario.jobs.empty()) {
     spec.sim.until += in.scenario.jobs.front().job.submit;
+  }
+  if (spec.lab && !until_given) {
+    // The model's figures are those of its arrival period: work still waiting at the end counts
+    // as owed and undelivered, rather than a drain with no arrivals diluting it.
+    spec.sim.until = static_cast<core::Time>(spec.lab->days) * core::kDay;
   }
   for (const sim::BudgetVariant& b : in.budget_variants) {
     grid.budgets.push_back(sim::SweepBudgets{sim::budgets_name(b.path), &b.scenario});
@@ -314,12 +354,15 @@ int sim_main(int argc, char** argv) {
     if (!loss_patience.empty()) o.policy.unallocated_loss_patience = loss_patience.front();
   }
 
-  std::fprintf(stderr,
-               "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, load %sx%s; "
-               "%zu run%s\n",
-               in.scenario.jobs.size(), in.jobs_read, in.diag.skipped().size(),
-               in.scenario.cluster.total_gpus(), sim::load_text(in.load_after.ratio).c_str(),
-               spec.load > 0 ? " (scaled)" : "", runs.size(), runs.size() == 1 ? "" : "s");
+  // The lab model states its own load (its regime); a closed loop's first jobs have no load of
+  // their own to measure.
+  const std::string load = in.regime.empty() ? "load " + sim::load_text(in.load_after.ratio) + "x" +
+                                                   (spec.load > 0 ? " (scaled)" : "")
+                                             : "lab model, " + in.regime;
+  std::fprintf(
+      stderr, "allot sim: %zu jobs admitted of %zu read (%zu skipped), %d GPUs, %s; %zu run%s\n",
+      in.scenario.jobs.size(), in.jobs_read, in.diag.skipped().size(),
+      in.scenario.cluster.total_gpus(), load.c_str(), runs.size(), runs.size() == 1 ? "" : "s");
   for (std::size_t k = 0; k < in.diag.skipped().size() && k < 5; ++k) {
     std::fprintf(stderr, "  skipped %s\n", in.diag.skipped()[k].message().c_str());
   }
@@ -346,11 +389,12 @@ int sim_main(int argc, char** argv) {
     const std::filesystem::path dir(out_dir);
     if (!write_file(dir / "report.json", sim::report_json(report)) ||
         !write_file(dir / "report.html", sim::report_html(report)) ||
+        !write_file(dir / "timings.json", sim::timings_json(report)) ||
         (!sweep && !write_file(dir / "events.csv", sim::events_csv(report)))) {
       return bad("cannot write the reports to " + out_dir);
     }
-    std::fprintf(stderr, "allot sim: wrote %s/report.json, report.html%s\n", out_dir.c_str(),
-                 sweep ? "" : ", events.csv");
+    std::fprintf(stderr, "allot sim: wrote %s/report.json, report.html, timings.json%s\n",
+                 out_dir.c_str(), sweep ? "" : ", events.csv");
   }
   return checks_ok ? 0 : 1;
 }

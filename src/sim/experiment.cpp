@@ -9,7 +9,43 @@
 
 namespace allot::sim {
 
+namespace {
+
+// The lab model's inputs: generated jobs, its own cluster (or the given one) and budget tree.
+core::Result<Inputs> prepare_lab_inputs(const ExperimentSpec& spec) {
+  const LabWorkloadModel& m = *spec.lab;
+  if (auto st = validate(m); !st.ok()) return st.error();
+  if (!spec.budgets_path.empty() || !spec.budget_variants.empty()) {
+    return core::Error{"--budgets",
+                       "the lab workload brings its own budget tree (the same as "
+                       "examples/lab-budgets.yaml); leave --budgets out"};
+  }
+  Inputs in;
+  Workload w = generate_lab_workload(m);
+  in.workload_format = w.format;
+  in.regime = lab_regime(m);
+  if (spec.limit > 0 && w.jobs.size() > spec.limit) w.jobs.resize(spec.limit);
+  in.jobs_read = w.jobs.size();
+  ClusterConfig cluster = lab_cluster(m);
+  if (!spec.cluster_path.empty()) {
+    auto c = load_cluster_config(spec.cluster_path);
+    if (!c.ok()) return c.error();
+    cluster = c.value();
+  }
+  in.load_before = measure_load(w, cluster.total_gpus());
+  in.load_after = in.load_before;
+  in.scenario = make_scenario(std::move(cluster), lab_budgets(m), w, in.diag);
+  if (m.closed_loop) in.scenario.job_source = [m] { return lab_closed_loop(m); };
+  if (spec.strict && !in.diag.empty()) {
+    return core::Error{"", in.diag.skipped().front().message() + " (--strict)"};
+  }
+  return in;
+}
+
+}  // namespace
+
 core::Result<Inputs> prepare_inputs(const ExperimentSpec& spec) {
+  if (spec.lab) return prepare_lab_inputs(spec);
   Inputs in;
   auto fail_strict = [&]() -> std::optional<core::Error> {
     if (spec.strict && !in.diag.empty()) {

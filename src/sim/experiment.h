@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "sim/diagnostics.h"
+#include "sim/lab_workload.h"
 #include "sim/load_scaling.h"
 #include "sim/simulation.h"
 #include "sim/trace_assignment.h"
@@ -21,6 +23,9 @@ struct ExperimentSpec {
   // A sweep over budget files: each file makes its own scenario (Inputs::budget_variants).
   std::vector<std::string> budget_variants;
   std::string workload_path;
+  // The lab workload model instead of a file (`--workload lab`): it brings its own cluster (unless
+  // cluster_path is given) and budget tree; `load` is then the model's, not a rescaling.
+  std::optional<LabWorkloadModel> lab;
   std::string workload_format;   // "", "native", "philly", "openb"
   std::string openb_nodes_path;  // empty = openb_node_list_gpu_node.csv next to the pod list
   std::vector<std::string> policies = {"fairshare", "fifo", "priority", "fairtree"};
@@ -48,6 +53,9 @@ struct Inputs {
   LoadInfo load_before, load_after;
   double arrival_factor = 1;
   std::string workload_format;
+  // Where the figures come from: "open loop, load 2.50x, 30 days" for the lab model; empty for a
+  // trace or file (its load is in load_after).
+  std::string regime;
 };
 
 core::Result<Inputs> prepare_inputs(const ExperimentSpec& spec);

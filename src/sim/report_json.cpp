@@ -168,6 +168,18 @@ std::string report_json(const Report& rep) {
     inputs["budgets"] = files;
   }
   inputs["seed"] = spec.seed;
+  if (spec.lab) {
+    // Which regime every figure below comes from, and the model's main parameters.
+    const LabWorkloadModel& m = *spec.lab;
+    inputs["regime"] = in.regime;
+    inputs["lab_model"] = {{"regime", m.closed_loop ? "closed" : "open"},
+                           {"load", fixed(m.load)},
+                           {"days", m.days},
+                           {"seed", m.seed},
+                           {"teams", m.teams.size()},
+                           {"outstanding_per_user", m.outstanding_per_user},
+                           {"think_time_s", m.think_time}};
+  }
   inputs["load"] = {
       {"ratio_before", fixed(in.load_before.ratio)},
       {"target", fixed(spec.load)},
@@ -188,6 +200,22 @@ std::string report_json(const Report& rep) {
   Json runs = Json::array();
   for (const RunResult& r : rep.runs) runs.push_back(run_json(r));
   j["policies"] = runs;
+  return j.dump(1) + "\n";
+}
+
+std::string timings_json(const Report& rep) {
+  Json runs = Json::array();
+  for (const RunResult& r : rep.runs) {
+    runs.push_back({{"policy", run_name(r)},
+                    {"wall_s", fixed(r.wall_seconds, 3)},
+                    {"cpu_s", fixed(r.cpu_seconds, 3)},
+                    {"core_s", fixed(r.core_seconds, 3)},
+                    {"events", r.events_processed},
+                    {"cycles", r.cycles}});
+  }
+  Json j;
+  j["format"] = "allot-sim-timings/1";
+  j["runs"] = runs;
   return j.dump(1) + "\n";
 }
 

@@ -23,6 +23,9 @@ struct Report {
 std::string report_json(const Report& r);
 // One CSV of every decision of every policy: policy,time,event,job,run_id,gpus,reason.
 std::string events_csv(const Report& r);
+// What each run cost (wall, CPU and core-cycle seconds, events): timings.json, apart from
+// report.json because these figures differ from run to run.
+std::string timings_json(const Report& r);
 // One self-contained page: inline SVG plots, no scripts, nothing downloaded.
 std::string report_html(const Report& r);
 // One row per policy (the four metrics, waits, preemptions), then any failed checks.

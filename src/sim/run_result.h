@@ -86,6 +86,7 @@ struct RunResult {
   std::vector<EventRecord> events;  // only when recording
   double wall_seconds = 0;          // not part of report.json (it would break byte identity)
   double core_seconds = 0;          // of which in Scheduler::cycle
+  double cpu_seconds = 0;           // CPU time of the run's thread (not part of report.json)
 };
 
 }  // namespace allot::sim

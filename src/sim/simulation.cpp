@@ -1,9 +1,12 @@
 // The event loop: events in, one core cycle per timestamp, decisions carried out, metrics kept.
 #include "sim/simulation.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <queue>
@@ -18,7 +21,17 @@ using core::Time;
 
 constexpr double kMilliGpuSecondsPerGpuHour = 1000.0 * 3600.0;
 
-enum class EventKind : std::uint8_t { JobEnd = 0, Fault = 1, Scripted = 2 };
+// CPU time of the calling thread: a run's cost whatever else shares the machine (runs go in
+// parallel, one per thread).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Arrival: a job a JobSource made (a closed loop's next job), submitted after the other events
+// of its time, like the workload's own arrivals.
+enum class EventKind : std::uint8_t { JobEnd = 0, Fault = 1, Scripted = 2, Arrival = 3 };
 
 struct Event {
   Time time = 0;
@@ -43,6 +56,7 @@ struct LogicalJob {
   int starts = 0;
   bool ended = false;
   int end_count = 0;
+  bool arrived = true;  // false for a JobSource's job until its submit time
   Category category = kBatch;
   Milli milli = 0;  // total milli-GPUs
   core::BudgetId leaf = core::kNoBudget;
@@ -78,6 +92,12 @@ class Run {
     r_.events.push_back(
         EventRecord{t, what, job, run_id, static_cast<double>(milli) / 1000.0, std::move(reason)});
   }
+  // Logical job i: the scenario's jobs first, then those the JobSource made, in the order made.
+  const AdmittedJob& job(std::size_t i) const {
+    return i < sc_.jobs.size() ? sc_.jobs[i] : made_[i - sc_.jobs.size()];
+  }
+  void add_logical(std::size_t i);
+  void source_answers(std::size_t ended, Time t);
   core::JobSpec spec_for(std::size_t i, std::uint64_t run_id, Time t) const;
   void submit(std::size_t i, Time t, bool resubmission);
   void place(const core::Placement& p, bool allocated, int sign, Time t);
@@ -110,6 +130,9 @@ class Run {
   std::vector<RunSlot> slots_;  // by the core's job id
   std::uint64_t next_run_id_ = 0;
   std::unique_ptr<FaultSchedule> faults_;
+  std::unique_ptr<JobSource> source_;  // a closed loop, or nothing
+  std::deque<AdmittedJob> made_;       // its jobs (a deque: references stay valid)
+  std::size_t arrivals_due_ = 0;       // its jobs made but not yet submitted
 
   // Per node: capacity, health, and the milli-GPUs assigned to allocated / unallocated work.
   std::vector<Milli> node_milli_, node_alloc_, node_unalloc_;
@@ -130,7 +153,7 @@ class Run {
 };
 
 core::JobSpec Run::spec_for(std::size_t i, std::uint64_t run_id, Time t) const {
-  const AdmittedJob& a = sc_.jobs[i];
+  const AdmittedJob& a = job(i);
   const core::PolicyConfig& p = o_.policy;
   core::JobSpec s;
   s.id = run_id;
@@ -177,17 +200,10 @@ void Run::setup() {
   delivered_allocated_ = demand_;
   budget_jobs_.assign(nb, 0);
 
-  jobs_.resize(sc_.jobs.size());
-  for (std::size_t i = 0; i < sc_.jobs.size(); ++i) {
-    const AdmittedJob& a = sc_.jobs[i];
-    LogicalJob& j = jobs_[i];
-    j.remaining = a.job.duration;
-    j.milli = a.shape.total_milli();
-    j.leaf = *sched_.budgets().find(a.budget_path);
-    j.category = a.shape.nodes > 1 ? kLarge : *a.job.kind == core::JobKind::Debug ? kDebug : kBatch;
-    ++budget_jobs_[j.leaf];
-  }
+  jobs_.reserve(sc_.jobs.size());
+  for (std::size_t i = 0; i < sc_.jobs.size(); ++i) add_logical(i);
   next_run_id_ = sc_.jobs.size() + 1;
+  if (sc_.job_source) source_ = sc_.job_source();
   for (const FaultEvent& e : o_.scripted_health) {
     if (e.node < nodes.size()) {
       push(e.time, EventKind::Scripted, e.node, static_cast<std::uint64_t>(e.health));
@@ -201,22 +217,69 @@ void Run::setup() {
   }
 }
 
+void Run::add_logical(std::size_t i) {
+  const AdmittedJob& a = job(i);
+  LogicalJob& j = jobs_.emplace_back();
+  j.remaining = a.job.duration;
+  j.milli = a.shape.total_milli();
+  j.leaf = *sched_.budgets().find(a.budget_path);
+  j.category = a.shape.nodes > 1 ? kLarge : *a.job.kind == core::JobKind::Debug ? kDebug : kBatch;
+  if (i < sc_.jobs.size()) ++budget_jobs_[j.leaf];
+}
+
+// Tells the JobSource that logical job `ended` is over and queues the jobs it answers with.
+void Run::source_answers(std::size_t ended, Time t) {
+  if (!source_) return;
+  const int node_gpus = sc_.cluster.largest_node_gpus();
+  for (SimJob& next : source_->on_job_end(job(ended).job, t)) {
+    const auto leaf = sched_.budgets().find(next.budget);
+    if (!leaf || !sched_.budgets().is_leaf(*leaf)) {
+      ++r_.submit_errors;  // a source's bug; counted, so the conservation checks show it
+      continue;
+    }
+    const std::size_t i = sc_.jobs.size() + made_.size();
+    next.id = i + 1;
+    next.submit = std::max(next.submit, t);
+    AdmittedJob a;
+    a.shape = shape_for(next, node_gpus);
+    a.budget_path = next.budget;
+    a.job = std::move(next);
+    if (!a.job.kind) a.job.kind = core::JobKind::Batch;
+    if (!a.job.min_runtime) a.job.min_runtime = 0;
+    if (!a.job.resumable) a.job.resumable = false;
+    if (!a.job.priority) a.job.priority = core::Priority::Normal;
+    const Time at = a.job.submit;
+    made_.push_back(std::move(a));
+    add_logical(i);
+    jobs_.back().arrived = false;
+    ++arrivals_due_;
+    push(at, EventKind::Arrival, i, 0);
+  }
+}
+
 void Run::submit(std::size_t i, Time t, bool resubmission) {
+  if (!jobs_[i].arrived) {
+    jobs_[i].arrived = true;
+    --arrivals_due_;
+    ++budget_jobs_[jobs_[i].leaf];
+  }
   LogicalJob& j = jobs_[i];
-  j.run_id = resubmission ? next_run_id_++ : i + 1;
+  // A JobSource's job takes the next free core id: i + 1 may be a resubmission's already.
+  j.run_id = resubmission || i >= sc_.jobs.size() ? next_run_id_++ : i + 1;
   RunSlot& s = slot(j.run_id);
   s.logical = i;
   auto st = sched_.submit(spec_for(i, j.run_id, t), t);
   if (!st.ok()) {
     ++r_.submit_errors;
     j.ended = true;
-    record(t, "reject", sc_.jobs[i].job.id, j.run_id, j.milli, st.error().message());
+    record(t, "reject", job(i).job.id, j.run_id, j.milli, st.error().message());
     if (resubmission) demand_[j.leaf].add(t, -j.milli);
+    source_answers(i, t);
     return;
   }
   if (!resubmission) demand_[j.leaf].add(t, j.milli);
-  record(t, resubmission ? "resubmit" : "submit", sc_.jobs[i].job.id, j.run_id, j.milli,
-         sc_.jobs[i].budget_path);
+  record(t, resubmission ? "resubmit" : "submit", job(i).job.id, j.run_id, j.milli,
+         job(i).budget_path);
 }
 
 void Run::place(const core::Placement& p, bool allocated, int sign, Time t) {
@@ -236,7 +299,7 @@ void Run::place(const core::Placement& p, bool allocated, int sign, Time t) {
 void Run::on_start(const core::StartDecision& d, Time t) {
   RunSlot& s = slot(d.job);
   LogicalJob& j = jobs_[s.logical];
-  const AdmittedJob& a = sc_.jobs[s.logical];
+  const AdmittedJob& a = job(s.logical);
   s.running = true;
   s.allocated = d.allocated;
   s.started = t;
@@ -270,7 +333,7 @@ bool Run::on_stop(const core::StopDecision& d, Time t) {
   RunSlot& s = slot(d.job);
   const std::size_t i = s.logical;
   LogicalJob& j = jobs_[i];
-  const AdmittedJob& a = sc_.jobs[i];
+  const AdmittedJob& a = job(i);
   const core::Duration ran = t - s.started;
   const core::Duration useful = std::max<core::Duration>(0, ran - s.overhead);
   core::Duration saved = 0;
@@ -318,7 +381,7 @@ bool Run::on_stop(const core::StopDecision& d, Time t) {
   if (d.requeue) return true;
   ++r_.resubmissions;
   submit(i, t, true);
-  return !j.ended;
+  return !jobs_[i].ended;  // not j: a refused job's JobSource answer may grow jobs_
 }
 
 void Run::on_class_change(const core::ClassChange& c, Time t) {
@@ -335,7 +398,7 @@ void Run::on_class_change(const core::ClassChange& c, Time t) {
     if (c.limiting_budget != core::kNoBudget) {
       why += ": " + sched_.budgets().node(c.limiting_budget).path + " over allocation";
     }
-    record(t, "class", sc_.jobs[s.logical].job.id, c.job, j.milli, why);
+    record(t, "class", job(s.logical).job.id, c.job, j.milli, why);
   }
 }
 
@@ -343,7 +406,7 @@ void Run::on_end(std::uint64_t run_id, std::uint64_t serial, Time t) {
   RunSlot& s = slot(run_id);
   if (!s.running || s.serial != serial) return;  // stopped since this end was planned
   LogicalJob& j = jobs_[s.logical];
-  const AdmittedJob& a = sc_.jobs[s.logical];
+  const AdmittedJob& a = job(s.logical);
   const double ms = static_cast<double>(j.milli) * static_cast<double>(t - s.started);
   assigned_ms_ += ms;
   used_ms_ += ms * a.job.utilization;
@@ -362,6 +425,7 @@ void Run::on_end(std::uint64_t run_id, std::uint64_t serial, Time t) {
   last_completion_ = std::max(last_completion_, t);
   record(t, "finish", a.job.id, run_id, j.milli, "");
   (void)sched_.job_finished(run_id, t);
+  source_answers(s.logical, t);
 }
 
 void Run::on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scripted) {
@@ -418,7 +482,8 @@ void Run::finish(Time end) {
   r_.start = origin_;
   r_.end = end;
   r_.bucket = o_.bucket;
-  r_.jobs = sc_.jobs.size();
+  r_.jobs = 0;
+  for (const LogicalJob& j : jobs_) r_.jobs += j.arrived;
   // Jobs still in the system.
   Milli core_running = 0;
   std::size_t core_pending = 0;
@@ -430,18 +495,18 @@ void Run::finish(Time end) {
   }
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     LogicalJob& j = jobs_[i];
-    if (j.ended) continue;
+    if (j.ended || !j.arrived) continue;
     const RunSlot& s = slot(j.run_id);
     if (s.running) {
       ++r_.running_at_end;
       const double ms = static_cast<double>(j.milli) * static_cast<double>(end - s.started);
       assigned_ms_ += ms;
-      used_ms_ += ms * sc_.jobs[i].job.utilization;
+      used_ms_ += ms * job(i).job.utilization;
     } else {
       ++r_.pending_at_end;
     }
     if (j.first_start < 0) {
-      waits_[j.category].push_back(static_cast<double>(end - sc_.jobs[i].job.submit));
+      waits_[j.category].push_back(static_cast<double>(end - job(i).job.submit));
       ++censored_[j.category];
     }
   }
@@ -565,19 +630,21 @@ void Run::finish(Time end) {
 
 RunResult Run::go() {
   const auto wall0 = std::chrono::steady_clock::now();
+  const double cpu0 = thread_cpu_seconds();
   r_.policy = o_.policy_name;
   r_.description = o_.policy_description;
   r_.label = o_.label;
   r_.config = o_.policy;
   setup();
   const std::size_t n = sc_.jobs.size();
-  const Time last_arrival = n ? sc_.jobs.back().job.submit : origin_;
+  Time last_arrival = n ? sc_.jobs.back().job.submit : origin_;
+  if (source_) last_arrival = std::max(last_arrival, source_->horizon());
   const Time stop_at = std::min(o_.until, last_arrival + o_.max_drain);
   std::size_t next = 0, progress_step = std::max<std::size_t>(1, n / 100), progress_at = 0;
   Time wake = core::kNever, now = origin_;
   bool cut = false;
   while (true) {
-    if (next >= n && sched_.jobs().empty()) break;
+    if (next >= n && sched_.jobs().empty() && arrivals_due_ == 0) break;
     Time t = core::kNever;
     if (next < n) t = sc_.jobs[next].job.submit;
     if (!events_.empty()) t = std::min(t, events_.top().time);
@@ -594,6 +661,8 @@ RunResult Run::go() {
       ++r_.events_processed;
       if (e.kind == EventKind::JobEnd) {
         on_end(e.a, e.b, t);
+      } else if (e.kind == EventKind::Arrival) {
+        submit(static_cast<std::size_t>(e.a), t, false);
       } else {
         on_fault(static_cast<core::NodeId>(e.a), static_cast<core::NodeHealth>(e.b), t,
                  e.kind == EventKind::Scripted);
@@ -606,13 +675,17 @@ RunResult Run::go() {
     cycles(t);
     wake = sched_.next_wakeup();
     if (wake <= t) wake = core::kNever;  // the core promises a time after now
-    if (o_.progress && next >= progress_at) {
+    if (o_.progress && source_) {
+      const double span = static_cast<double>(last_arrival - origin_);
+      o_.progress(span > 0 ? std::min(1.0, static_cast<double>(t - origin_) / span) : 1.0);
+    } else if (o_.progress && next >= progress_at) {
       o_.progress(n ? static_cast<double>(next) / static_cast<double>(n) : 1.0);
       progress_at = next + progress_step;
     }
   }
   finish(cut ? stop_at : now);
   r_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  r_.cpu_seconds = thread_cpu_seconds() - cpu0;
   return std::move(r_);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,27 @@ struct AdmittedJob {
   std::string budget_path;
 };
 
+// Jobs that arrive in answer to the simulation: a closed loop, where a person submits their next
+// job some time after one of theirs ends. Each run makes its own (Scenario::job_source), so each
+// policy's users answer that policy's job ends.
+class JobSource {
+ public:
+  virtual ~JobSource() = default;
+  // Logical job `ended` completed (or was refused by the core) at `t`: the jobs to submit next,
+  // each with submit >= t. The simulation numbers them and fixes their shape for the cluster.
+  virtual std::vector<SimJob> on_job_end(const SimJob& ended, core::Time t) = 0;
+  // No job arrives after this time.
+  virtual core::Time horizon() const = 0;
+};
+
 // The inputs every policy run shares, checked once.
 struct Scenario {
   ClusterConfig cluster;
   BudgetConfig budgets;
   std::vector<AdmittedJob> jobs;  // by submit time
   std::string workload_source;
+  // Empty for a fixed workload (a trace); otherwise makes each run's closed loop.
+  std::function<std::unique_ptr<JobSource>()> job_source;
 };
 
 // The shape of a request of `gpus` whole GPUs on nodes of at most `node_gpus` GPUs: one node if

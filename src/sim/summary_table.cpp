@@ -61,7 +61,9 @@ std::string summary_table(const Report& rep, bool with_wall_time) {
     if (with_wall_time) row.push_back(wall);
     t.add_row(std::move(row));
   }
-  std::string out = t.render();
+  std::string out;
+  if (!rep.inputs->regime.empty()) out += "regime: " + rep.inputs->regime + "\n";
+  out += t.render();
   char line[512];
   for (const RunResult& r : rep.runs) {
     const std::string name = run_name(r);
@@ -77,8 +79,8 @@ std::string summary_table(const Report& rep, bool with_wall_time) {
     if (with_wall_time) {
       std::snprintf(
           line, sizeof line,
-          "  %s: %.2f s wall, %.2f s of it in the core's cycle (%.0f events/s)\n", name.c_str(),
-          r.wall_seconds, r.core_seconds,
+          "  %s: %.2f s wall, %.2f s CPU, %.2f s in the core's cycle (%.0f events/s)\n",
+          name.c_str(), r.wall_seconds, r.cpu_seconds, r.core_seconds,
           r.wall_seconds > 0 ? static_cast<double>(r.events_processed) / r.wall_seconds : 0.0);
       out += line;
     }

@@ -27,6 +27,9 @@ struct SimJob {
   std::optional<bool> resumable;
   std::optional<core::Priority> priority;
   std::size_t line = 0;  // where it came from, for messages
+  // The person who submitted it, for a closed loop (JobSource) that answers each end with that
+  // person's next job; 0 = nobody in particular (traces).
+  std::uint32_t user = 0;
 };
 
 struct Workload {

@@ -1,0 +1,112 @@
+// `allot sim --workload lab` end to end: the binary runs the model, says which regime its figures
+// come from (table and report.json), writes timings.json, and refuses bad lab options clearly.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Ran {
+  int status = -1;
+  std::string output;
+};
+
+Ran run(const std::string& args) {
+  Ran r;
+  const std::string cmd = std::string(ALLOT_BIN) + " sim " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+nlohmann::json read_json(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+class SimCliLab : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("allot-sim-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(SimCliLab, OpenLoopRunSaysItsRegime) {
+  const Ran r =
+      run("--workload lab --days 1 --load 1.5 --seed 3 --policies fifo,fairshare "
+          "--quiet --out " +
+          dir_.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("regime: open loop, load 1.50x, 1 days"), std::string::npos) << r.output;
+  const auto rep = read_json(dir_ / "report.json");
+  EXPECT_EQ(rep["inputs"]["regime"], "open loop, load 1.50x, 1 days");
+  EXPECT_EQ(rep["inputs"]["lab_model"]["regime"], "open");
+  EXPECT_EQ(rep["inputs"]["cluster"]["gpus"], 1024);
+  ASSERT_EQ(rep["policies"].size(), 2u);
+  for (const auto& p : rep["policies"]) {
+    EXPECT_GT(p["jobs"]["admitted"].get<int>(), 500);
+    EXPECT_EQ(p["period"]["end_s"], 86400) << "the run stops at the end of the arrival period";
+    EXPECT_EQ(p["metrics"]["impact"]["budgets_owed"].get<int>(), 15);
+    EXPECT_TRUE(p["waits"].contains("large"));
+  }
+  const auto t = read_json(dir_ / "timings.json");
+  ASSERT_EQ(t["runs"].size(), 2u);
+  EXPECT_GT(t["runs"][0]["cpu_s"].get<double>(), 0);
+}
+
+TEST_F(SimCliLab, ClosedLoopRunIsRepeatable) {
+  const std::string args =
+      "--workload lab --days 1 --load 2.5 --closed-loop --policies fairtree "
+      "--quiet --out ";
+  const Ran a = run(args + (dir_ / "a").string());
+  ASSERT_EQ(a.status, 0) << a.output;
+  EXPECT_NE(a.output.find("regime: closed loop, 2.50x outstanding, 1 days"), std::string::npos)
+      << a.output;
+  const Ran b = run(args + (dir_ / "b").string());
+  ASSERT_EQ(b.status, 0) << b.output;
+  std::ifstream fa(dir_ / "a" / "report.json"), fb(dir_ / "b" / "report.json");
+  std::stringstream sa, sb;
+  sa << fa.rdbuf();
+  sb << fb.rdbuf();
+  EXPECT_EQ(sa.str(), sb.str());
+  const auto rep = nlohmann::json::parse(sa.str());
+  EXPECT_EQ(rep["inputs"]["lab_model"]["regime"], "closed");
+  // More jobs ran than the people's first ones: the loop turned.
+  EXPECT_GT(rep["policies"][0]["jobs"]["admitted"].get<int>(),
+            rep["inputs"]["workload"]["jobs_admitted"].get<int>());
+}
+
+TEST_F(SimCliLab, BadLabOptionsAreRefusedByName) {
+  Ran r = run("--workload lab --days 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--days"), std::string::npos) << r.output;
+  r = run("--workload lab --load fast");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--load"), std::string::npos) << r.output;
+  r = run("--workload lab --budgets " + std::string(ALLOT_EXAMPLES_DIR) + "/budgets.yaml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--budgets"), std::string::npos) << r.output;
+  r = run("--workload " + std::string(ALLOT_EXAMPLES_DIR) + "/budgets.yaml --closed-loop");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--closed-loop"), std::string::npos) << r.output;
+}
+
+}  // namespace
