@@ -1105,8 +1105,12 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
             continue;
           }
         }
-        // The same for this one job (its budget may fund cheaper ones).
-        if (!options.explain_all && job_inert(c, s, *j)) continue;
+        // The same for this one job (its budget may fund cheaper ones). The walk still ends as
+        // soon as nothing more can start, or it would pass over the whole queue.
+        if (!options.explain_all && job_inert(c, s, *j)) {
+          if (!anything_can_start(c, s)) break;
+          continue;
+        }
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
           explain_rest(c, s, *j, rank++, ahead, out);
           continue;
@@ -1124,6 +1128,11 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         JobEntry* j = (it++)->second;  // advance first: starting erases the job
         const auto& accepted = j->spec.clusters;
         if (!accepted.empty() && std::find(accepted.begin(), accepted.end(), c) == accepted.end()) {
+          continue;
+        }
+        // As in the fair-share walk: a job that can do nothing now is passed over.
+        if (!options.explain_all && job_inert(c, s, *j)) {
+          if (!anything_can_start(c, s)) break;
           continue;
         }
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
@@ -1252,9 +1261,7 @@ bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, Bud
 // budget_inert for one job: it cannot be placed where it may go, and is not funded while a funded
 // job could still reserve or preempt, and holds no reservation of last cycle.
 bool Scheduler::job_inert(ClusterId c, const ClusterScratch& s, const JobEntry& j) const {
-  if (!s.head_blocked || config_.funding != Funding::Lookback || s.held_before(j.spec.id)) {
-    return false;
-  }
+  if (!s.head_blocked || s.held_before(j.spec.id)) return false;
   const Shape& shape = j.spec.shape;
   if (shape.fractional() ? pool_.largest_gpu_free(c) >= shape.gpu_milli
                          : shape.gpus_per_node <= backfill_whole_free(c, s)) {
