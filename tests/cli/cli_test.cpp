@@ -556,6 +556,14 @@ TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
   EXPECT_NE(wb.out.find("its node " + node + " is draining (fan)"), std::string::npos) << wb.out;
   EXPECT_NE(wb.out.find("when its protection ends"), std::string::npos) << wb.out;
   ASSERT_EQ(allot({"undrain", node}).code, 0);
+
+  // Fractions of a GPU print as fractions (250 milli-GPUs were "0.2", 50 were "0.0").
+  for (const char* milli : {"250", "50"}) {
+    ASSERT_EQ(allot({"submit", "--budget", "/lab/q", "--gpu-milli", milli, "--json"}).code, 0);
+  }
+  l = allot({"ls", "--budget", "/lab/q", "--state", "pending,running"});
+  EXPECT_NE(l.out.find(" 0.25 "), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find(" 0.05 "), std::string::npos) << l.out;
 }
 
 TEST(CliUp, ReusesItsAdminToken) {
