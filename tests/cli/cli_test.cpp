@@ -594,6 +594,13 @@ TEST(CliUp, ReusesItsAdminToken) {
   const auto kept = first_line(dir + "/a.db.admin-token");
   ASSERT_EQ(kept.rfind("allot_", 0), 0u) << first;
   EXPECT_NE(first.find(kept), std::string::npos);
+  // The hint runs as printed: the build's binary is not on $PATH, so its path is shown, and its
+  // first job holds a contract.
+  EXPECT_NE(first.find(std::string("  ") + ALLOT_BIN +
+                       " submit --budget /lab/default --gpus 8 "
+                       "--min-runtime 10m"),
+            std::string::npos)
+      << first;
   EXPECT_EQ(std::filesystem::status(dir + "/a.db.admin-token").permissions() &
                 std::filesystem::perms::all,
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
