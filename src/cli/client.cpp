@@ -493,6 +493,15 @@ int cmd_show(const Args& a, const Conn& c) {
       std::printf("  %-10s %s\n", k,
                   r[k].is_string() ? r[k].get<std::string>().c_str() : r[k].dump().c_str());
   }
+  // The contract, in words: what `allocated` and `protected_until` mean for this job now.
+  const long long now = static_cast<long long>(std::time(nullptr));
+  std::string contract = job_class(r);
+  const auto left = protection_left(r, now);
+  if (left != "-" && left != "no") {
+    contract += ", protected until " + local_time(r.value("protected_until", 0LL), now) +
+                (left == "ended" ? " (ended)" : " (" + left + " left)");
+  }
+  std::printf("  %-10s %s\n", "class", contract.c_str());
   std::printf("  %-10s %s\n", "spec", r["spec"].dump().c_str());
   if (r.contains("placement") && r["placement"].is_array() && !r["placement"].empty()) {
     std::map<std::string, std::string> per_node;  // node -> "0,1,2"
@@ -526,7 +535,7 @@ int cmd_show(const Args& a, const Conn& c) {
   auto ev = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/events");
   std::printf("events:\n");
   for (const auto& e : ev["events"]) {
-    std::printf("  %lld  %-10s -> %-10s %s\n", e["time"].get<long long>(),
+    std::printf("  %s  %-10s -> %-10s %s\n", local_time(e["time"].get<long long>(), now).c_str(),
                 e["from"].get<std::string>().c_str(), e["to"].get<std::string>().c_str(),
                 e["reason"].get<std::string>().c_str());
   }

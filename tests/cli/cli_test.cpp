@@ -518,6 +518,9 @@ TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
       << wc.out;
   auto wb = allot({"why", idb});
   EXPECT_NE(wb.out.find("allocated: protected until"), std::string::npos) << wb.out;
+  auto sb = allot({"show", idb});
+  EXPECT_NE(sb.out.find("  class      allocated, protected until "), std::string::npos) << sb.out;
+  EXPECT_NE(sb.out.find(" left)"), std::string::npos) << sb.out;
 
   // D: /lab/q funds a contract and takes C's GPUs; C's stop reason names D.
   auto d = allot({"submit", "--budget", "/lab/q", "--gpus", "8", "--min-runtime", "10m"});
