@@ -14,11 +14,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/contract.h"
+#include "cli/flags.h"
 
 namespace allot::cli {
 namespace {
@@ -34,62 +37,6 @@ enum Exit {
   kNotFound = 5,
   kServer = 6
 };
-
-struct Args {
-  std::vector<std::string> pos;
-  std::map<std::string, std::string> opt;  // --key value (flags: "1")
-  std::vector<std::string> rest;           // after --
-  std::vector<std::string> env;            // --env K=V, repeatable
-  bool has(const std::string& k) const { return opt.count(k) > 0; }
-  std::string get(const std::string& k, const std::string& def = "") const {
-    auto it = opt.find(k);
-    return it == opt.end() ? def : it->second;
-  }
-};
-
-const std::vector<std::string> kFlags = {"json", "resumable", "insecure", "all",
-                                         "help", "stderr",    "follow"};
-
-Args parse_args(int argc, char** argv, int first) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--") {
-      for (++i; i < argc; ++i) a.rest.push_back(argv[i]);
-      break;
-    }
-    if (s == "-f") {
-      a.opt["follow"] = "1";
-      continue;
-    }
-    if (s.rfind("--", 0) == 0) {
-      auto key = s.substr(2);
-      if (auto eq = key.find('='); eq != std::string::npos) {
-        if (key.substr(0, eq) == "env") {
-          a.env.push_back(key.substr(eq + 1));
-        } else {
-          a.opt[key.substr(0, eq)] = key.substr(eq + 1);
-        }
-      } else if (key == "env") {
-        if (i + 1 >= argc) {
-          std::fprintf(stderr, "allot: --env needs NAME=VALUE\n");
-          std::exit(kUsage);
-        }
-        a.env.push_back(argv[++i]);
-      } else if (std::find(kFlags.begin(), kFlags.end(), key) != kFlags.end()) {
-        a.opt[key] = "1";
-      } else if (i + 1 < argc) {
-        a.opt[key] = argv[++i];
-      } else {
-        std::fprintf(stderr, "allot: --%s needs a value\n", key.c_str());
-        std::exit(kUsage);
-      }
-    } else {
-      a.pos.push_back(s);
-    }
-  }
-  return a;
-}
 
 [[noreturn]] void die(int code, const std::string& msg) {
   std::fprintf(stderr, "allot: %s\n", msg.c_str());
@@ -326,7 +273,11 @@ void table(const std::vector<std::string>& head,
 std::string gpus_of(const json& j) {
   const auto& s = j["spec"];
   int n = s.value("nodes", 1), g = s.value("gpus_per_node", 1), m = s.value("gpu_milli", 1000);
-  if (m < 1000) return "0." + std::to_string(m / 100);
+  if (m < 1000) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", m / 1000.0);  // 250 -> 0.25, 50 -> 0.05
+    return buf;
+  }
   return n > 1 ? std::to_string(n) + "x" + std::to_string(g) : std::to_string(g);
 }
 
@@ -385,6 +336,57 @@ json from_yaml_spec(const std::string& file, json body) {
   return body;
 }
 
+json job_events(const Conn& c, const std::string& id) {
+  auto ev = request(c, "GET", "/api/v1/jobs/" + id + "/events");
+  return ev.value("events", json::array());
+}
+
+// After a submit: the job's class once a cycle decided it (a few seconds at most), or what stands
+// in the way of an allocated start, so that nobody learns of a lost contract from a preemption.
+void tell_class(const Conn& c, const std::string& id, const json& submitted) {
+  const long long wanted = submitted["spec"].value("min_runtime", 0LL);
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    auto j = request(c, "GET", "/api/v1/jobs/" + id);
+    const auto state = j.value("state", "");
+    const long long now = static_cast<long long>(std::time(nullptr));
+    if (state == "starting" || state == "running") {
+      if (j.value("allocated", false)) {
+        std::printf("  started allocated: protected until %s\n",
+                    local_time(j.value("protected_until", 0LL), now).c_str());
+      } else {
+        const auto cause = unallocated_cause(job_events(c, id));
+        std::printf("  started UNALLOCATED%s: preemptible at any time\n",
+                    cause.empty() ? "" : (" (" + cause + ")").c_str());
+      }
+      return;
+    }
+    if (state != "pending" && state != "requeued") {
+      std::printf("  %s: %s\n", state.c_str(), j.value("reason", "").c_str());
+      return;
+    }
+    auto w = request(c, "GET", "/api/v1/jobs/" + id + "/why");
+    if (w.value("code", "") == "not-yet-considered") continue;
+    std::string limit;
+    const auto text = w.value("explanation", "");
+    for (std::size_t st = 0; st < text.size();) {
+      auto end = text.find("; ", st);
+      if (end == std::string::npos) end = text.size();
+      const auto part = text.substr(st, end - st);
+      if (part.find("would run unallocated") != std::string::npos) limit = part;
+      st = end + 2;
+    }
+    if (wanted > 0 && !w.value("funded", true)) {
+      std::printf("  may start unallocated: %s\n",
+                  limit.empty() ? "its budget cannot fund the contract now" : limit.c_str());
+    }
+    std::printf("  waiting (%s): see 'allot why %s'\n", w.value("code", "").c_str(), id.c_str());
+    return;
+  }
+  std::printf("  not yet considered by the scheduler: 'allot why %s' tells its class\n",
+              id.c_str());
+}
+
 int cmd_submit(const Args& a, const Conn& c) {
   json body = json::object();
   if (!a.pos.empty()) {
@@ -421,16 +423,21 @@ int cmd_submit(const Args& a, const Conn& c) {
     body["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!a.rest.empty()) body["command"] = a.rest;
+  // Said, not left out: the server refuses an empty command where a node runs real processes.
+  if (!body.contains("command")) body["command"] = json::array();
   if (!body.contains("idempotency_key")) body["idempotency_key"] = random_key();
   if (!body.contains("budget"))
     die(kUsage, "submit: give --budget /org/team (or budget: in the YAML)");
   auto r = request(c, "POST", "/api/v1/jobs", &body);
   if (a.has("json")) {
     std::printf("%s\n", r.dump(2).c_str());
-  } else {
-    std::printf("submitted job %llu (%s)\n", r["id"].get<unsigned long long>(),
-                r["state"].get<std::string>().c_str());
+    return kOk;
   }
+  const auto id = std::to_string(r["id"].get<unsigned long long>());
+  std::printf("submitted job %s (%s)\n  %s\n", id.c_str(), r["state"].get<std::string>().c_str(),
+              contract_promise(r).c_str());
+  std::fflush(stdout);
+  tell_class(c, id, r);
   return kOk;
 }
 
@@ -448,12 +455,21 @@ int cmd_ls(const Args& a, const Conn& c) {
     return kOk;
   }
   std::vector<std::vector<std::string>> rows;
+  const long long now = static_cast<long long>(std::time(nullptr));
   for (const auto& j : r["jobs"]) {
-    rows.push_back({std::to_string(j["id"].get<unsigned long long>()), j["name"], j["owner"],
-                    j["budget"], j["state"], gpus_of(j), ago(j["updated_at"].get<long long>()),
-                    j["reason"]});
+    const auto id = std::to_string(j["id"].get<unsigned long long>());
+    const auto state = j["state"].get<std::string>();
+    std::string reason = j["reason"];
+    if (state == "pending" || state == "requeued") {
+      // A waiting job's reason is the scheduler's, not "submitted".
+      auto w = request(c, "GET", "/api/v1/jobs/" + id + "/why");
+      reason = w.value("code", "") + ": " + w.value("explanation", "");
+    }
+    rows.push_back({id, j["name"], j["owner"], j["budget"], state, gpus_of(j), job_class(j),
+                    protection_left(j, now), ago(j["submit_time"].get<long long>()), reason});
   }
-  table({"ID", "NAME", "OWNER", "BUDGET", "STATE", "GPUS", "AGE", "REASON"}, rows);
+  table({"ID", "NAME", "OWNER", "BUDGET", "STATE", "GPUS", "CLASS", "PROTECTED", "AGE", "REASON"},
+        rows);
   return kOk;
 }
 
@@ -477,6 +493,15 @@ int cmd_show(const Args& a, const Conn& c) {
       std::printf("  %-10s %s\n", k,
                   r[k].is_string() ? r[k].get<std::string>().c_str() : r[k].dump().c_str());
   }
+  // The contract, in words: what `allocated` and `protected_until` mean for this job now.
+  const long long now = static_cast<long long>(std::time(nullptr));
+  std::string contract = job_class(r);
+  const auto left = protection_left(r, now);
+  if (left != "-" && left != "no") {
+    contract += ", protected until " + local_time(r.value("protected_until", 0LL), now) +
+                (left == "ended" ? " (ended)" : " (" + left + " left)");
+  }
+  std::printf("  %-10s %s\n", "class", contract.c_str());
   std::printf("  %-10s %s\n", "spec", r["spec"].dump().c_str());
   if (r.contains("placement") && r["placement"].is_array() && !r["placement"].empty()) {
     std::map<std::string, std::string> per_node;  // node -> "0,1,2"
@@ -510,7 +535,7 @@ int cmd_show(const Args& a, const Conn& c) {
   auto ev = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/events");
   std::printf("events:\n");
   for (const auto& e : ev["events"]) {
-    std::printf("  %lld  %-10s -> %-10s %s\n", e["time"].get<long long>(),
+    std::printf("  %s  %-10s -> %-10s %s\n", local_time(e["time"].get<long long>(), now).c_str(),
                 e["from"].get<std::string>().c_str(), e["to"].get<std::string>().c_str(),
                 e["reason"].get<std::string>().c_str());
   }
@@ -522,9 +547,39 @@ int cmd_why(const Args& a, const Conn& c) {
   auto r = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/why");
   if (a.has("json")) {
     std::printf("%s\n", r.dump(2).c_str());
-  } else {
-    std::printf("job %s is %s: %s\n", a.pos[0].c_str(), r["state"].get<std::string>().c_str(),
-                r["explanation"].get<std::string>().c_str());
+    return kOk;
+  }
+  const auto state = r["state"].get<std::string>();
+  std::printf("job %s is %s: %s\n", a.pos[0].c_str(), state.c_str(),
+              r["explanation"].get<std::string>().c_str());
+  auto job = request(c, "GET", "/api/v1/jobs/" + a.pos[0]);
+  const auto events = job_events(c, a.pos[0]);
+  const long long now = static_cast<long long>(std::time(nullptr));
+  if (state == "starting" || state == "running" || state == "preempting") {
+    for (const auto& line : running_story(job, events, now)) {
+      std::printf("  %s\n", line.c_str());
+    }
+    // A drain stops each job as it reaches its minimum runtime: say when, for this one.
+    std::set<std::string> nodes;
+    for (const auto& g : job.value("placement", json::array())) nodes.insert(g.value("node", ""));
+    for (const auto& n : nodes) {
+      auto node = request(c, "GET", "/api/v1/nodes/" + qs_escape(n));
+      const auto health = node.value("health", "");
+      if (health != "draining" && health != "unhealthy") continue;
+      const long long stop = drain_stop_time(job, now);
+      const auto why = node.value("health_reason", "");
+      const std::string when = stop <= now ? std::string("now")
+                                           : "at " + local_time(stop, now) +
+                                                 (job.value("allocated", false)
+                                                      ? ", when its protection ends"
+                                                      : ", when it has run its minimum runtime");
+      std::printf("  its node %s is %s%s: the job is stopped %s\n", n.c_str(), health.c_str(),
+                  why.empty() ? "" : (" (" + why + ")").c_str(), when.c_str());
+    }
+  } else if (state == "pending" || state == "requeued") {
+    const auto stop = last_stop(events);
+    if (!stop.empty()) std::printf("  last stopped: %s\n", stop.c_str());
+    std::printf("  %s\n", contract_promise(job).c_str());
   }
   return kOk;
 }
@@ -764,6 +819,48 @@ int cmd_nodes(const Args& a, const Conn& c) {
   return kOk;
 }
 
+// After a drain: each job still on the node and when it leaves (a drained job is stopped once it
+// reaches its minimum runtime), and so when the node will be empty.
+void tell_drain(const Conn& c, const std::string& node) {
+  const long long now = static_cast<long long>(std::time(nullptr));
+  long long empty_at = now;
+  std::vector<std::vector<std::string>> rows;
+  std::string after;
+  for (;;) {
+    auto r = request(c, "GET",
+                     "/api/v1/jobs?state=starting,running,preempting&limit=1000" +
+                         (after.empty() ? "" : "&after=" + after));
+    for (const auto& j : r["jobs"]) {
+      bool here = false;
+      for (const auto& g : j.value("placement", json::array())) here |= g.value("node", "") == node;
+      if (!here) continue;
+      const long long stop = drain_stop_time(j, now);
+      empty_at = std::max(empty_at, stop);
+      rows.push_back({std::to_string(j["id"].get<unsigned long long>()), j["owner"], job_class(j),
+                      stop <= now
+                          ? "now"
+                          : local_time(stop, now) + " (in " + human_duration(stop - now) + ")"});
+    }
+    if (!r["next"].is_number()) break;
+    after = std::to_string(r["next"].get<long long>());
+  }
+  if (rows.empty()) {
+    std::printf("no jobs on it: it is empty now\n");
+    return;
+  }
+  table({"JOB", "OWNER", "CLASS", "STOPS"}, rows);
+  if (empty_at <= now) {
+    std::printf("%zu job%s on %s, none protected: they are being stopped now\n", rows.size(),
+                rows.size() > 1 ? "s" : "", node.c_str());
+    return;
+  }
+  std::printf(
+      "%zu job%s still on %s; it will be empty by %s (in %s), when the last protection "
+      "ends\n",
+      rows.size(), rows.size() > 1 ? "s" : "", node.c_str(), local_time(empty_at, now).c_str(),
+      human_duration(empty_at - now).c_str());
+}
+
 int cmd_node_op(const Args& a, const Conn& c, const std::string& op) {
   if (a.pos.empty()) die(kUsage, op + ": give a node name");
   json body = json::object();
@@ -771,6 +868,7 @@ int cmd_node_op(const Args& a, const Conn& c, const std::string& op) {
   auto r = request(c, "POST", "/api/v1/nodes/" + a.pos[0] + "/" + op, &body);
   std::printf("node %s: %s%s\n", a.pos[0].c_str(), r["health"].get<std::string>().c_str(),
               r["cordoned"].get<bool>() ? ", cordoned" : "");
+  if (op == "drain") tell_drain(c, a.pos[0]);
   return kOk;
 }
 
@@ -849,25 +947,9 @@ int cmd_logs(const Args& a, const Conn& c) {
   return kOk;
 }
 
-void client_usage(const std::string& cmd) {
-  std::fprintf(
-      stderr,
-      "usage: allot %s ...   (common options: --addr URL --token T --json; env ALLOT_ADDR, "
-      "ALLOT_TOKEN; ~/.config/allot/config)\n"
-      "  submit [job.yaml] [--budget B --gpus N --nodes N --gpu-milli M --min-runtime 2h\n"
-      "         --expected 4h --priority high --kind debug --model H100 --cluster C\n"
-      "         --resumable --name N --key K --env K=V (repeatable) --workdir /abs/dir\n"
-      "         --memory 64G --cpus 16 --container IMAGE] [-- command args...]\n"
-      "  ls [--state S[,S]] [--owner U] [--budget B] [--limit N] [--all] [--json]\n"
-      "  show ID | why ID | cancel ID [--reason R]\n"
-      "  logs ID [--stderr] [--node N] [--run R] [-f]\n"
-      "  budget tree | budget set PATH [--share X] [--members a,b] [--owners c,d] |\n"
-      "  budget rm PATH |\n"
-      "  budget usage [--since 7d | --from T --to T] [--by budget|user] [--budget B]\n"
-      "  nodes | drain NODE [--reason R] | undrain NODE | cordon NODE | uncordon NODE\n"
-      "  report [--since 7d] [--budget B] [--format text|csv|json]\n"
-      "  token ls | token create NAME --role R [--scope S] | token revoke ID\n",
-      cmd.c_str());
+std::string first_sentence(const std::string& text) {
+  const auto end = text.find(". ");
+  return end == std::string::npos ? text : text.substr(0, end + 1);
 }
 
 }  // namespace
@@ -881,11 +963,52 @@ bool is_client_command(const std::string& cmd) {
 
 int client_main(int argc, char** argv) {
   const std::string cmd = argv[0];
-  Args a = parse_args(argc, argv, 1);
+  std::vector<std::string> words(argv + 1, argv + argc);
+  // budget and token have subcommands, each with its own flags; the first word names it.
+  std::string sub;
+  if (cmd == "budget" || cmd == "token") {
+    const std::string fallback = cmd == "budget" ? "tree" : "ls";
+    if (words.empty() || words[0].rfind("-", 0) == 0) {
+      const bool help = !words.empty() && (words[0] == "--help" || words[0] == "-h");
+      if (help) {
+        std::printf("usage: allot %s <subcommand> ...   ('allot %s <subcommand> --help')\n\n",
+                    cmd.c_str(), cmd.c_str());
+        for (const auto& s : client_commands()) {
+          if (s.name.rfind(cmd + " ", 0) == 0) {
+            std::printf("  %-13s %s\n", s.name.substr(cmd.size() + 1).c_str(),
+                        first_sentence(s.summary).c_str());
+          }
+        }
+        std::printf("\nwithout a subcommand: %s %s\n", cmd.c_str(), fallback.c_str());
+        return kOk;
+      }
+      sub = fallback;
+    } else {
+      sub = words[0] == "remove" ? "rm" : words[0];
+      words.erase(words.begin());
+    }
+    if (!find_command(cmd, sub)) {
+      std::vector<std::string> subs;
+      for (const auto& s : client_commands()) {
+        if (s.name.rfind(cmd + " ", 0) == 0) subs.push_back(s.name.substr(cmd.size() + 1));
+      }
+      const auto near = nearest(sub, subs);
+      std::string all;
+      for (const auto& s : subs) all += (all.empty() ? "" : ", ") + s;
+      die(kUsage, cmd + ": unknown subcommand '" + sub + "'" +
+                      (near.empty() ? "" : "; did you mean '" + near + "'?") + " (" + all + ")");
+    }
+  }
+  const CommandSpec* spec = find_command(cmd, sub);
+  if (!spec) die(kUsage, "unknown command '" + cmd + "'");
+  auto parsed = parse_flags(*spec, words);
+  if (!parsed.error.empty()) die(kUsage, parsed.error);
+  Args a = std::move(parsed.args);
   if (a.has("help")) {
-    client_usage(cmd);
+    std::printf("%s", help_text(*spec).c_str());
     return kOk;
   }
+  if (!sub.empty()) a.pos.insert(a.pos.begin(), sub);
   Conn c = connection(a);
   if (cmd == "submit") return cmd_submit(a, c);
   if (cmd == "ls") return cmd_ls(a, c);
@@ -900,8 +1023,7 @@ int client_main(int argc, char** argv) {
   if (cmd == "report") return cmd_report(a, c);
   if (cmd == "token") return cmd_token(a, c);
   if (cmd == "logs") return cmd_logs(a, c);
-  client_usage(cmd);
-  return kUsage;
+  die(kUsage, "unknown command '" + cmd + "'");
 }
 
 }  // namespace allot::cli

@@ -5,6 +5,7 @@
 
 #include "agent/runner.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 
 namespace {
 
@@ -19,11 +20,18 @@ void usage(FILE* out) {
       "  server   run the control plane (REST API, scheduling loop, embedded store)\n"
       "  up       run the control plane with a local cluster (11 x 8 H100) in one command\n"
       "  agent    run the node agent: GPUs, health, telemetry, jobs as processes\n"
-      "  submit, ls, show, why, logs, cancel, budget, nodes, drain, undrain,\n"
-      "  cordon, uncordon, report, token   talk to a server ('allot ls --help')\n"
+      "  submit   queue a job (add --min-runtime for a protected, allocated contract)\n"
+      "  ls       list jobs, with their class (allocated/unallocated) and protection left\n"
+      "  show, why, logs, cancel   one job: everything, why it waits or stopped, output, stop\n"
+      "  budget   tree, set, rm, usage\n"
+      "  nodes, drain, undrain, cordon, uncordon   the nodes\n"
+      "  report   the four metrics and owed/delivered per budget\n"
+      "  token    ls, create, revoke\n"
       "  version  print the version\n"
       "\n"
-      "'allot <command> --help' tells more.\n");
+      "'allot <command> --help' tells more: each command's options, with units and defaults.\n"
+      "\n%s",
+      allot::cli::exit_codes_text().c_str());
 }
 
 }  // namespace

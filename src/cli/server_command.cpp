@@ -22,6 +22,29 @@
 namespace allot::cli {
 namespace {
 
+// How to run this binary from a shell: "allot" when that name on $PATH is this very file, else
+// its absolute path (after the README's build, build/src/cli/allot is not on $PATH).
+std::string command_name() {
+  std::error_code ec;
+  const auto self = std::filesystem::canonical("/proc/self/exe", ec);
+  if (ec) return "allot";
+  if (const char* path = std::getenv("PATH")) {
+    std::string dirs = path;
+    std::size_t start = 0;
+    while (start <= dirs.size()) {
+      auto colon = dirs.find(':', start);
+      if (colon == std::string::npos) colon = dirs.size();
+      const auto dir = dirs.substr(start, colon - start);
+      start = colon + 1;
+      if (dir.empty()) continue;
+      std::error_code e2;
+      const auto found = std::filesystem::canonical(std::filesystem::path(dir) / "allot", e2);
+      if (!e2) return found == self ? "allot" : self.string();
+    }
+  }
+  return self.string();
+}
+
 struct ServerArgs {
   std::string data;
   std::string host = "127.0.0.1";
@@ -308,9 +331,14 @@ int serve(ServerArgs a, bool up) {
     }
     std::printf("\n  export ALLOT_ADDR=%s ALLOT_TOKEN=%s\n", addr.c_str(), admin.c_str());
     if (up) {
+      const auto me = command_name();
       std::printf(
-          "  allot submit --budget /lab/default --gpus 8 --expected 10m -- python train.py\n"
-          "  allot ls\n");
+          "  %s submit --budget /lab/default --gpus 8 --min-runtime 10m -- sleep 600\n"
+          "      (protected for 10 minutes once started: an allocated contract)\n"
+          "  %s submit --budget /lab/default --gpus 1 -- sleep 600\n"
+          "      (no --min-runtime: unallocated, preemptible at any time)\n"
+          "  %s ls\n",
+          me.c_str(), me.c_str(), me.c_str());
     }
   }
   std::fflush(stdout);

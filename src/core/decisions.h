@@ -24,6 +24,11 @@ struct StartDecision {
   Time protected_until = 0;  // == start time when not allocated
   StartMode mode = StartMode::Placed;
   std::vector<JobId> victims;  // jobs that must be stopped before this one starts
+  // Why a job that asked for a contract (min_runtime > 0) starts unallocated: the highest budget
+  // on its path over its allocation or, with at_burst_limit, holding its burst limit. kNoBudget
+  // when allocated, or when the job asked for no contract.
+  BudgetId limiting_budget = kNoBudget;
+  bool at_burst_limit = false;
 };
 
 enum class StopReason : std::uint8_t {

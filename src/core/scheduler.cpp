@@ -1329,6 +1329,10 @@ int Scheduler::backfill_whole_free(ClusterId c, const ClusterScratch& s) const {
 
 void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
                       std::vector<JobId> victims, CycleResult& out) {
+  // Asked before the start changes the standings, so that it names what stood in the way.
+  BudgetId limiting = kNoBudget;
+  bool at_burst_limit = false;
+  if (!allocated && j.spec.min_runtime > 0) funded(s, j, &limiting, &at_burst_limit);
   remove_pending(j);
   pool_.take(p);
   j.state = JobState::Running;
@@ -1377,6 +1381,8 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   d.protected_until = r.protected_until;
   d.mode = mode;
   d.victims = std::move(victims);
+  d.limiting_budget = limiting;
+  d.at_burst_limit = at_burst_limit;
   out.starts.push_back(std::move(d));
 }
 

@@ -484,6 +484,25 @@ struct ApiServer::Impl {
   static void require(bool ok, const std::string& what) {
     if (!ok) throw HttpError{403, "", "not allowed: " + what};
   }
+  // Usage and reports: administrators read all, managers their subtrees, and everyone the
+  // budgets they belong to (their own standing, like Slurm's sshare).
+  static bool can_read_usage(const Principal& p, const std::string& scope, const Members& members) {
+    return can_see_budget_usage(p, scope) ||
+           (p.is_human() && !p.subject.empty() && is_member(members, scope, p.subject));
+  }
+  // The scope of a usage or report request that names none: everything for administrators, else
+  // the first budget the caller manages, else the first it belongs to; so that a plain request
+  // answers with what its caller may see rather than a 403 for "/".
+  static std::string default_scope(const Principal& p, const Members& members) {
+    if (p.is_admin()) return "/";
+    if (!p.manages.empty()) return p.manages.front();
+    if (p.is_human()) {
+      for (const auto& [budget, users] : members) {
+        if (std::find(users.begin(), users.end(), p.subject) != users.end()) return budget;
+      }
+    }
+    return "/";
+  }
   static void not_agent(const Principal& p) {
     require(p.role != "agent", "node agent tokens only use the agent and heartbeat routes");
   }
@@ -510,6 +529,20 @@ struct ApiServer::Impl {
       auto& pj = parsed.value();
       require(can_submit(p, pj.budget, snap->members),
               "submit to " + pj.budget + " (ask its manager to add you as a member)");
+      // A request that no node could ever hold is refused now rather than waiting forever. A
+      // command left out altogether stays accepted (API clients that run on simulated nodes);
+      // one given empty (the CLI sends [] when none follows "--") is a mistake.
+      const auto cmd = body.find("command");
+      const bool command_empty =
+          cmd != body.end() && cmd->is_array() &&
+          (cmd->empty() || !(*cmd)[0].is_string() || (*cmd)[0].get<std::string>().empty());
+      std::vector<std::string> cluster_names;
+      for (const auto& c : snap->clusters) cluster_names.push_back(c.name);
+      if (auto fits = check_satisfiable(pj.spec, command_empty, snap->node_shapes, *snap->catalog,
+                                        cluster_names);
+          !fits.ok()) {
+        check(fits.error());
+      }
       // No look-up first: the store's unique (owner, key) index refuses a second job with the
       // key, and only then is the existing job read (a retried submit is the rare case).
       auto job = std::make_shared<std::pair<store::JobRecord, core::JobSpec>>();
@@ -1147,9 +1180,11 @@ void ApiServer::Impl::install() {
           auto [from, to] = period(req, ctl->now());
           auto by = req.has_param("by") ? req.get_param_value("by") : std::string("budget");
           if (by != "budget" && by != "user") throw HttpError{400, "by", "must be budget or user"};
-          auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
+          auto snap = ctl->snapshot();
+          auto scope = req.has_param("budget") ? req.get_param_value("budget")
+                                               : default_scope(p, snap->members);
           if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
-          require(can_see_budget_usage(p, scope), "see usage of " + scope);
+          require(can_read_usage(p, scope, snap->members), "see usage of " + scope);
           std::map<std::string, std::pair<double, double>> rows;  // key -> (allocated, unallocated)
           for (const auto& e : usage_entries(from, to)) {
             if (e.end <= e.start || !path_within(e.budget, scope)) continue;
@@ -1170,7 +1205,8 @@ void ApiServer::Impl::install() {
             }
             for (const auto& k : keys) (e.allocated ? rows[k].first : rows[k].second) += gs;
           }
-          json out = {{"from", from}, {"to", to}, {"by", by}, {"rows", json::array()}};
+          json out = {
+              {"from", from}, {"to", to}, {"by", by}, {"scope", scope}, {"rows", json::array()}};
           for (const auto& [k, v] : rows) {
             out["rows"].push_back({{by == "user" ? "user" : "budget", k},
                                    {"allocated_gpu_seconds", v.first},
@@ -1183,9 +1219,11 @@ void ApiServer::Impl::install() {
           auto p = authenticate(req);
           check_query(req, {"from", "to", "budget"});
           auto [from, to] = period(req, ctl->now());
-          auto scope = req.has_param("budget") ? req.get_param_value("budget") : std::string("/");
+          auto snap = ctl->snapshot();
+          auto scope = req.has_param("budget") ? req.get_param_value("budget")
+                                               : default_scope(p, snap->members);
           if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
-          require(can_see_budget_usage(p, scope), "see the report of " + scope);
+          require(can_read_usage(p, scope, snap->members), "see the report of " + scope);
           send(res, 200, report(from, to, scope, usage_entries(from, to)));
         });
 

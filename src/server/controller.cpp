@@ -216,7 +216,13 @@ void Controller::finish(Active& a, JobStatus to, const std::string& reason, Time
   active_.erase(a.rec.id);
 }
 
-void Controller::confirm_stop(Active& a, const std::string& reason, Time now, WriteBatch& batch) {
+void Controller::confirm_stop(Active& a, const std::string& how, Time now, WriteBatch& batch) {
+  // The cause given when the stop was asked for ("preempted for job 24 ...: it ran unallocated")
+  // stays the job's reason; how its processes ended ("killed by signal 15") follows it.
+  const std::string reason =
+      a.rec.state == "preempting" && !a.rec.reason.empty() && a.rec.reason != how
+          ? a.rec.reason + "; " + how
+          : how;
   close_segment(a, now, batch);
   a.rec.seg_start = 0;
   const auto* entry = sched_.job(a.rec.id);
@@ -1021,6 +1027,18 @@ void Controller::cycle(bool explain) {
                                   : "demoted: now unallocated (budget over allocation)"}});
     batch.push_back(op::UpdateJob{it->second.rec});
   }
+  // Why a job runs unallocated, in words its owner can act on (`allot why` shows it).
+  auto unallocated_because = [&](const core::JobSpec& spec, const core::StartDecision& s) {
+    if (s.allocated) return std::string();
+    if (spec.min_runtime <= 0) return std::string(" (no minimum runtime asked: preemptible)");
+    const auto& tree = sched_.budgets();
+    if (s.limiting_budget == core::kNoBudget || !tree.valid(s.limiting_budget)) {
+      return std::string(" (its budget could not fund the contract)");
+    }
+    const auto& path = tree.node(s.limiting_budget).path;
+    return " (" + path +
+           (s.at_burst_limit ? " is over its burst limit" : " is over its allocation") + ")";
+  };
   for (const auto& s : res.starts) {
     auto it = active_.find(s.job);
     if (it == active_.end()) continue;
@@ -1035,7 +1053,8 @@ void Controller::cycle(bool explain) {
     for (const auto& g : s.placement) a.rec.milli += g.milli;
     a.rec.runs += 1;
     set_placement(a);
-    std::string reason = std::string(s.allocated ? "allocated" : "unallocated") + ", " +
+    std::string reason = std::string(s.allocated ? "allocated" : "unallocated") +
+                         unallocated_because(a.spec, s) + ", " +
                          (s.mode == core::StartMode::Preempting   ? "preempting"
                           : s.mode == core::StartMode::Backfilled ? "backfilled"
                                                                   : "placed");
@@ -1087,6 +1106,11 @@ void Controller::publish() {
     s->clusters.push_back({c.name, sched_.capacity(c.id), 0});
   }
   s->cluster_ids = cluster_ids_;
+  s->node_shapes.reserve(sched_.nodes().size());
+  for (const auto& n : sched_.nodes()) {
+    const bool simulated = n.id < nodes_.size() && nodes_[n.id].simulated;
+    s->node_shapes.push_back({n.spec.cluster, n.spec.model, n.spec.gpus, simulated});
+  }
   s->catalog = std::make_shared<const core::GpuCatalog>(sched_.catalog());
   s->policy = sched_.config();
   s->running = holding_.size();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/scheduler.h"
+#include "server/feasibility.h"
 #include "server/lifecycle.h"
 #include "store/store.h"
 
@@ -110,8 +111,9 @@ struct Snapshot {
   std::map<std::string, std::vector<std::string>> owners;    // budget path -> owners
   std::map<std::string, std::vector<std::string>> owned_by;  // user -> budgets they own
   std::map<std::string, double> shares;                      // budget path -> share
-  std::vector<ClusterInfo> clusters;
+  std::vector<ClusterInfo> clusters;                         // by ClusterId
   std::map<std::string, core::ClusterId> cluster_ids;
+  std::vector<NodeShape> node_shapes;  // what each node offers: requests no node fits are refused
   std::shared_ptr<const core::GpuCatalog> catalog;
   core::PolicyConfig policy;
   std::size_t pending = 0;

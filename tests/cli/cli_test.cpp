@@ -225,7 +225,11 @@ TEST_F(Cli, SubmitWithFlagsAndYamlThenListShowWhyCancel) {
   const auto listed = json::parse(l.out);
   ASSERT_FALSE(listed.empty());
   for (const auto& j : listed) EXPECT_EQ(j["state"], "running");
-  EXPECT_EQ(allot({"ls", "--state", "sleeping"}).code, 1);
+  auto bad_state = allot({"ls", "--state", "sleeping"});
+  EXPECT_EQ(bad_state.code, 2);
+  EXPECT_NE(bad_state.err.find("'sleeping' is not one of pending, starting, running"),
+            std::string::npos)
+      << bad_state.err;
   auto sh = allot({"show", flags});
   ASSERT_EQ(sh.code, 0);
   EXPECT_NE(sh.out.find("job " + flags + "  flags"), std::string::npos) << sh.out;
@@ -288,7 +292,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_NE(n.out.find("simulated"), std::string::npos);
   auto d = allot({"drain", "sim-02", "--reason", "fan"});
   ASSERT_EQ(d.code, 0) << d.err;
-  EXPECT_EQ(d.out, "node sim-02: draining\n");
+  EXPECT_EQ(d.out.rfind("node sim-02: draining\n", 0), 0u) << d.out;
   EXPECT_EQ(allot({"undrain", "sim-02"}).out, "node sim-02: healthy\n");
   EXPECT_EQ(allot({"cordon", "sim-02"}).out, "node sim-02: healthy, cordoned\n");
   EXPECT_EQ(allot({"uncordon", "sim-02"}).out, "node sim-02: healthy\n");
@@ -304,6 +308,29 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   auto mine = allot({"submit", "--budget", "/lab/tok", "--gpus", "1"}, ann);
   EXPECT_EQ(mine.code, 0) << mine.err;
   EXPECT_EQ(allot({"submit", "--budget", "/org/y", "--gpus", "1"}, ann).code, 1);  // no budget
+  // Everyone reads their own standing: usage and the report of the budgets they belong to.
+  ASSERT_EQ(allot({"budget", "set", "/lab/own", "--members", "una"}).code, 0);
+  auto uc = allot({"token", "create", "una-cli", "--role", "user", "--subject", "una"});
+  ASSERT_EQ(uc.code, 0) << uc.err;
+  const auto una = uc.out.substr(0, uc.out.find('\n'));
+  auto own = allot({"budget", "usage", "--since", "1d", "--json"}, una);
+  ASSERT_EQ(own.code, 0) << own.err;
+  EXPECT_EQ(json::parse(own.out)["scope"], "/lab/own");
+  auto own_report = allot({"report", "--since", "1h"}, una);
+  ASSERT_EQ(own_report.code, 0) << own_report.err;
+  EXPECT_EQ(own_report.out.rfind("/lab/own: ", 0), 0u) << own_report.out;
+  EXPECT_EQ(allot({"report", "--budget", "/lab/cli"}, una).code, 4);  // not hers
+  EXPECT_EQ(allot({"report", "--budget", "/"}, una).code, 4);
+  EXPECT_EQ(allot({"budget", "usage", "--budget", "/lab"}, una).code, 4);
+  // A manager's plain report is of the subtree it manages, not "/" (a 403 before).
+  ASSERT_EQ(allot({"budget", "set", "/org/m/team", "--share", "1"}).code, 0);
+  auto mc = allot(
+      {"token", "create", "mgr-cli", "--role", "manager", "--scope", "/org/m", "--subject", "mia"});
+  ASSERT_EQ(mc.code, 0) << mc.err;
+  const auto mgr = mc.out.substr(0, mc.out.find('\n'));
+  auto mr = allot({"report", "--since", "1h", "--format", "json"}, mgr);
+  ASSERT_EQ(mr.code, 0) << mr.err;
+  EXPECT_EQ(json::parse(mr.out)["scope"], "/org/m");
   EXPECT_EQ(allot({"token", "ls"}, ann).code, 4);
   auto ls = allot({"token", "ls"});
   ASSERT_EQ(ls.code, 0);
@@ -347,6 +374,10 @@ TEST_F(Cli, LogsFromAnAgentAndFollowUntilComplete) {
   ASSERT_TRUE(reg);
   ASSERT_EQ(reg->status, 201) << reg->body;
   ASSERT_EQ(allot({"budget", "set", "/lab/logs", "--share", "1"}).code, 0);
+  // Where processes really run, a job without a command is refused at submission.
+  auto empty = allot({"submit", "--budget", "/lab/logs", "--cluster", "real"});
+  EXPECT_EQ(empty.code, 1);
+  EXPECT_NE(empty.err.find("command: is empty"), std::string::npos) << empty.err;
   auto s = allot({"submit", "--budget", "/lab/logs", "--gpus", "8", "--cluster", "real", "--json",
                   "--", "echo", "hi"});
   ASSERT_EQ(s.code, 0) << s.err;
@@ -386,6 +417,158 @@ TEST_F(Cli, LogsFromAnAgentAndFollowUntilComplete) {
 }
 
 // allot up shows the same admin token at every start on the same data, kept in a private file.
+// Every misspelling a Slurm or kubectl habit produces fails with exit 2 and names the flag meant;
+// nothing is submitted or listed on a guess.
+TEST_F(Cli, MistypedFlagsAreRefusedWithASuggestion) {
+  ASSERT_EQ(allot({"budget", "set", "/lab/typo", "--share", "1"}).code, 0);
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"submit", "--budget", "/lab/typo", "--min-runtim", "2h"}, "did you mean --min-runtime?"},
+      {{"submit", "--budget", "/lab/typo", "--gpu", "1"}, "did you mean --gpus?"},
+      {{"submit", "--budget", "/lab/typo", "--resumeable", "--name", "x"},
+       "did you mean --resumable?"},
+      {{"ls", "--stat", "running"}, "did you mean --state?"},
+      {{"ls", "--state", "bogus"}, "is not one of pending, starting, running"},
+      {{"submit", "--budget", "/lab/typo", "--min-runtime"}, "--min-runtime needs a value"},
+      {{"submit", "--budget", "/lab/typo", "--min-runtime", "--gpus", "1"},
+       "--min-runtime needs a value"},
+      {{"ls", "running"}, "takes no arguments"},
+      {{"budget", "sett", "/lab/typo"}, "did you mean 'set'?"},
+      {{"report", "--format", "xml"}, "is not one of text, csv, json"},
+      {{"token", "create", "x", "--role", "boss"}, "is not one of admin, manager, user, agent"},
+  };
+  for (const auto& c : cases) {
+    auto r = allot(c.args);
+    EXPECT_EQ(r.code, 2) << c.args[0] << " " << c.args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("bad file"), std::string::npos) << r.err;
+  }
+  // Nothing was submitted on any of them.
+  EXPECT_EQ(json::parse(allot({"ls", "--budget", "/lab/typo", "--all", "--json"}).out).size(), 0u);
+
+  // Each command's --help is its own: usage line, its flags, an example; exit 0, no server needed.
+  auto submit_help = allot({"submit", "--help"}, "");
+  auto ls_help = allot({"ls", "--help"}, "");
+  auto set_help = allot({"budget", "set", "-h"}, "");
+  ASSERT_EQ(submit_help.code, 0);
+  ASSERT_EQ(ls_help.code, 0);
+  ASSERT_EQ(set_help.code, 0);
+  EXPECT_EQ(submit_help.out.rfind("usage: allot submit", 0), 0u) << submit_help.out;
+  EXPECT_NE(submit_help.out.find("--min-runtime DURATION"), std::string::npos);
+  EXPECT_EQ(ls_help.out.rfind("usage: allot ls", 0), 0u) << ls_help.out;
+  EXPECT_EQ(ls_help.out.find("--min-runtime"), std::string::npos);
+  EXPECT_EQ(set_help.out.rfind("usage: allot budget set PATH", 0), 0u) << set_help.out;
+  auto top = allot({"--help"}, "");
+  EXPECT_NE(top.out.find("exit codes:"), std::string::npos) << top.out;
+}
+
+// Requests no node of the cluster could hold are refused at submission, with what to ask.
+TEST_F(Cli, ImpossibleRequestsAreRefusedAtSubmit) {
+  ASSERT_EQ(allot({"budget", "set", "/lab/big", "--share", "1"}).code, 0);
+  auto r = allot({"submit", "--budget", "/lab/big", "--gpus", "16"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--nodes 2 --gpus 8"), std::string::npos) << r.err;
+  r = allot({"submit", "--budget", "/lab/big", "--nodes", "3", "--gpus", "8", "--cluster", "sim"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has only 2"), std::string::npos) << r.err;
+  r = allot({"submit", "--budget", "/lab/big", "--model", "B200"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no node has a GPU model B200"), std::string::npos) << r.err;
+  EXPECT_EQ(json::parse(allot({"ls", "--budget", "/lab/big", "--all", "--json"}).out).size(), 0u);
+}
+
+// A fresh server (2 simulated nodes of 8 GPUs) for the story of contracts: a free job, a
+// protected one, one that loses its contract to the burst limit and is preempted, and a drain.
+class CliContract : public Cli {};
+
+TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
+  for (const char* b : {"/lab/p", "/lab/q"}) {
+    ASSERT_EQ(allot({"budget", "set", b, "--share", "1"}).code, 0);
+  }
+  // A: no --min-runtime: free, preemptible work, and submit says so.
+  auto a = allot({"submit", "--budget", "/lab/q", "--gpus", "8", "--name", "free"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_NE(a.out.find("UNALLOCATED: no --min-runtime"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("started UNALLOCATED (no minimum runtime asked"), std::string::npos)
+      << a.out;
+  const auto ida = a.out.substr(14, a.out.find(' ', 14) - 14);
+  // B: a contract, and the budget can fund it.
+  auto b = allot({"submit", "--budget", "/lab/p", "--gpus", "8", "--min-runtime", "30m", "--name",
+                  "protected"});
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(b.out.find("protected for 30m once started"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("started allocated: protected until"), std::string::npos) << b.out;
+  const auto idb = b.out.substr(14, b.out.find(' ', 14) - 14);
+  // C: asks for a contract, but /lab/p would hold all 16 GPUs, past its burst limit.
+  auto c = allot(
+      {"submit", "--budget", "/lab/p", "--gpus", "8", "--min-runtime", "30m", "--name", "burst"});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("may start unallocated: /lab/p would exceed its burst limit"),
+            std::string::npos)
+      << c.out;
+  const auto idc = c.out.substr(14, c.out.find(' ', 14) - 14);
+  ASSERT_EQ(allot({"cancel", ida}).code, 0);
+  ASSERT_TRUE(wait_state(idc, "running"));
+  auto wc = allot({"why", idc});
+  ASSERT_EQ(wc.code, 0) << wc.err;
+  EXPECT_NE(wc.out.find("UNALLOCATED (/lab/p is over its burst limit)"), std::string::npos)
+      << wc.out;
+  auto wb = allot({"why", idb});
+  EXPECT_NE(wb.out.find("allocated: protected until"), std::string::npos) << wb.out;
+  auto sb = allot({"show", idb});
+  EXPECT_NE(sb.out.find("  class      allocated, protected until "), std::string::npos) << sb.out;
+  EXPECT_NE(sb.out.find(" left)"), std::string::npos) << sb.out;
+
+  // D: /lab/q funds a contract and takes C's GPUs; C's stop reason names D.
+  auto d = allot({"submit", "--budget", "/lab/q", "--gpus", "8", "--min-runtime", "10m"});
+  ASSERT_EQ(d.code, 0) << d.err;
+  const auto idd = d.out.substr(14, d.out.find(' ', 14) - 14);
+  ASSERT_TRUE(wait_state(idc, "preempted"));
+  wc = allot({"why", idc});
+  EXPECT_NE(wc.out.find("is preempted: preempted for job " + idd + " after running"),
+            std::string::npos)
+      << wc.out;
+  EXPECT_NE(wc.out.find("it ran unallocated"), std::string::npos) << wc.out;
+
+  // ls: CLASS and PROTECTED tell the three apart; REASON shows the preemption.
+  auto l = allot({"ls", "--all", "--budget", "/lab"});
+  ASSERT_EQ(l.code, 0) << l.err;
+  EXPECT_NE(l.out.find("CLASS"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("PROTECTED"), std::string::npos) << l.out;
+  auto row = [&](const std::string& id) {
+    auto at = l.out.find("\n" + id + " ");
+    return at == std::string::npos ? std::string()
+                                   : l.out.substr(at + 1, l.out.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(row(idb).find("allocated"), std::string::npos) << l.out;
+  EXPECT_NE(row(idb).find("29m"), std::string::npos) << row(idb);
+  EXPECT_NE(row(idc).find("preempted for job " + idd), std::string::npos) << row(idc);
+  EXPECT_NE(row(ida).find("cancelled"), std::string::npos) << row(ida);
+
+  // Drain B's node: the jobs still there and when the node will be empty (B's protection end).
+  const auto placed = json::parse(allot({"show", idb, "--json"}).out);
+  const auto node = placed["placement"][0]["node"].get<std::string>();
+  auto dr = allot({"drain", node, "--reason", "fan"});
+  ASSERT_EQ(dr.code, 0) << dr.err;
+  EXPECT_NE(dr.out.find(idb), std::string::npos) << dr.out;
+  EXPECT_NE(dr.out.find("will be empty by"), std::string::npos) << dr.out;
+  wb = allot({"why", idb});
+  EXPECT_NE(wb.out.find("its node " + node + " is draining (fan)"), std::string::npos) << wb.out;
+  EXPECT_NE(wb.out.find("when its protection ends"), std::string::npos) << wb.out;
+  ASSERT_EQ(allot({"undrain", node}).code, 0);
+
+  // Fractions of a GPU print as fractions (250 milli-GPUs were "0.2", 50 were "0.0").
+  for (const char* milli : {"250", "50"}) {
+    ASSERT_EQ(allot({"submit", "--budget", "/lab/q", "--gpu-milli", milli, "--json"}).code, 0);
+  }
+  l = allot({"ls", "--budget", "/lab/q", "--state", "pending,running"});
+  EXPECT_NE(l.out.find(" 0.25 "), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find(" 0.05 "), std::string::npos) << l.out;
+}
+
 TEST(CliUp, ReusesItsAdminToken) {
   std::random_device rd;
   const auto dir = (std::filesystem::temp_directory_path() /
@@ -414,6 +597,13 @@ TEST(CliUp, ReusesItsAdminToken) {
   const auto kept = first_line(dir + "/a.db.admin-token");
   ASSERT_EQ(kept.rfind("allot_", 0), 0u) << first;
   EXPECT_NE(first.find(kept), std::string::npos);
+  // The hint runs as printed: the build's binary is not on $PATH, so its path is shown, and its
+  // first job holds a contract.
+  EXPECT_NE(first.find(std::string("  ") + ALLOT_BIN +
+                       " submit --budget /lab/default --gpus 8 "
+                       "--min-runtime 10m"),
+            std::string::npos)
+      << first;
   EXPECT_EQ(std::filesystem::status(dir + "/a.db.admin-token").permissions() &
                 std::filesystem::perms::all,
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);

@@ -101,7 +101,11 @@ TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
       {"mgr", "GET", "/api/v1/usage?budget=/lab", {}, 200},
       {"mgr_b", "GET", "/api/v1/usage?budget=/lab", {}, 403},
       {"mgr_b", "GET", "/api/v1/usage?budget=/lab/b&by=user", {}, 200},
-      {"ann", "GET", "/api/v1/usage?budget=/lab/a", {}, 403},
+      {"ann", "GET", "/api/v1/usage?budget=/lab/a", {}, 200},  // her own budget's standing
+      {"ann", "GET", "/api/v1/usage?budget=/lab/b", {}, 403},
+      {"ann", "GET", "/api/v1/usage?budget=/lab", {}, 403},  // her siblings' too: no
+      {"ann", "GET", "/api/v1/report", {}, 200},             // defaults to /lab/a
+      {"bob", "GET", "/api/v1/report?budget=/lab/a", {}, 403},
       {"agent1", "GET", "/api/v1/report", {}, 403},
       {"mgr", "GET", "/api/v1/report?budget=/lab", {}, 200},
       // nodes

@@ -1,0 +1,169 @@
+#include "cli/contract.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+
+namespace allot::cli {
+
+using json = nlohmann::json;
+
+namespace {
+
+bool holds_gpus(const std::string& state) {
+  return state == "starting" || state == "running" || state == "preempting";
+}
+
+long long number(const json& j, const char* key, long long def = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<long long>() : def;
+}
+
+long long min_runtime(const json& job) {
+  auto it = job.find("spec");
+  return it != job.end() && it->is_object() ? number(*it, "min_runtime") : 0;
+}
+
+std::string text(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+std::string human_duration(long long s) {
+  if (s < 0) s = 0;
+  char buf[48];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  } else if (s < 3600) {
+    if (s % 60) {
+      std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+    } else {
+      std::snprintf(buf, sizeof buf, "%lldm", s / 60);
+    }
+  } else if (s < 86400) {
+    if ((s % 3600) / 60) {
+      std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+    } else {
+      std::snprintf(buf, sizeof buf, "%lldh", s / 3600);
+    }
+  } else if ((s % 86400) / 3600) {
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh", s / 86400, (s % 86400) / 3600);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd", s / 86400);
+  }
+  return buf;
+}
+
+std::string local_time(long long t, long long now) {
+  std::time_t tt = static_cast<std::time_t>(t), tn = static_cast<std::time_t>(now);
+  std::tm tm{}, tmn{};
+  localtime_r(&tt, &tm);
+  localtime_r(&tn, &tmn);
+  char buf[32];
+  const bool today = tm.tm_year == tmn.tm_year && tm.tm_yday == tmn.tm_yday;
+  std::strftime(buf, sizeof buf, today ? "%H:%M:%S" : "%b %d %H:%M", &tm);
+  return buf;
+}
+
+std::string job_class(const json& job) {
+  const auto state = text(job, "state");
+  const bool allocated = job.value("allocated", false);
+  if (holds_gpus(state) || number(job, "runs") > 0) {
+    if (!allocated) return "unallocated";
+    const auto spec = job.value("spec", json::object());
+    return spec.is_object() && spec.value("kind", "") == "debug" ? "debug" : "allocated";
+  }
+  if (state == "pending" || state == "requeued") {
+    const long long m = min_runtime(job);
+    return m > 0 ? "asks " + human_duration(m) : "unallocated";
+  }
+  return "-";
+}
+
+std::string protection_left(const json& job, long long now) {
+  if (!holds_gpus(text(job, "state"))) return "-";
+  if (!job.value("allocated", false)) return "no";
+  const long long until = number(job, "protected_until");
+  return until > now ? human_duration(until - now) : "ended";
+}
+
+std::string contract_promise(const json& job) {
+  const long long m = min_runtime(job);
+  if (m <= 0) {
+    return "UNALLOCATED: no --min-runtime, so it is free, preemptible work that any funded job "
+           "may stop at any time; for a protected run ask for a contract, e.g. --min-runtime 2h";
+  }
+  return "asks for an allocated contract: protected for " + human_duration(m) +
+         " once started, if its budget can fund it (else it starts unallocated)";
+}
+
+std::string unallocated_cause(const json& events) {
+  if (!events.is_array()) return "";
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    const auto reason = text(*it, "reason");
+    if (text(*it, "to") == "starting") {
+      if (reason.rfind("unallocated (", 0) != 0) return "";
+      const auto close = reason.rfind(')');
+      return close == std::string::npos ? "" : reason.substr(13, close - 13);
+    }
+    if (reason.rfind("demoted", 0) == 0) {
+      const auto open = reason.find('(');
+      return open == std::string::npos ? "" : reason.substr(open + 1, reason.size() - open - 2);
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> running_story(const json& job, const json& events, long long now) {
+  std::vector<std::string> out;
+  const long long until = number(job, "protected_until");
+  if (job.value("allocated", false)) {
+    if (until > now) {
+      out.push_back("allocated: protected until " + local_time(until, now) + " (" +
+                    human_duration(until - now) + " left); nothing preempts it before then");
+    } else {
+      out.push_back("allocated, protection ended at " + local_time(until, now) +
+                    ": it may now be preempted for a budget that stands further below its "
+                    "allocation");
+    }
+  } else {
+    const auto cause = unallocated_cause(events);
+    out.push_back("UNALLOCATED" + (cause.empty() ? std::string() : " (" + cause + ")") +
+                  ": not protected; the first funded request that needs these GPUs takes them");
+    if (min_runtime(job) <= 0) {
+      out.push_back("for a protected run, submit with --min-runtime (e.g. --min-runtime 2h)");
+    }
+  }
+  if (events.is_array()) {
+    const long long start = number(job, "run_start");
+    for (const auto& e : events) {
+      const auto reason = text(e, "reason");
+      if (number(e, "time") >= start &&
+          (reason.rfind("promoted", 0) == 0 || reason.rfind("demoted", 0) == 0)) {
+        out.push_back("at " + local_time(number(e, "time"), now) + ": " + reason);
+      }
+    }
+  }
+  return out;
+}
+
+std::string last_stop(const json& events) {
+  if (!events.is_array()) return "";
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    const auto to = text(*it, "to");
+    if (to == "requeued" || to == "preempted") return text(*it, "reason");
+  }
+  return "";
+}
+
+long long drain_stop_time(const json& job, long long now) {
+  // The server's rule (docs/policy.md): the run's minimum runtime from its placement, or its
+  // protected period if it was promoted later, is honoured; then the job stops.
+  long long deadline = number(job, "run_start") + min_runtime(job);
+  if (job.value("allocated", false)) deadline = std::max(deadline, number(job, "protected_until"));
+  return std::max(now, deadline);
+}
+
+}  // namespace allot::cli

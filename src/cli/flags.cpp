@@ -1,0 +1,408 @@
+#include "cli/flags.h"
+
+#include <algorithm>
+
+namespace allot::cli {
+namespace {
+
+const std::vector<std::string> kStates = {"pending",    "starting", "running",
+                                          "preempting", "requeued", "preempted",
+                                          "succeeded",  "failed",   "cancelled"};
+
+// Flags every client command takes (where the server is and who is asking).
+std::vector<FlagSpec> common_flags() {
+  return {
+      {"addr", "URL", "the server (default: $ALLOT_ADDR, the config file, http://127.0.0.1:7400)"},
+      {"token", "TOKEN", "the API token (default: $ALLOT_TOKEN, then the config file)"},
+      {"cacert", "FILE", "CA certificate to trust for an https server (default: $ALLOT_CACERT)"},
+      {"insecure", "", "do not verify the server's TLS certificate"},
+      {"json", "", "print the server's JSON answer instead of text"},
+      {"help", "", "print this help"},
+  };
+}
+
+std::vector<CommandSpec> build() {
+  std::vector<CommandSpec> c;
+  c.push_back(
+      {"submit",
+       "[JOB.yaml] [options] [-- COMMAND ARGS...]",
+       "Queue a job. Without --min-runtime the job is unallocated: free, preemptible work "
+       "that any funded job may stop at any time. With --min-runtime it asks for an "
+       "allocated contract: once started it is protected that long (if its budget can "
+       "afford it; otherwise it starts unallocated, and `allot why` says so).",
+       {
+           {"budget", "PATH", "the budget that pays, e.g. /lab/nlp (required)"},
+           {"name", "NAME", "a name to find the job by (default: the command's name)"},
+           {"gpus", "N", "GPUs on each node (default 1)"},
+           {"nodes", "N", "nodes of a gang, each with --gpus GPUs (default 1)"},
+           {"gpu-milli", "M", "a fraction of one GPU in thousandths, 1-1000 (default 1000)"},
+           {"min-runtime", "DURATION",
+            "the contract: protected this long once started, e.g. 30m, 2h (default 0: "
+            "unallocated, preemptible at any time)"},
+           {"expected", "DURATION", "how long the job should take, e.g. 4h (helps backfill)"},
+           {"priority", "P", "order within its budget", {"low", "normal", "high", "urgent"}},
+           {"kind",
+            "K",
+            "the kind of work (default batch)",
+            {"batch", "interactive", "debug", "inference"}},
+           {"model", "MODEL", "the GPU model, e.g. H100 (default: any)"},
+           {"cluster", "NAME", "the cluster (default: any)"},
+           {"resumable", "", "the job may be stopped and requeued (it checkpoints)"},
+           {"key", "KEY", "idempotency key: a retried submit with it makes no second job"},
+           {"env", "NAME=VALUE", "an environment variable (repeatable)", {}, false, true},
+           {"workdir", "DIR", "the absolute directory the job starts in"},
+           {"memory", "SIZE", "host memory, e.g. 64G, 512M, 1T"},
+           {"cpus", "N", "CPU cores"},
+           {"container", "IMAGE", "run in this container image"},
+       },
+       0,
+       1,
+       true,
+       "allot submit --budget /lab/nlp --gpus 8 --min-runtime 2h -- python train.py"});
+  c.push_back({"ls",
+               "[options]",
+               "List jobs: by default those queued or running, newest first. CLASS says whether a "
+               "job holds an allocated contract (protected) or runs unallocated (preemptible); "
+               "PROTECTED is how much of its contract is left.",
+               {
+                   {"state", "S[,S]", "only jobs in these states", kStates, true},
+                   {"owner", "USER", "only this user's jobs"},
+                   {"budget", "PATH", "only jobs of this budget and the budgets under it"},
+                   {"limit", "N", "at most N jobs (default 50)"},
+                   {"all", "", "jobs in every state, ended ones too"},
+               },
+               0,
+               0,
+               false,
+               "allot ls --state running,pending --budget /lab/nlp"});
+  c.push_back({"show",
+               "JOB",
+               "Everything about a job: its spec, contract, placement, telemetry "
+               "and the history of its states.",
+               {},
+               1,
+               1,
+               false,
+               "allot show 42"});
+  c.push_back({"why",
+               "JOB",
+               "Why a job waits, why it stopped, or (running) whether it is protected and until "
+               "when.",
+               {},
+               1,
+               1,
+               false,
+               "allot why 42"});
+  c.push_back({"cancel",
+               "JOB [--reason TEXT]",
+               "Cancel a job; its processes get SIGTERM.",
+               {{"reason", "TEXT", "why, for the job's history"}},
+               1,
+               1,
+               false,
+               "allot cancel 42 --reason 'wrong data'"});
+  c.push_back({"logs",
+               "JOB [options]",
+               "A job's output as its node agents uploaded it.",
+               {{"stderr", "", "standard error instead of standard output"},
+                {"node", "NODE", "the output of one node of a gang"},
+                {"run", "N", "an earlier run (default: the latest)"},
+                {"follow", "", "keep printing until the run ended (also -f)"}},
+               1,
+               1,
+               false,
+               "allot logs 42 -f"});
+  const std::vector<FlagSpec> period = {
+      {"since", "DURATION", "the period that ends now (default 7d)"},
+      {"from", "EPOCH", "the period's start, in seconds since 1970"},
+      {"to", "EPOCH", "the period's end, in seconds since 1970 (default now)"}};
+  c.push_back({"budget tree",
+               "",
+               "The budget tree: each budget's share, its fraction of each "
+               "cluster, owners and members.",
+               {},
+               0,
+               0,
+               false,
+               "allot budget tree"});
+  c.push_back({"budget set",
+               "PATH [options]",
+               "Create or change a budget (admins, and managers within their subtree).",
+               {{"share", "X", "its weight among its siblings (default 1)"},
+                {"members", "a,b", "the users who may submit to it"},
+                {"owners", "c,d", "the users who manage it and the budgets under it"}},
+               1,
+               1,
+               false,
+               "allot budget set /lab/nlp --share 2 --members ann,bob"});
+  c.push_back({"budget rm",
+               "PATH",
+               "Remove a budget and those under it.",
+               {},
+               1,
+               1,
+               false,
+               "allot budget rm /lab/old"});
+  {
+    CommandSpec u{"budget usage",
+                  "[options]",
+                  "GPU-hours used, allocated and unallocated, per budget or per user. Users see "
+                  "the budgets they belong to; managers their subtree.",
+                  period,
+                  0,
+                  0,
+                  false,
+                  "allot budget usage --since 1d --by user"};
+    u.flags.push_back({"by", "WHAT", "one row per budget or per user", {"budget", "user"}});
+    u.flags.push_back({"budget", "PATH", "only this budget and those under it"});
+    c.push_back(u);
+  }
+  c.push_back({"nodes",
+               "",
+               "The nodes: GPUs, health, and why a node is not healthy.",
+               {},
+               0,
+               0,
+               false,
+               "allot nodes"});
+  for (const char* op : {"drain", "undrain", "cordon", "uncordon"}) {
+    const std::string name = op;
+    const std::string what =
+        name == "drain"     ? "Drain a node: no new jobs; each running job stops once its "
+                              "protection ends. Lists the jobs still there and when the node "
+                              "will be empty."
+        : name == "undrain" ? "Make a drained node take work again."
+        : name == "cordon"  ? "Cordon a node: no new jobs, running ones keep running."
+                            : "Lift a node's cordon.";
+    c.push_back({name,
+                 "NODE [--reason TEXT]",
+                 what,
+                 {{"reason", "TEXT", "why, shown in `allot nodes`"}},
+                 1,
+                 1,
+                 false,
+                 "allot " + name + " gpu-07" + (name == "drain" ? " --reason 'fan failure'" : "")});
+  }
+  {
+    CommandSpec r{"report",
+                  "[options]",
+                  "The four metrics over a period (availability, occupancy, impact, utilization), "
+                  "then owed and delivered GPU-hours per budget. Managers see their subtree by "
+                  "default, users their own budgets.",
+                  period,
+                  0,
+                  0,
+                  false,
+                  "allot report --since 30d --format csv"};
+    r.flags.push_back({"budget", "PATH", "the subtree to report on (default: what you may see)"});
+    r.flags.push_back({"format", "F", "the output (default text)", {"text", "csv", "json"}});
+    c.push_back(r);
+  }
+  c.push_back({"token ls", "", "The API tokens (admins).", {}, 0, 0, false, "allot token ls"});
+  c.push_back({"token create",
+               "NAME --role ROLE [options]",
+               "Make a token; its secret is printed once.",
+               {{"role", "ROLE", "what it may do", {"admin", "manager", "user", "agent"}},
+                {"scope", "PATH|NODE", "a manager's budget subtree, or an agent's node"},
+                {"subject", "USER", "the user it acts as (default: NAME)"}},
+               1,
+               1,
+               false,
+               "allot token create ann --role user --subject ann"});
+  c.push_back(
+      {"token revoke", "ID", "Revoke a token at once.", {}, 1, 1, false, "allot token revoke 7"});
+  for (auto& spec : c) {
+    auto common = common_flags();
+    spec.flags.insert(spec.flags.end(), common.begin(), common.end());
+  }
+  return c;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+}  // namespace
+
+const std::vector<CommandSpec>& client_commands() {
+  static const std::vector<CommandSpec> specs = build();
+  return specs;
+}
+
+const CommandSpec* find_command(const std::string& command, const std::string& sub) {
+  const std::string full = sub.empty() ? command : command + " " + sub;
+  for (const auto& s : client_commands()) {
+    if (s.name == full) return &s;
+  }
+  return nullptr;
+}
+
+std::string nearest(const std::string& typed, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::string::npos;
+  for (const auto& c : candidates) {
+    std::size_t d = edit_distance(typed, c);
+    // A prefix of at least three letters counts as close: "--min" for --min-runtime.
+    if (typed.size() >= 3 && c.compare(0, typed.size(), typed) == 0)
+      d = std::min<std::size_t>(d, 1);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  // Two edits for names of five letters or more, one below: "--gpu" -> "--gpus", not "--cpus".
+  const std::size_t allowed = typed.size() >= 5 ? 2 : 1;
+  return best_d <= allowed ? best : std::string();
+}
+
+ParseResult parse_flags(const CommandSpec& spec, const std::vector<std::string>& args) {
+  ParseResult r;
+  auto fail = [&](std::string msg) {
+    r.error = spec.name + ": " + std::move(msg);
+    return r;
+  };
+  std::vector<std::string> names;
+  for (const auto& f : spec.flags) names.push_back(f.name);
+  auto find = [&](const std::string& n) -> const FlagSpec* {
+    for (const auto& f : spec.flags) {
+      if (f.name == n) return &f;
+    }
+    return nullptr;
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& s = args[i];
+    if (s == "--") {
+      if (!spec.takes_command) return fail("takes no command after --");
+      r.args.rest.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    if (s == "-h") {
+      r.args.opt["help"] = "1";
+      continue;
+    }
+    if (s == "-f" && find("follow")) {
+      r.args.opt["follow"] = "1";
+      continue;
+    }
+    if (s.size() > 1 && s[0] == '-' && s.rfind("--", 0) != 0) {
+      return fail("unknown option '" + s + "' (options are --long; see --help)");
+    }
+    if (s.rfind("--", 0) != 0) {
+      r.args.pos.push_back(s);
+      continue;
+    }
+    std::string key = s.substr(2), value;
+    bool has_value = false;
+    if (auto eq = key.find('='); eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+      has_value = true;
+    }
+    const FlagSpec* f = find(key);
+    if (!f) {
+      const auto near = nearest(key, names);
+      return fail("unknown option --" + key +
+                  (near.empty() ? "" : "; did you mean --" + near + "?") + " (see 'allot " +
+                  spec.name + " --help')");
+    }
+    if (f->value.empty()) {
+      if (has_value) return fail("--" + key + " takes no value");
+      r.args.opt[key] = "1";
+      continue;
+    }
+    if (!has_value) {
+      // A value that looks like the next option means the value was left out.
+      if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0) {
+        return fail("--" + key + " needs a value (" + f->value + ")");
+      }
+      value = args[++i];
+    }
+    if (!f->choices.empty()) {
+      std::vector<std::string> given;
+      if (f->list) {
+        std::size_t st = 0;
+        while (st <= value.size()) {
+          auto comma = value.find(',', st);
+          if (comma == std::string::npos) comma = value.size();
+          given.push_back(value.substr(st, comma - st));
+          st = comma + 1;
+        }
+      } else {
+        given.push_back(value);
+      }
+      for (const auto& g : given) {
+        if (std::find(f->choices.begin(), f->choices.end(), g) == f->choices.end()) {
+          const auto near = nearest(g, f->choices);
+          return fail("--" + key + ": '" + g + "' is not one of " + join(f->choices, ", ") +
+                      (near.empty() ? "" : " (did you mean " + near + "?)"));
+        }
+      }
+    }
+    if (f->repeatable) {
+      if (key == "env") r.args.env.push_back(value);
+      continue;
+    }
+    if (r.args.opt.count(key)) return fail("--" + key + " given twice");
+    r.args.opt[key] = value;
+  }
+  if (r.args.has("help")) return r;  // the rest does not matter: help is printed
+  if (r.args.pos.size() > spec.max_args) {
+    const auto& extra = r.args.pos[spec.max_args];
+    std::string msg = "unexpected argument '" + extra + "'";
+    if (spec.max_args == 0) msg = "takes no arguments; unexpected '" + extra + "'";
+    if (spec.takes_command) msg += " (put the job's command after --)";
+    return fail(msg + "; usage: allot " + spec.name + " " + spec.synopsis);
+  }
+  if (r.args.pos.size() < spec.min_args) {
+    return fail("missing argument; usage: allot " + spec.name + " " + spec.synopsis);
+  }
+  return r;
+}
+
+std::string exit_codes_text() {
+  return "exit codes:\n"
+         "  0  done\n"
+         "  1  refused by the server (bad request, conflict: the message says why)\n"
+         "  2  bad usage (unknown option, missing or malformed value)\n"
+         "  3  the server cannot be reached\n"
+         "  4  not authorised (no token, a bad token, or not allowed)\n"
+         "  5  not found\n"
+         "  6  server error\n";
+}
+
+std::string help_text(const CommandSpec& spec) {
+  std::string out = "usage: allot " + spec.name;
+  if (!spec.synopsis.empty()) out += " " + spec.synopsis;
+  out += "\n\n" + spec.summary + "\n\noptions:\n";
+  std::size_t width = 0;
+  auto head = [](const FlagSpec& f) {
+    return "--" + f.name + (f.value.empty() ? "" : " " + f.value);
+  };
+  for (const auto& f : spec.flags) width = std::max(width, head(f).size());
+  for (const auto& f : spec.flags) {
+    std::string h = head(f);
+    h.resize(width, ' ');
+    out += "  " + h + "  " + f.help;
+    if (!f.choices.empty()) out += " (" + join(f.choices, ", ") + ")";
+    out += "\n";
+  }
+  out += "\nexample:\n  " + spec.example + "\n\n" + exit_codes_text();
+  return out;
+}
+
+}  // namespace allot::cli
