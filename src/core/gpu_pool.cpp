@@ -192,6 +192,7 @@ std::optional<Placement> GpuPool::find_gang(const Index& idx, const Shape& s, co
     if (!span) return std::nullopt;
     // Fewest blocks: take from the fullest blocks first.
     std::vector<const std::vector<NodeId>*> lists;
+    lists.reserve(by_block.size());
     for (const auto& [block, list] : by_block) lists.push_back(&list);
     std::stable_sort(lists.begin(), lists.end(),
                      [](auto* a, auto* b) { return a->size() > b->size(); });
