@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
-constexpr std::size_t kLogChunk = 256 * 1024;
+constexpr std::size_t kLogChunk = std::size_t{256} * 1024;
 constexpr std::size_t kMaxDone = 10000;
 
 std::int64_t wall_seconds() {
@@ -472,7 +472,7 @@ void Agent::send_reports() {
     if (rec.fenced) continue;
     // Logs first, so that once the server has the exit it has every byte too.
     std::error_code ec;
-    auto complete = [&](const std::string& path, const char* stream) {
+    auto complete = [&, &rec = rec](const std::string& path, const char* stream) {
       if (path.empty()) return true;
       auto size = fs::file_size(path, ec);
       return ec || (static_cast<std::int64_t>(size) <= rec.shipped[stream] &&

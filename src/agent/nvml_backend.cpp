@@ -98,7 +98,7 @@ std::string describe(const Functions& f, nvmlReturn_t rc) {
          std::to_string(rc) + ")";
 }
 
-constexpr std::int64_t kMiB = 1024 * 1024;
+constexpr std::int64_t kMiB = std::int64_t{1024} * 1024;
 
 class NvmlBackend final : public GpuBackend {
  public:

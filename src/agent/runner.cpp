@@ -23,7 +23,7 @@
 #include "agent/run_state.h"
 #include "agent/spawn.h"
 
-extern char** environ;
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it to us
 
 namespace allot::agent {
 namespace {

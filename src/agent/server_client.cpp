@@ -17,7 +17,7 @@ struct ServerClient::Impl {
       cli->set_read_timeout(5);
       cli->set_write_timeout(5);
       cli->set_keep_alive(true);
-      if (!addr.cacert.empty()) cli->set_ca_cert_path(addr.cacert.c_str());
+      if (!addr.cacert.empty()) cli->set_ca_cert_path(addr.cacert);
       if (addr.insecure) cli->enable_server_certificate_verification(false);
       cli->set_default_headers({{"Authorization", "Bearer " + addr.token}});
     }
@@ -55,15 +55,15 @@ ServerClient::ServerClient(ServerAddress addr) : impl_(std::make_unique<Impl>())
 ServerClient::~ServerClient() = default;
 
 Reply ServerClient::get(const std::string& path) {
-  return impl_->finish(impl_->client().Get(path.c_str()));
+  return impl_->finish(impl_->client().Get(path));
 }
 
 Reply ServerClient::post(const std::string& path, const json& body) {
-  return impl_->finish(impl_->client().Post(path.c_str(), body.dump(), "application/json"));
+  return impl_->finish(impl_->client().Post(path, body.dump(), "application/json"));
 }
 
 Reply ServerClient::post_bytes(const std::string& path, const std::string& bytes) {
-  return impl_->finish(impl_->client().Post(path.c_str(), bytes, "application/octet-stream"));
+  return impl_->finish(impl_->client().Post(path, bytes, "application/octet-stream"));
 }
 
 std::string node_path(const std::string& prefix, const std::string& node,

@@ -10,7 +10,7 @@
 
 namespace allot::agent {
 
-struct Reply {
+struct Reply {     // NOLINT(bugprone-exception-escape): misreads nlohmann::json's noexcept move
   int status = 0;  // 0: no answer (unreachable, timed out)
   nlohmann::json body;
   std::string error;  // transport error, or the server's error reason

@@ -27,7 +27,7 @@
 #include "agent/run_state.h"
 #include "agent/runner.h"
 
-extern char** environ;
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it to us
 
 namespace allot::agent {
 namespace {
@@ -104,7 +104,7 @@ std::string resolve(const std::string& name, const std::string& workdir) {
     at = end + 1;
     if (dir.empty()) dir = ".";
     if (dir.front() != '/') dir = workdir + "/" + dir;
-    const std::string full = dir + "/" + name;
+    std::string full = dir + "/" + name;
     struct stat st {};
     if (stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(full.c_str(), X_OK) == 0) {
       return full;

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-extern char** environ;
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it to us
 
 namespace allot::agent {
 

@@ -23,7 +23,7 @@ ProcessTimes process_times(const std::vector<pid_t>& pids) {
     t.io_wait_seconds += static_cast<double>(s->blkio_ticks) * tick;
     rss_bytes += s->rss_pages * page;
   }
-  t.rss_mib = rss_bytes / (1024 * 1024);
+  t.rss_mib = rss_bytes / (1024L * 1024);
   return t;
 }
 

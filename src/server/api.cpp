@@ -141,7 +141,7 @@ std::string job_text(const store::JobRecord& j) {
   return out;
 }
 
-json parsed_or(const std::string& text, json fallback) {
+json parsed_or(const std::string& text, const json& fallback) {
   auto j = json::parse(text, nullptr, false);
   return j.is_discarded() ? fallback : j;
 }
@@ -336,7 +336,7 @@ struct ApiServer::Impl {
   // An agent call: checks the token may act for the node and that the node exists, and counts as
   // contact with it.
   std::string agent_call(const httplib::Request& req, const Principal& p) {
-    const std::string name = req.matches[1];
+    std::string name = req.matches[1];
     require(can_act_for_node(p, name), "act for node " + name);
     if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
     return name;
@@ -352,9 +352,9 @@ struct ApiServer::Impl {
     res.status = status;
     res.set_content(body.dump(), "application/json");
   }
-  static void send_text(httplib::Response& res, int status, std::string body) {
+  static void send_text(httplib::Response& res, int status, const std::string& body) {
     res.status = status;
-    res.set_content(std::move(body), "application/json");
+    res.set_content(body, "application/json");
   }
 
   Principal authenticate(const httplib::Request& req) {
@@ -808,7 +808,7 @@ void ApiServer::Impl::install() {
     out += "],\"next\":";
     out += static_cast<int>(rows.size()) == q.limit ? std::to_string(rows.back().id) : "null";
     out += '}';
-    send_text(res, 200, std::move(out));
+    send_text(res, 200, out);
   });
 
   route("GET", "/api/v1/jobs/{id}", [this](const httplib::Request& req, httplib::Response& res) {
@@ -1128,7 +1128,7 @@ void ApiServer::Impl::install() {
           if (!st.ok()) check(st.error(), 404);
           send(res, 200, {{"ok", true}, {"lease_seconds", ctl->options().lease_seconds}});
         });
-  auto node_admin = [this](const std::string& path, std::string health,
+  auto node_admin = [this](const std::string& path, const std::string& health,
                            std::optional<bool> cordon) {
     route("POST", path,
           [this, health, cordon](const httplib::Request& req, httplib::Response& res) {

@@ -734,7 +734,7 @@ void Controller::check_timeouts(Time now, WriteBatch& batch) {
         continue;
       }
       if (now - it->second >= options_.node_timeout_seconds)
-        silent.push_back({id, now - it->second});
+        silent.emplace_back(id, now - it->second);
     }
   }
   for (const auto& [id, quiet] : silent) {

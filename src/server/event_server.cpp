@@ -286,7 +286,7 @@ struct EventServer::Impl {
       Loop* lp = &l;
       const std::uint64_t id = c.id;
       const bool close = f.close, say_keep_alive = f.say_keep_alive;
-      h->second(req, [this, lp, id, close, say_keep_alive](httplib::Response res) {
+      h->second(req, [this, lp, id, close, say_keep_alive](const httplib::Response& res) {
         post(*lp, id, http::serialize(res, close, say_keep_alive), close);
       });
       return true;

@@ -36,6 +36,7 @@ std::vector<std::pair<double, double>> downsample(const std::vector<core::MilliG
       p += static_cast<double>(k < part.size() ? part[k] : 0);
       w += static_cast<double>(whole[k]);
     }
+    // NOLINTNEXTLINE(bugprone-integer-division): the middle bucket of the step, a whole index
     const double day = static_cast<double>(i + step / 2) * static_cast<double>(bucket) / 86400.0;
     out.emplace_back(day, w > 0 ? p / w : 0);
   }

@@ -58,7 +58,7 @@ std::string summary_table(const Report& rep, bool with_wall_time) {
         std::to_string(r.preemptions),
         pct(r.fragmentation),
         jain};
-    if (with_wall_time) row.push_back(wall);
+    if (with_wall_time) row.emplace_back(wall);
     t.add_row(std::move(row));
   }
   std::string out;

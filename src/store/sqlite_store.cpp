@@ -434,14 +434,17 @@ class SqliteStore final : public Store {
   void write_async(WriteBatch batch, std::function<void(Status)> done) override {
     auto p = std::make_unique<Pending>(Pending{std::move(batch), std::move(done)});
     bool wake = false;
+    std::unique_ptr<Pending> refused;
     {
       std::lock_guard lk(mu_);
-      if (!stopping_) {
+      if (stopping_) {
+        refused = std::move(p);
+      } else {
         wake = queue_.empty();  // else the writer has been woken and will take this one too
         queue_.push_back(std::move(p));
       }
     }
-    if (p) return p->done(Error{"store", "closed"});  // not queued
+    if (refused) return refused->done(Error{"store", "closed"});  // not queued
     if (wake) cv_.notify_one();
   }
 

@@ -221,7 +221,7 @@ class Store {
   virtual core::Status write(WriteBatch batch) = 0;
   // The same write; `done` is called once with its result when it is durable or refused, on the
   // store's own thread (or on the caller's, at once): it must not block or throw, and must not
-  // write to the store itself.
+  // write to the store. Overrides keep `done`: NOLINTNEXTLINE(performance-unnecessary-value-param)
   virtual void write_async(WriteBatch batch, std::function<void(core::Status)> done) {
     done(write(std::move(batch)));
   }
