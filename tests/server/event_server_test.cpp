@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -155,6 +156,19 @@ int occurrences(const std::string& s, const std::string& what) {
   int n = 0;
   for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
   return n;
+}
+
+// This process's resident memory (VmRSS), in KiB.
+long rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  long kib = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib;
 }
 
 bool wait_until(const std::function<bool()>& ok) {
@@ -373,12 +387,20 @@ TEST(EventServer, APipeliningClientThatDoesNotReadHoldsBoundedOutput) {
   constexpr int kRequests = 1000;  // 64 MiB of answers
   std::string requests;
   for (int i = 0; i < kRequests; ++i) requests += "GET /64k HTTP/1.1\r\nHost: x\r\n\r\n";
+  const long rss_before = rss_kib();
   send_all(fd, requests);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // What was answered is in the server's sending buffer (the kernel's, up to 4 MiB on Linux by
   // default), the client's receiving one and at most max_unsent plus one answer in the loop.
   const int held = s.answered_64k.load();
   EXPECT_LE(held, 150) << "of " << kRequests << " requests answered while none was read";
+  // In bytes: what this process (server and client) grew by is far from the 64 MiB of answers.
+  const long grown_kib = rss_kib() - rss_before;
+#ifndef __SANITIZE_ADDRESS__  // ASan keeps freed memory resident (its quarantine)
+  EXPECT_LT(grown_kib, 24 << 10);
+#endif
+  std::printf("pipelining without reading: %d of %d answered, process grew by %ld KiB\n", held,
+              kRequests, grown_kib);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_LE(s.answered_64k.load(), held + 1) << "and no more as time passes";
   // Reading, the client gets every answer, in order and whole.
