@@ -1635,13 +1635,19 @@ core::Result<int> ApiServer::start() {
     return httplib::Server::HandlerResponse::Handled;
   });
   // Everything under /api/v1 that matched no route, and any method not served.
+  // cpp-httplib calls it outside its own try block (over HTTPS, on a thread of its own): it must
+  // not throw.
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty()) {
-      Impl::send_error(res, 404, "path", "no route " + req.method + " " + req.path);
-    } else if (res.status == 413) {
-      Impl::send_error(res, 413, "body", "too large");
-    } else if (res.body.empty()) {
-      Impl::send_error(res, res.status, "", "request refused");
+    try {
+      if (res.status == 404 && res.body.empty()) {
+        Impl::send_error(res, 404, "path", "no route " + req.method + " " + req.path);
+      } else if (res.status == 413) {
+        Impl::send_error(res, 413, "body", "too large");
+      } else if (res.body.empty()) {
+        Impl::send_error(res, res.status, "", "request refused");
+      }
+    } catch (...) {
+      res.body.clear();
     }
   });
   if (!tls) {

@@ -184,6 +184,26 @@ TEST_F(Edge, HeaderValuesMustBeUtf8WithoutControls) {
   still_up();
 }
 
+// A body nested as deep as the size limit allows is refused like any other bad body: parsing and
+// freeing it take no recursion that could overflow the stack.
+TEST_F(Edge, DeeplyNestedBodiesAreRefused) {
+  const std::string deep = std::string(500000, '[') + std::string(500000, ']');
+  auto r = h->raw("POST", "/api/v1/jobs", deep, h->admin());
+  EXPECT_EQ(r.status, 400);
+  const std::string deep_env = R"({"idempotency_key":"d","budget":"/lab/a","env":{"A":)" +
+                               std::string(400000, '[') + std::string(400000, ']') + "}}";
+  r = h->raw("POST", "/api/v1/jobs", deep_env, h->admin());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["field"], "env.A");
+  r = h->raw(
+      "POST", "/api/v1/budgets",
+      R"({"path":"/lab/x","share":)" + std::string(400000, '[') + std::string(400000, ']') + "}",
+      h->admin());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(h->store().count_jobs(), 0);
+  still_up();
+}
+
 // A database written before the edge checked keys may hold bytes that are not UTF-8: listing
 // still answers JSON, with U+FFFD in their place.
 TEST_F(Edge, StoredBytesThatAreNotUtf8ComeOutAsJson) {
