@@ -275,6 +275,7 @@ void each_entry(const json& o, const std::string& f, std::size_t max, const std:
 
 constexpr std::int64_t kMaxMib = 16LL * 1024 * 1024;  // 16 TiB
 constexpr double kMinShare = 1e-6, kMaxShare = 1e6;   // a budget's share (POST /budgets)
+constexpr std::size_t kMaxJsonDepth = 32;             // arrays and objects in a request body
 // GET /report keeps an hourly series per cluster (two) and per leaf budget in scope (two) over
 // its period: at most a leap year, and at most this many hourly values in all (64 MiB).
 constexpr core::Duration kMaxReportPeriod = 366 * core::kDay;
@@ -422,6 +423,7 @@ struct ApiServer::Impl {
   static json parse_body(const httplib::Request& req, const std::set<std::string>& known,
                          bool empty_ok = false) {
     if (req.body.empty() && empty_ok) return json::object();
+    refuse_deep(req.body);
     auto b = json::parse(req.body, nullptr, false);
     if (b.is_discarded()) throw HttpError{400, "body", "is not valid JSON"};
     if (!b.is_object()) throw HttpError{400, "body", "must be a JSON object"};
@@ -510,6 +512,13 @@ struct ApiServer::Impl {
     if (!j || !can_see_job(p, *j)) throw HttpError{404, "id", "no such job"};
     return *j;
   }
+  // No body of the API nests deeper than a few levels (agent telemetry: 3).
+  static void refuse_deep(const std::string& body) {
+    if (json_depth(body, kMaxJsonDepth + 1) > kMaxJsonDepth) {
+      throw HttpError{400, "body",
+                      "nests deeper than " + std::to_string(kMaxJsonDepth) + " arrays or objects"};
+    }
+  }
   // The edge's checks (edge.h) for a request that does not pass through cpp-httplib's routing.
   static void refuse_at_edge(const httplib::Request& req) {
     if (auto why = check_request(req)) throw HttpError{400, why->field, why->reason};
@@ -539,6 +548,7 @@ struct ApiServer::Impl {
                             " a second, bursts of " + number_text(l.burst),
                         wait};
       }
+      refuse_deep(req.body);
       auto body = json::parse(req.body, nullptr, false);
       if (body.is_discarded()) throw HttpError{400, "body", "is not valid JSON"};
       if (body.is_object() && !body.contains("idempotency_key") &&

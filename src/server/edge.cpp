@@ -1,5 +1,7 @@
 #include "server/edge.h"
 
+#include <algorithm>
+
 namespace allot::server {
 namespace {
 
@@ -93,6 +95,30 @@ std::optional<EdgeRefusal> check_request(const httplib::Request& req) {
     if (auto why = text_problem(value, true); !why.empty()) return EdgeRefusal{name, why};
   }
   return std::nullopt;
+}
+
+std::size_t json_depth(std::string_view s, std::size_t stop) {
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest >= stop) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 std::string dump_json(const nlohmann::json& j) {

@@ -31,6 +31,11 @@ struct EdgeRefusal {
 // every query parameter's name and value, and every header's value.
 std::optional<EdgeRefusal> check_request(const httplib::Request& req);
 
+// How deeply the arrays and objects of the JSON text `s` nest (strings skipped), counted up to
+// `stop` at most: a linear scan that spares the parser bodies nested thousands deep, which cost
+// it a second of a loop thread per megabyte.
+std::size_t json_depth(std::string_view s, std::size_t stop);
+
 // JSON text of `j` that cannot throw on strings that are not UTF-8 (they come out with U+FFFD).
 std::string dump_json(const nlohmann::json& j);
 

@@ -113,6 +113,9 @@ TEST(Utf8, WellFormedOnly) {
             "a\xef\xbf\xbd"
             "b");
   EXPECT_EQ(dump_json(json("a\xff")), "\"a\xef\xbf\xbd\"");
+  EXPECT_EQ(json_depth(R"({"a":[1,{"b":[]}],"c":"[[[{"})", 100), 4u);
+  EXPECT_EQ(json_depth(R"(["\"[[["])", 100), 1u);  // an escaped quote does not end the string
+  EXPECT_EQ(json_depth(std::string(1000, '['), 33), 33u);  // stops counting at `stop`
 }
 
 // The crash of issue 12: bytes that are not UTF-8 in the path reached a JSON encoder outside any
@@ -184,23 +187,34 @@ TEST_F(Edge, HeaderValuesMustBeUtf8WithoutControls) {
   still_up();
 }
 
-// A body nested as deep as the size limit allows is refused like any other bad body: parsing and
-// freeing it take no recursion that could overflow the stack.
+// A body nested as deep as the size limit allows is refused before it is parsed (parsing it took
+// half a second of a loop thread), naming the body.
 TEST_F(Edge, DeeplyNestedBodiesAreRefused) {
   const std::string deep = std::string(500000, '[') + std::string(500000, ']');
   auto r = h->raw("POST", "/api/v1/jobs", deep, h->admin());
   EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["field"], "body");
   const std::string deep_env = R"({"idempotency_key":"d","budget":"/lab/a","env":{"A":)" +
                                std::string(400000, '[') + std::string(400000, ']') + "}}";
   r = h->raw("POST", "/api/v1/jobs", deep_env, h->admin());
   EXPECT_EQ(r.status, 400);
-  EXPECT_EQ(r.body["error"]["field"], "env.A");
+  EXPECT_EQ(r.body["error"]["field"], "body");
+  // Brackets inside strings are text, and 32 levels are allowed.
+  auto text = job("brackets");
+  text["command"] = {std::string(4000, '[')};
+  EXPECT_EQ(h->raw("POST", "/api/v1/jobs", text.dump(), h->admin()).status, 201);
+  r = h->raw("POST", "/api/v1/jobs",
+             R"({"idempotency_key":"d32","budget":"/lab/a","env":{"A":)" + std::string(30, '[') +
+                 std::string(30, ']') + "}}",
+             h->admin());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["field"], "env.A") << "within the depth: refused by its field";
   r = h->raw(
       "POST", "/api/v1/budgets",
       R"({"path":"/lab/x","share":)" + std::string(400000, '[') + std::string(400000, ']') + "}",
       h->admin());
   EXPECT_EQ(r.status, 400);
-  EXPECT_EQ(h->store().count_jobs(), 0);
+  EXPECT_EQ(h->store().count_jobs(), 1);
   still_up();
 }
 

@@ -442,12 +442,18 @@ TEST(EventServer, AHalfClosedClientGetsItsAnswers) {
 // API's 404 handler ended the process).
 TEST(EventServer, WhatHandlersThrowBecomesA500) {
   Served s;
+  std::vector<std::string> requests = {post("/throws", "x")};
+#ifndef __SANITIZE_ADDRESS__
+  // Under ASan an exception leaving cpp-httplib's error handler ends the process inside the
+  // library (seen with Debian's libcpp-httplib 0.11.4) before this catch: which is why the API's
+  // own error handler catches everything itself.
   // Set while no request is in flight (the processor's handlers are read only while answering).
   s.processor.set_error_handler([](const httplib::Request&, httplib::Response&) {
     throw std::runtime_error("the error handler failed");
   });
-  for (const std::string& request :
-       {std::string("GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n"), post("/throws", "x")}) {
+  requests.push_back("GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n");
+#endif
+  for (const std::string& request : requests) {
     int fd = connect_to(s.port);
     send_all(fd, request);
     auto out = read_responses(fd, 1);
