@@ -60,6 +60,7 @@ struct ServerArgs {
   int stop_grace_seconds = 30;
   int local_nodes = 0;  // allot up: node agents in this process (fake GPUs without a real one)
   std::string backend = "auto";
+  server::SubmitLimits submit;  // per principal (server/quota.h)
 };
 
 void usage(bool up) {
@@ -88,6 +89,10 @@ void usage(bool up) {
       "more than lease + 5)\n"
       "  --stop-grace-seconds S    SIGTERM to SIGKILL when a job is stopped (default "
       "30)\n"
+      "  --submit-rate N      submissions a second per user, sustained (default 100; 0 = no\n"
+      "                       limit); --submit-burst N at once (default 1000); beyond: 429\n"
+      "  --max-waiting-jobs N jobs waiting per user (default 10000; 0 = no limit); beyond: 429\n"
+      "                       (administrators' tokens are not limited)\n"
       "job logs go to <data>.logs/\n",
       up ? "up" : "server", up ? "a fresh temporary directory" : "./allot.db");
 }
@@ -151,6 +156,12 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.node_timeout_seconds = number("seconds");
     } else if (k == "--stop-grace-seconds") {
       a.stop_grace_seconds = number("seconds");
+    } else if (k == "--submit-rate") {
+      a.submit.rate = number("submissions a second");
+    } else if (k == "--submit-burst") {
+      a.submit.burst = std::max(1, number("a count"));
+    } else if (k == "--max-waiting-jobs") {
+      a.submit.max_waiting = number("a count");
     } else {
       std::fprintf(stderr, "allot: unknown option '%s'\n", k.c_str());
       usage(up);
@@ -280,6 +291,7 @@ int serve(ServerArgs a, bool up) {
   ao.tls_cert = a.tls_cert;
   ao.tls_key = a.tls_key;
   ao.threads = a.threads;
+  ao.submit_limits = a.submit;
   ao.logs_dir = a.data + ".logs";
   server::ApiServer api(st, ctl, ao);
   auto port = api.start();

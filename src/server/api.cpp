@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cmath>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <unordered_map>
 
 #include "server/auth.h"
+#include "server/edge.h"
 #include "server/event_server.h"
 #include "server/http_server.h"
 #include "server/job_spec.h"
@@ -61,12 +63,22 @@ std::string to_regex(const std::string& path) {
   return out;
 }
 
-// JSON string literal of `v` (UTF-8 kept as is; quotes, backslashes and controls escaped).
+// JSON string literal of `v` (UTF-8 kept as is; quotes, backslashes and controls escaped; bytes
+// that are not UTF-8, which a store written before the edge checked them may hold, as U+FFFD).
 void append_quoted(std::string& out, std::string_view v) {
   out += '"';
-  for (char c : v) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const char c = v[i];
     const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+    if (u >= 0x80) {
+      const auto n = utf8_sequence(v.substr(i));
+      if (n == 0) {
+        out += "\xef\xbf\xbd";
+      } else {
+        out.append(v.substr(i, n));
+        i += n - 1;
+      }
+    } else if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
     } else if (u < 0x20) {
@@ -171,7 +183,14 @@ struct HttpError {
   int status;
   std::string field;
   std::string reason;
+  int retry_after = 0;  // seconds, sent as Retry-After (429)
 };
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 // Field checks for nested objects of agent bodies; `where` prefixes the field ("devices[2].").
 // `name`: the object's own field name ("devices[2]"), "" for the body.
@@ -255,6 +274,12 @@ void each_entry(const json& o, const std::string& f, std::size_t max, const std:
 }
 
 constexpr std::int64_t kMaxMib = 16LL * 1024 * 1024;  // 16 TiB
+constexpr double kMinShare = 1e-6, kMaxShare = 1e6;   // a budget's share (POST /budgets)
+constexpr std::size_t kMaxJsonDepth = 32;             // arrays and objects in a request body
+// GET /report keeps an hourly series per cluster (two) and per leaf budget in scope (two) over
+// its period: at most a leap year, and at most this many hourly values in all (64 MiB).
+constexpr core::Duration kMaxReportPeriod = 366 * core::kDay;
+constexpr std::size_t kMaxReportValues = std::size_t{8} << 20;
 
 // The node registration body's agent fields, validated; they become the record's JSON columns.
 void parse_agent_fields(const json& body, store::NodeRecord& n) {
@@ -325,10 +350,12 @@ struct ApiServer::Impl {
   std::mutex token_mu;
   std::unordered_map<std::string, Principal> token_cache;  // secret -> principal
   std::unique_ptr<LogStore> logs;
+  SubmitQuota quota;
 
   std::vector<Route> routes;  // every route install() registered, in order
 
-  Impl(store::Store* s, Controller* c, ApiOptions o) : store(s), ctl(c), opts(std::move(o)) {
+  Impl(store::Store* s, Controller* c, ApiOptions o)
+      : store(s), ctl(c), opts(std::move(o)), quota(opts.submit_limits) {
     if (!opts.logs_dir.empty()) logs = std::make_unique<LogStore>(opts.logs_dir);
   }
 
@@ -346,11 +373,11 @@ struct ApiServer::Impl {
                          const std::string& reason) {
     json e = {{"error", {{"status", status}, {"field", field}, {"reason", reason}}}};
     res.status = status;
-    res.set_content(e.dump(), "application/json");
+    res.set_content(dump_json(e), "application/json");
   }
   static void send(httplib::Response& res, int status, const json& body) {
     res.status = status;
-    res.set_content(body.dump(), "application/json");
+    res.set_content(dump_json(body), "application/json");
   }
   static void send_text(httplib::Response& res, int status, const std::string& body) {
     res.status = status;
@@ -396,6 +423,7 @@ struct ApiServer::Impl {
   static json parse_body(const httplib::Request& req, const std::set<std::string>& known,
                          bool empty_ok = false) {
     if (req.body.empty() && empty_ok) return json::object();
+    refuse_deep(req.body);
     auto b = json::parse(req.body, nullptr, false);
     if (b.is_discarded()) throw HttpError{400, "body", "is not valid JSON"};
     if (!b.is_object()) throw HttpError{400, "body", "must be a JSON object"};
@@ -452,8 +480,11 @@ struct ApiServer::Impl {
       fn();
     } catch (const HttpError& e) {
       send_error(res, e.status, e.field, e.reason);
+      if (e.retry_after > 0) res.set_header("Retry-After", std::to_string(e.retry_after));
     } catch (const std::exception& e) {
       send_error(res, 500, "", e.what());
+    } catch (...) {
+      send_error(res, 500, "", "internal error");
     }
   }
 
@@ -480,6 +511,17 @@ struct ApiServer::Impl {
     auto j = store->job(id);
     if (!j || !can_see_job(p, *j)) throw HttpError{404, "id", "no such job"};
     return *j;
+  }
+  // No body of the API nests deeper than a few levels (agent telemetry: 3).
+  static void refuse_deep(const std::string& body) {
+    if (json_depth(body, kMaxJsonDepth + 1) > kMaxJsonDepth) {
+      throw HttpError{400, "body",
+                      "nests deeper than " + std::to_string(kMaxJsonDepth) + " arrays or objects"};
+    }
+  }
+  // The edge's checks (edge.h) for a request that does not pass through cpp-httplib's routing.
+  static void refuse_at_edge(const httplib::Request& req) {
+    if (auto why = check_request(req)) throw HttpError{400, why->field, why->reason};
   }
   static void require(bool ok, const std::string& what) {
     if (!ok) throw HttpError{403, "", "not allowed: " + what};
@@ -514,8 +556,18 @@ struct ApiServer::Impl {
     httplib::Response res;
     bool written = false;
     answering(res, [&] {
+      refuse_at_edge(req);
       auto p = authenticate(req);
       not_agent(p);
+      const bool limited = !p.is_admin();
+      if (const int wait = limited ? quota.take(p.subject, SubmitQuota::Clock::now()) : 0) {
+        const auto& l = quota.limits();
+        throw HttpError{429, "",
+                        p.subject + " is over the submission rate: " + number_text(l.rate) +
+                            " a second, bursts of " + number_text(l.burst),
+                        wait};
+      }
+      refuse_deep(req.body);
       auto body = json::parse(req.body, nullptr, false);
       if (body.is_discarded()) throw HttpError{400, "body", "is not valid JSON"};
       if (body.is_object() && !body.contains("idempotency_key") &&
@@ -542,6 +594,16 @@ struct ApiServer::Impl {
                                         cluster_names);
           !fits.ok()) {
         check(fits.error());
+      }
+      if (limited) {
+        auto w = snap->waiting_by_owner.find(p.subject);
+        const std::int64_t waiting = w == snap->waiting_by_owner.end() ? 0 : w->second;
+        if (!quota.add_waiting(p.subject, snap->version, waiting)) {
+          throw HttpError{429, "",
+                          p.subject + " has " + std::to_string(quota.limits().max_waiting) +
+                              " jobs waiting, the most allowed: submit more as they start",
+                          30};
+        }
       }
       // No look-up first: the store's unique (owner, key) index refuses a second job with the
       // key, and only then is the existing job read (a retried submit is the rare case).
@@ -660,6 +722,20 @@ json ApiServer::Impl::report(core::Time from, core::Time to, const std::string& 
     }
     auto& f = mi.fractions[n.path];
     for (const auto& [name, cid] : snap->cluster_ids) f[name] = tree.allocated_fraction(id, cid);
+  }
+  {
+    std::set<std::string> clusters;
+    for (const auto& n : mi.nodes) clusters.insert(n.cluster);
+    const auto hours = static_cast<std::size_t>((to - from + core::kHour - 1) / core::kHour);
+    const std::size_t series = 2 * clusters.size() + 2 * mi.fractions.size();
+    if (series > 0 && hours > kMaxReportValues / series) {
+      const auto days = kMaxReportValues / series / 24;
+      throw HttpError{400, "from",
+                      "a report over " + std::to_string(mi.fractions.size()) + " budgets and " +
+                          std::to_string(clusters.size()) + " clusters covers at most " +
+                          std::to_string(days) +
+                          " days: ask for a shorter period or a narrower budget"};
+    }
   }
   const auto m = compute_metrics(mi);
 
@@ -973,8 +1049,11 @@ void ApiServer::Impl::install() {
     }
     std::optional<double> share;
     if (auto it = body.find("share"); it != body.end()) {
-      if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1e6) {
-        throw HttpError{400, "share", "must be a number between 0 and 1000000"};
+      // Positive and far from the denormals (1e-320) and -0.0: a share is a weight among
+      // siblings, and one a trillion times another still normalises to an ordinary double.
+      if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < kMinShare ||
+          it->get<double>() > kMaxShare) {
+        throw HttpError{400, "share", "must be a number between 0.000001 and 1000000"};
       }
       share = it->get<double>();
     }
@@ -1074,11 +1153,7 @@ void ApiServer::Impl::install() {
     if (!valid_name(n.cluster)) throw HttpError{400, "cluster", "must be a name"};
     n.model = str_field(body, "model", true, 32);
     n.block = str_field(body, "block", false);
-    auto g = body.find("gpus");
-    if (g == body.end() || !g->is_number_integer() || g->get<int>() < 1 || g->get<int>() > 64) {
-      throw HttpError{400, "gpus", "required: an integer between 1 and 64"};
-    }
-    n.gpus = g->get<int>();
+    n.gpus = static_cast<int>(integer_in(body, "gpus", 1, 64, "", true).value());
     if (auto l = body.find("labels"); l != body.end()) {
       if (!l->is_object() || l->size() > 64) {
         throw HttpError{400, "labels", "must be an object of at most 64 string values"};
@@ -1219,6 +1294,11 @@ void ApiServer::Impl::install() {
           auto p = authenticate(req);
           check_query(req, {"from", "to", "budget"});
           auto [from, to] = period(req, ctl->now());
+          if (to - from > kMaxReportPeriod) {
+            throw HttpError{400, "from",
+                            "a report covers at most 366 days (to - from <= " +
+                                std::to_string(kMaxReportPeriod) + " seconds)"};
+          }
           auto snap = ctl->snapshot();
           auto scope = req.has_param("budget") ? req.get_param_value("budget")
                                                : default_scope(p, snap->members);
@@ -1595,14 +1675,27 @@ core::Result<int> ApiServer::start() {
   auto& svr = *impl_->svr;
   svr.set_payload_max_length(o.max_body);
   impl_->install();
+  // Before any route: what the edge refuses (edge.h) never reaches a handler or an error message.
+  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    auto why = check_request(req);
+    if (!why) return httplib::Server::HandlerResponse::Unhandled;
+    Impl::send_error(res, 400, why->field, why->reason);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   // Everything under /api/v1 that matched no route, and any method not served.
+  // cpp-httplib calls it outside its own try block (over HTTPS, on a thread of its own): it must
+  // not throw.
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty()) {
-      Impl::send_error(res, 404, "path", "no route " + req.method + " " + req.path);
-    } else if (res.status == 413) {
-      Impl::send_error(res, 413, "body", "too large");
-    } else if (res.body.empty()) {
-      Impl::send_error(res, res.status, "", "request refused");
+    try {
+      if (res.status == 404 && res.body.empty()) {
+        Impl::send_error(res, 404, "path", "no route " + req.method + " " + req.path);
+      } else if (res.status == 413) {
+        Impl::send_error(res, 413, "body", "too large");
+      } else if (res.body.empty()) {
+        Impl::send_error(res, res.status, "", "request refused");
+      }
+    } catch (...) {
+      res.body.clear();
     }
   });
   if (!tls) {
@@ -1621,7 +1714,7 @@ core::Result<int> ApiServer::start() {
       } catch (const HttpError& e) {
         Impl::send_error(res, e.status, e.field, e.reason);
         return false;
-      } catch (const std::exception&) {  // the store: the route will say so
+      } catch (...) {  // the store: the route will say so
       }
       return true;
     });

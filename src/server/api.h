@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "server/controller.h"
+#include "server/quota.h"
 #include "store/store.h"
 
 namespace allot::server {
@@ -31,6 +32,9 @@ struct ApiOptions {
   // Seconds after a run's end when its logs count as complete even without the agent's final
   // post.
   int logs_settle_seconds = 30;
+  // Per principal: submissions a second and jobs waiting (429 beyond; administrators are not
+  // limited).
+  SubmitLimits submit_limits;
 };
 
 struct Route {

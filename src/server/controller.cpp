@@ -1115,6 +1115,10 @@ void Controller::publish() {
   s->policy = sched_.config();
   s->running = holding_.size();
   s->pending = active_.size() - holding_.size();
+  for (const auto& [id, a] : active_) {
+    if (!holding_.count(id)) ++s->waiting_by_owner[a.rec.owner];
+  }
+  s->version = ++published_;
   // GPUs still being vacated: those of runs stopping (preempted, drained, cancelled) that their
   // agents have not yet confirmed gone. A job placed on any of them reaches its agents only once
   // they are free, so that two jobs never share a GPU while one spends its grace period.

@@ -118,6 +118,9 @@ struct Snapshot {
   core::PolicyConfig policy;
   std::size_t pending = 0;
   std::size_t running = 0;
+  // Jobs waiting (pending or requeued) per owner, for the submission quota (quota.h).
+  std::map<std::string, std::int64_t> waiting_by_owner;
+  std::uint64_t version = 0;  // one more for each snapshot published
 };
 
 class Controller {
@@ -234,6 +237,7 @@ class Controller {
   std::set<JobId> holding_;  // jobs holding GPUs (starting, running, preempting)
   std::atomic<JobId> last_job_id_{0};
   std::uint64_t cycles_ = 0;
+  std::uint64_t published_ = 0;  // snapshots published (Snapshot::version)
 
   std::mutex mu_;
   std::condition_variable cv_;

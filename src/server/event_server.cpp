@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@ struct Conn {
   bool continued = false;    // "100 Continue" sent for the request being read
   bool admitted = false;     // the admission let the request being read send its body
   bool lingering = false;    // answered and half closed: reading what the client still sends
+  bool peer_closed = false;  // the client sent all it will (EOF): answer what came, then close
   std::size_t discarded = 0;
   std::uint32_t events = EPOLLIN;
   Clock::time_point since;  // the last request answered, or the connection's start
@@ -92,6 +94,10 @@ struct EventServer::Impl {
   std::map<std::pair<std::string, std::string>, Handler> handlers;  // (method, path)
 
   int listen_fd = -1;
+  // Held open to be given up when the process runs out of descriptors: a connection that cannot
+  // be accepted stays ready on the listening socket and would wake the loops for ever, so one is
+  // accepted with it and closed at once (the client sees its connection closed, not a hang).
+  int spare_fd = -1;
   std::vector<std::unique_ptr<Loop>> loops;
   std::atomic<bool> draining{false};  // stop(): no new request is taken
   std::atomic<bool> stopping{false};  // and then the loops end
@@ -101,6 +107,7 @@ struct EventServer::Impl {
   std::atomic<std::size_t> connections{0};
   std::atomic<long> in_flight{0};  // requests given to a handler or a worker, not yet answered
 
+  std::mutex spare_mu;
   std::mutex work_mu;
   std::condition_variable work_cv;
   std::deque<Task> work;
@@ -117,6 +124,19 @@ struct EventServer::Impl {
     [[maybe_unused]] auto n = ::write(l.wake, &one, sizeof(one));
   }
 
+  // The answer to a request whose handler threw: 500, and the connection closes (what the
+  // handler had done is unknown).
+  std::string failure() const {
+    httplib::Response res;
+    try {
+      refusal(res, 500, "", "internal error");
+    } catch (...) {
+      res.status = 500;
+      res.body.clear();
+    }
+    return http::serialize(res, true);
+  }
+
   // From any thread: the answer to `conn`'s request, to be sent by its loop.
   void post(Loop& l, std::uint64_t conn, std::string bytes, bool close) {
     bool first = false;
@@ -127,6 +147,29 @@ struct EventServer::Impl {
     }
     if (first) wake(l);
     in_flight.fetch_sub(1);
+  }
+
+  static std::size_t unsent(const Conn& c) { return c.out.size() - c.out_off; }
+
+  // Whether to read more from `c`. Not while its unsent answers exceed max_unsent (a client that
+  // pipelines without reading is held to that much output), nor while a request is answered and
+  // a whole one more is held already; both resume as answers go out.
+  bool wants_input(const Conn& c) const {
+    if (c.peer_closed) return false;
+    if (c.lingering || c.close_after) return true;  // read and dropped: see flush()
+    if (unsent(c) > opts.max_unsent) return false;
+    return !(c.busy && c.in.size() > opts.max_head + opts.max_body);
+  }
+  // Waits for what `c` needs next: input it wants, and room to send what is unsent.
+  void rearm(Loop& l, Conn& c) {
+    set_events(l, c, (wants_input(c) ? EPOLLIN : 0u) | (unsent(c) > 0 ? EPOLLOUT : 0u));
+  }
+  // A client that half closed is done once nothing of its is being answered or unsent; true if
+  // `c` was closed.
+  bool close_if_done(Loop& l, Conn& c) {
+    if (!c.peer_closed || c.busy || unsent(c) > 0) return false;
+    close_conn(l, c);
+    return true;
   }
 
   void set_events(Loop& l, Conn& c, std::uint32_t events) {
@@ -152,6 +195,15 @@ struct EventServer::Impl {
       socklen_t len = sizeof(addr);
       const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len,
                                SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        std::lock_guard lk(spare_mu);
+        if (spare_fd < 0) return;  // another loop is using it
+        ::close(spare_fd);
+        const int dropped = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (dropped >= 0) ::close(dropped);
+        spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        continue;
+      }
       if (fd < 0) return;  // EAGAIN: another loop took it, or none is left
       if (connections.load() >= opts.max_connections) {
         ::close(fd);
@@ -205,7 +257,7 @@ struct EventServer::Impl {
           ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        set_events(l, c, EPOLLIN | EPOLLOUT);
+        rearm(l, c);
         return true;
       }
       if (n <= 0) {
@@ -216,16 +268,20 @@ struct EventServer::Impl {
     }
     c.out.clear();
     c.out_off = 0;
+    if (c.close_after && c.peer_closed) {  // nothing more will come either way
+      close_conn(l, c);
+      return false;
+    }
     if (c.close_after) {
       // Closing now, with a body still coming (a refused upload), would reset the connection
       // and the client could lose the answer: send FIN, read on until the client closes too.
       ::shutdown(c.fd, SHUT_WR);
       c.lingering = true;
       c.since = Clock::now();
-      set_events(l, c, EPOLLIN);
+      rearm(l, c);
       return false;
     }
-    set_events(l, c, EPOLLIN);
+    rearm(l, c);
     return true;
   }
 
@@ -241,6 +297,7 @@ struct EventServer::Impl {
   // False if the connection was closed.
   bool serve(Loop& l, Conn& c) {
     if (c.busy || c.close_after || c.in.empty() || draining.load()) return true;
+    if (unsent(c) > opts.max_unsent) return true;  // the client is not reading its answers
     http::Frame f = http::frame(c.in, limits());
     if (f.kind == http::Frame::kRefused) {
       httplib::Response res;
@@ -286,9 +343,17 @@ struct EventServer::Impl {
       Loop* lp = &l;
       const std::uint64_t id = c.id;
       const bool close = f.close, say_keep_alive = f.say_keep_alive;
-      h->second(req, [this, lp, id, close, say_keep_alive](const httplib::Response& res) {
-        post(*lp, id, http::serialize(res, close, say_keep_alive), close);
-      });
+      // Answered once: by the handler, or here if it throws before it answers.
+      auto answered = std::make_shared<std::atomic<bool>>(false);
+      try {
+        h->second(req,
+                  [this, lp, id, close, say_keep_alive, answered](const httplib::Response& res) {
+                    if (answered->exchange(true)) return;
+                    post(*lp, id, http::serialize(res, close, say_keep_alive), close);
+                  });
+      } catch (...) {
+        if (!answered->exchange(true)) post(l, id, failure(), true);
+      }
       return true;
     }
     Task t{&l, c.id, http::for_processor(c.in, f), c.ip, c.port, f.close};
@@ -307,23 +372,31 @@ struct EventServer::Impl {
       const ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      if (n <= 0) {  // the peer closed (an answer in flight is dropped when it comes)
-        close_conn(l, c);
+      if (n < 0 || (n == 0 && c.lingering)) {
+        close_conn(l, c);  // an answer in flight is dropped when it comes
         return;
+      }
+      if (n == 0) {  // half closed (or closed): what came in full is still answered
+        c.peer_closed = true;
+        break;
       }
       c.in.append(buf, static_cast<std::size_t>(n));
       if (static_cast<std::size_t>(n) < sizeof(buf)) break;
+      // A client sending faster than it is answered is read a bounded amount at a time.
+      if (c.in.size() > opts.max_head + opts.max_body) break;
     }
     if (c.close_after) {
       c.discarded += c.in.size();
       c.in.clear();
-      if (c.discarded > kLingerBytes) close_conn(l, c);
+      if (c.discarded > kLingerBytes) {
+        close_conn(l, c);
+      } else {
+        rearm(l, c);  // the client half closed: only the refusal is left to send
+      }
       return;
     }
-    // Pipelined requests wait while one is answered: stop reading once a whole one more could
-    // be held.
-    if (c.busy && c.in.size() > opts.max_head + opts.max_body) set_events(l, c, 0);
-    serve(l, c);
+    if (!serve(l, c) || close_if_done(l, c)) return;
+    rearm(l, c);
   }
 
   // Takes the connections dealt to this loop and sends the answers posted for its connections.
@@ -350,7 +423,7 @@ struct EventServer::Impl {
       } else {
         c.out += a.bytes;
       }
-      if (flush(l, c)) serve(l, c);
+      if (flush(l, c) && serve(l, c) && !close_if_done(l, c)) rearm(l, c);
     }
   }
 
@@ -392,8 +465,12 @@ struct EventServer::Impl {
           close_conn(l, c);
           continue;
         }
-        if ((ev & EPOLLOUT) && !flush(l, c)) continue;
-        if (ev & EPOLLIN) {
+        if (ev & EPOLLOUT) {
+          // Sent what was waiting: the next pipelined request may start.
+          if (!flush(l, c) || !serve(l, c) || close_if_done(l, c)) continue;
+          rearm(l, c);
+        }
+        if ((ev & EPOLLIN) && wants_input(c)) {
           // Reading before a request is answered: the partial request's time counts from here.
           if (c.in.empty() && !c.busy) c.since = Clock::now();
           on_readable(l, c);
@@ -419,7 +496,13 @@ struct EventServer::Impl {
         work.pop_front();
       }
       bool close = t.close;
-      auto bytes = processor.process(t.request, t.ip, t.port, close);
+      std::string bytes;
+      try {
+        bytes = processor.process(t.request, t.ip, t.port, close);
+      } catch (...) {  // cpp-httplib calls the error handler outside its own try block
+        bytes = failure();
+        close = true;
+      }
       if (bytes.empty()) close = true;
       post(*t.loop, t.conn, std::move(bytes), close);
     }
@@ -476,9 +559,34 @@ core::Result<int> EventServer::bind(const std::string& host, int port) {
   return bound;
 }
 
+std::size_t connection_cap(std::size_t wanted) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return wanted;
+  // Raise the soft limit as far as the hard one allows: each connection is a descriptor.
+  if (lim.rlim_cur != RLIM_INFINITY &&
+      (lim.rlim_max == RLIM_INFINITY || lim.rlim_max > lim.rlim_cur)) {
+    rlimit raised = lim;
+    raised.rlim_cur =
+        lim.rlim_max == RLIM_INFINITY ? std::max<rlim_t>(lim.rlim_cur, 1 << 20) : lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY) return wanted;
+  // The rest of the process (the store, log files, TLS, the agents' tooling in `allot up`) keeps
+  // a quarter of the limit, and at least 64 descriptors.
+  const auto limit = static_cast<std::size_t>(lim.rlim_cur);
+  const std::size_t reserve = std::max<std::size_t>(64, limit / 4);
+  return std::min(wanted, limit > reserve ? limit - reserve : 1);
+}
+
+std::size_t EventServer::max_connections() const {
+  return impl_->opts.max_connections;
+}
+
 void EventServer::start() {
   auto& m = *impl_;
   if (m.listen_fd < 0 || m.started.exchange(true)) return;
+  m.opts.max_connections = connection_cap(m.opts.max_connections);
+  if (m.spare_fd < 0) m.spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   for (int i = 0; i < std::max(1, m.opts.loops); ++i) {
     auto l = std::make_unique<Loop>();
     l->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -530,6 +638,8 @@ void EventServer::stop() {
   m.workers.clear();
   ::close(m.listen_fd);
   m.listen_fd = -1;
+  if (m.spare_fd >= 0) ::close(m.spare_fd);
+  m.spare_fd = -1;
   m.connections = 0;
   m.draining = false;
   m.stopping = false;

@@ -23,10 +23,19 @@ struct EventServerOptions {
   std::size_t max_body = 1 << 20;   // larger: 413
   std::size_t max_head = 64 << 10;  // request line and headers; larger: 431
   std::size_t max_headers = 100;    // more: 431
-  int keep_alive_seconds = 5;       // an idle connection closes after this
-  int read_timeout_seconds = 30;    // a request still incomplete after this closes its connection
+  // While more than this is waiting to be sent on a connection (its client does not read), the
+  // connection's next request is not started and nothing more is read from it.
+  std::size_t max_unsent = 1 << 20;
+  int keep_alive_seconds = 5;     // an idle connection closes after this
+  int read_timeout_seconds = 30;  // a request still incomplete after this closes its connection
+  // At most; start() lowers it to what the process's descriptor limit (RLIMIT_NOFILE, raised to
+  // its hard limit) leaves after a quarter kept for the rest of the process.
   std::size_t max_connections = 16384;
 };
+
+// What start() makes of `wanted` connections under this process's descriptor limit (raising the
+// soft limit to the hard one first).
+std::size_t connection_cap(std::size_t wanted);
 
 class EventServer {
  public:
@@ -55,6 +64,8 @@ class EventServer {
   // Binds and listens (port 0: any free port); returns the bound port.
   core::Result<int> bind(const std::string& host, int port);
   void start();
+  // The connection cap in force (after start(): sized from the descriptor limit).
+  std::size_t max_connections() const;
   // Stops accepting, waits for the answers in flight (and sends them), then closes every
   // connection. Safe to call twice.
   void stop();

@@ -43,16 +43,22 @@ Frame refuse(int status, std::string field, std::string reason) {
 }
 
 // A chunked body after f.head (RFC 9112 §7.1): each chunk's size in hex (extensions after ';'
-// ignored), its data, CRLF; a zero size, trailer lines (ignored), a blank line.
+// ignored), its data, CRLF; a zero size, trailer lines (ignored), a blank line. The body limit
+// counts all of it as sent, framing included: otherwise chunk extensions or trailers would be an
+// unbounded body that nothing reads.
 Frame dechunk(std::string_view in, const Limits& o, Frame f) {
   std::size_t at = f.head;
   f.body.clear();
+  // Whether the encoded body would exceed the limit once it reaches `end` of the input.
+  const auto beyond = [&](std::size_t end) { return end - f.head > o.max_body; };
   for (;;) {
     const auto eol = in.find("\r\n", at);
     if (eol == std::string_view::npos) {
+      if (beyond(in.size())) return refuse(413, "body", "too large (chunk framing included)");
       if (in.size() - at > 1024) return refuse(400, "body", "malformed chunk size");
       return f;  // incomplete
     }
+    if (beyond(eol + 2)) return refuse(413, "body", "too large (chunk framing included)");
     auto size_text = in.substr(at, eol - at);
     size_text = size_text.substr(0, size_text.find(';'));
     while (!size_text.empty() && (size_text.back() == ' ' || size_text.back() == '\t')) {
@@ -71,7 +77,9 @@ Frame dechunk(std::string_view in, const Limits& o, Frame f) {
     }
     at = eol + 2;
     if (size == 0) break;
-    if (f.body.size() + size > o.max_body) return refuse(413, "body", "too large");
+    if (f.body.size() + size > o.max_body || beyond(at + size + 2)) {
+      return refuse(413, "body", "too large (chunk framing included)");
+    }
     if (in.size() < at + size + 2) return f;  // incomplete
     if (in.substr(at + size, 2) != "\r\n") return refuse(400, "body", "chunk without its CRLF");
     f.body.append(in.substr(at, size));
@@ -80,9 +88,10 @@ Frame dechunk(std::string_view in, const Limits& o, Frame f) {
   for (;;) {  // trailer lines, ignored, up to the blank line
     const auto eol = in.find("\r\n", at);
     if (eol == std::string_view::npos) {
-      if (in.size() - at > o.max_head) return refuse(431, "headers", "too large");
+      if (beyond(in.size())) return refuse(413, "body", "too large (chunk framing included)");
       return f;  // incomplete
     }
+    if (beyond(eol + 2)) return refuse(413, "body", "too large (chunk framing included)");
     const bool blank = eol == at;
     at = eol + 2;
     if (blank) break;
@@ -195,6 +204,14 @@ Frame frame(std::string_view in, const Limits& o) {
       value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     if (f.headers.size() >= o.max_headers) return refuse(431, "headers", "too many");
+    // NUL, CR and the other controls (horizontal tab aside) are no part of a field value (RFC
+    // 9110 §5.5): a handler or a log line downstream would read it differently.
+    if (std::any_of(value.begin(), value.end(), [](char c) {
+          const auto u = static_cast<unsigned char>(c);
+          return (u < 0x20 && c != '\t') || u == 0x7f;
+        })) {
+      return refuse(400, std::string(name), "must not contain control characters (NUL, CR, ...)");
+    }
     if (iequals(name, "Content-Length")) {
       std::size_t n = 0;
       if (value.empty() || value.size() > 18 ||

@@ -11,6 +11,9 @@ using json = nlohmann::json;
 
 bool valid_name(const std::string& s, std::size_t max) {
   if (s.empty() || s.size() > max) return false;
+  // "." and ".." name a directory and its parent wherever a name becomes part of a path (a
+  // budget path's segment, a node's log files, a user's account on a node).
+  if (s == "." || s == "..") return false;
   for (char c : s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
           c == '@')) {
@@ -53,8 +56,11 @@ core::Result<std::int64_t> get_int(const json& b, const char* f, std::int64_t de
   auto it = b.find(f);
   if (it == b.end()) return def;
   if (!it->is_number_integer()) return Error{f, "must be an integer"};
-  auto v = it->get<std::int64_t>();
-  if (v < lo || v > hi) {
+  // Compared before narrowing: 2^64-1 read as an int64 is -1, and 2^32+8 read as an int is 8.
+  const bool above =
+      it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX);
+  const auto v = above ? INT64_MAX : it->get<std::int64_t>();
+  if (above || v < lo || v > hi) {
     return Error{f, "must be between " + std::to_string(lo) + " and " + std::to_string(hi)};
   }
   return v;

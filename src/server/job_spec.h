@@ -48,9 +48,10 @@ core::Result<core::JobSpec> spec_from_canonical(
     const std::string& json, const core::GpuCatalog& catalog,
     const std::map<std::string, core::ClusterId>& clusters, const core::BudgetTree& budgets);
 
-// Names: [A-Za-z0-9._@-]{1,max}.
+// Names: [A-Za-z0-9._@-]{1,max}, but not "." or "..".
 bool valid_name(const std::string& s, std::size_t max = 128);
-// Budget paths: "/" or "/a/b" with valid names.
+// Budget paths: "/" or "/a/b" with valid names (no empty, "." or ".." segment), at most 512
+// characters.
 bool valid_budget_path(const std::string& s);
 // Environment variable names: [A-Za-z_][A-Za-z0-9_]{0,max-1}.
 bool valid_env_name(const std::string& s, std::size_t max = 128);

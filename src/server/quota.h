@@ -1,0 +1,52 @@
+// Per-principal limits on job submission (docs/security.md, "The API's edge"): a sustained rate
+// with a burst (a token bucket per principal), and a number of jobs waiting (pending or
+// requeued) per owner. Over either: 429 with Retry-After. Administrators are not limited.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace allot::server {
+
+struct SubmitLimits {
+  double rate = 100;                 // submissions a second per principal, sustained (0: no limit)
+  double burst = 1000;               // submissions at once, after a quiet spell
+  std::int64_t max_waiting = 10000;  // waiting jobs per owner (0: no limit)
+};
+
+class SubmitQuota {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit SubmitQuota(SubmitLimits limits) : limits_(limits) {}
+
+  const SubmitLimits& limits() const { return limits_; }
+
+  // Takes one submission of `who` at `now`: 0 if it may go ahead, else the whole seconds until
+  // it may (for Retry-After; at least 1).
+  int take(const std::string& who, Clock::time_point now);
+
+  // Whether `owner` may have one more job waiting, given `waiting` of theirs in the scheduler's
+  // snapshot number `snapshot`; counts it if so. The jobs accepted since that snapshot are added
+  // (they are in the next one), so the count is behind by at most what is accepted while a
+  // snapshot is being made.
+  bool add_waiting(const std::string& owner, std::uint64_t snapshot, std::int64_t waiting);
+
+ private:
+  struct Bucket {
+    double tokens;
+    Clock::time_point at;
+  };
+  struct Added {
+    std::uint64_t snapshot;
+    std::int64_t n;
+  };
+  SubmitLimits limits_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Bucket> buckets_;  // principals with a valid token: bounded
+  std::unordered_map<std::string, Added> added_;
+};
+
+}  // namespace allot::server
