@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -411,6 +412,12 @@ int cmd_submit(const Args& a, const Conn& c) {
   if (a.has("resumable")) body["resumable"] = true;
   if (a.has("key")) body["idempotency_key"] = a.get("key");
   if (a.has("workdir")) body["workdir"] = a.get("workdir");
+  // Like sbatch: a job starts where it was submitted from (a path the nodes share), unless told.
+  if (!body.contains("workdir")) {
+    std::error_code ec;
+    const auto cwd = std::filesystem::current_path(ec);
+    if (!ec && cwd.is_absolute()) body["workdir"] = cwd.string();
+  }
   if (a.has("memory")) body["memory_mib"] = parse_mib("--memory", a.get("memory"));
   if (a.has("cpus")) body["cpus"] = parse_number("--cpus", a.get("cpus"));
   if (a.has("container")) body["container"] = a.get("container");
@@ -857,6 +864,7 @@ void client_usage(const std::string& cmd) {
       "  submit [job.yaml] [--budget B --gpus N --nodes N --gpu-milli M --min-runtime 2h\n"
       "         --expected 4h --priority high --kind debug --model H100 --cluster C\n"
       "         --resumable --name N --key K --env K=V (repeatable) --workdir /abs/dir\n"
+      "         (default: the current directory, which must exist on the node too)\n"
       "         --memory 64G --cpus 16 --container IMAGE] [-- command args...]\n"
       "  ls [--state S[,S]] [--owner U] [--budget B] [--limit N] [--all] [--json]\n"
       "  show ID | why ID | cancel ID [--reason R]\n"
