@@ -107,8 +107,7 @@ core::Status Agent::start() {
   // The agent's state is its own: no job or other user reads it (docs/agent.md, "Files").
   for (const fs::path& d : {fs::path(o_.state_dir), fs::path(o_.state_dir) / "agent",
                             fs::path(o_.state_dir) / "agent" / "runs"}) {
-    fs::permissions(d, fs::perms::owner_all, ec);
-    if (ec) return Error{"state_dir", "cannot make " + d.string() + " private: " + ec.message()};
+    if (auto st = make_private_dir(d.string()); !st.ok()) return st.error();
   }
   auto found = backend_->discover();
   if (!found.ok()) return Error{"backend", backend_->name() + ": " + found.error().message()};

@@ -113,6 +113,22 @@ std::string describe(const CgroupPlan& p, const Isolation& iso, bool rlimit_gpu_
 
 }  // namespace
 
+core::Status make_private_dir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return core::Error{"state_dir", dir + ": " + std::strerror(errno)};
+  }
+  if ((st.st_mode & S_ISVTX) != 0 || st.st_uid != ::geteuid()) {
+    return core::Error{"state_dir", dir + " is shared with other users (" +
+                                        ((st.st_mode & S_ISVTX) ? "sticky" : "another user's") +
+                                        "): give the agent a directory of its own"};
+  }
+  if ((st.st_mode & 07777) != 0700 && ::chmod(dir.c_str(), 0700) != 0) {
+    return core::Error{"state_dir", "cannot make " + dir + " private: " + std::strerror(errno)};
+  }
+  return core::ok_status();
+}
+
 std::vector<std::string> job_base_environment(char** agent_env, const RunnerOptions& options) {
   std::vector<std::string> out;
   for (char** e = agent_env; e && *e; ++e) {
@@ -316,7 +332,7 @@ Runner::Runner(RunnerOptions options) : impl_(new Impl) {
   fs::create_directories(impl_->runs_dir(), ec);
   // Runs' records and logs are the agent's alone (docs/agent.md, "Files and their modes").
   for (const std::string& d : {impl_->options.state_dir, impl_->runs_dir()}) {
-    fs::permissions(d, fs::perms::owner_all, ec);
+    (void)make_private_dir(d);  // a shared state_dir stays as it is; runs/ is always ours
   }
   const std::string instance = instance_of(impl_->options.state_dir);
   impl_->plan =

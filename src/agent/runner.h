@@ -100,6 +100,10 @@ struct RunnerOptions {
   std::int64_t log_cap_bytes = 64LL << 20;
 };
 
+// Makes `dir` (which exists) 0700. Refused for a directory shared with others — sticky (/tmp) or
+// another user's — which must not be closed to them: give the agent a directory of its own.
+core::Status make_private_dir(const std::string& dir);
+
 // The part of the agent's environment (`environ`-style "NAME=value" entries) a job gets: the
 // allowlist above, never anything else (the agent's token, its configuration, a proxy's password).
 std::vector<std::string> job_base_environment(char** agent_env, const RunnerOptions& options);

@@ -165,6 +165,22 @@ TEST_F(IsolationTest, AJobsLocalLogIsCapped) {
   EXPECT_EQ(out.substr(out.size() - 11), "last words\n");
 }
 
+TEST(MakePrivateDir, ClosesItsOwnDirectoryButNeverASharedOne) {
+  char tmpl[] = "/tmp/allot-private-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  EXPECT_TRUE(make_private_dir(dir).ok());
+  EXPECT_EQ(mode_of(dir), 0700u);
+  // /tmp (sticky, shared by everyone) is left as it is, and said so.
+  const unsigned tmp_mode = mode_of("/tmp");
+  auto refused = make_private_dir("/tmp");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().reason,
+            "/tmp is shared with other users (sticky): give the agent a directory of its own");
+  EXPECT_EQ(mode_of("/tmp"), tmp_mode);
+  fs::remove_all(dir);
+}
+
 TEST(AccountMap, DefaultIsTheSameNameAndTheFileNamesExceptions) {
   auto m = parse_account_map(
       "# subject  account\n\nann.smith asmith\n  ci-bot   svc-ci   # the CI\n", "users.map");
