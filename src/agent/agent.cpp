@@ -104,6 +104,11 @@ core::Status Agent::start() {
   std::error_code ec;
   fs::create_directories(fs::path(o_.state_dir) / "agent" / "runs", ec);
   if (ec) return Error{"state_dir", "cannot create " + o_.state_dir + ": " + ec.message()};
+  // The agent's state is its own: no job or other user reads it (docs/agent.md, "Files").
+  for (const fs::path& d : {fs::path(o_.state_dir), fs::path(o_.state_dir) / "agent",
+                            fs::path(o_.state_dir) / "agent" / "runs"}) {
+    if (auto st = make_private_dir(d.string()); !st.ok()) return st.error();
+  }
   auto found = backend_->discover();
   if (!found.ok()) return Error{"backend", backend_->name() + ": " + found.error().message()};
   devices_ = found.value();
@@ -353,6 +358,7 @@ void Agent::launch(const Assignment& a) {
     spec.env = job_environment(a, choice.value(), o_.node);
     spec.gpu_uuids = choice.value().uuids;
     spec.workdir = a.workdir;
+    spec.owner = a.owner;
     spec.memory_mib = a.memory_mib;
     spec.cpus = a.cpus;
     gpu_device_files(choice.value(), devices_, o_.dev_dir, spec.allowed_devices,

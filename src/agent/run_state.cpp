@@ -16,7 +16,7 @@ using Fields = std::map<std::string, std::string>;
 
 bool write_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return false;
   bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ok = fsync(fd) == 0 && ok;

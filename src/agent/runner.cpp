@@ -113,6 +113,39 @@ std::string describe(const CgroupPlan& p, const Isolation& iso, bool rlimit_gpu_
 
 }  // namespace
 
+core::Status make_private_dir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return core::Error{"state_dir", dir + ": " + std::strerror(errno)};
+  }
+  if ((st.st_mode & S_ISVTX) != 0 || st.st_uid != ::geteuid()) {
+    return core::Error{"state_dir", dir + " is shared with other users (" +
+                                        ((st.st_mode & S_ISVTX) ? "sticky" : "another user's") +
+                                        "): give the agent a directory of its own"};
+  }
+  if ((st.st_mode & 07777) != 0700 && ::chmod(dir.c_str(), 0700) != 0) {
+    return core::Error{"state_dir", "cannot make " + dir + " private: " + std::strerror(errno)};
+  }
+  return core::ok_status();
+}
+
+std::vector<std::string> job_base_environment(char** agent_env, const RunnerOptions& options) {
+  std::vector<std::string> out;
+  for (char** e = agent_env; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (!eq) continue;
+    const std::string name(*e, static_cast<std::size_t>(eq - *e));
+    // Whose home and name a job sees follows whose account it runs as (the shim sets them then).
+    const bool identity = name == "HOME" || name == "USER" || name == "LOGNAME";
+    const bool allowed =
+        name == "PATH" || name == "LANG" || name == "LANGUAGE" || name == "TZ" ||
+        name.rfind("LC_", 0) == 0 || (identity && !options.run_as_owner) ||
+        std::find(options.pass_env.begin(), options.pass_env.end(), name) != options.pass_env.end();
+    if (allowed) out.emplace_back(*e);
+  }
+  return out;
+}
+
 struct Runner::Impl {
   struct Run {
     RunStatus status;
@@ -195,6 +228,13 @@ struct Runner::Impl {
     const std::string name = run_name(spec.key);
     std::vector<std::string> a = {shim, "agent-shim", "--dir", dir};
     if (!spec.workdir.empty()) a.insert(a.end(), {"--workdir", spec.workdir});
+    if (options.run_as_owner) {
+      a.insert(a.end(),
+               {"--user", options.accounts.account_for(spec.owner), "--owner", spec.owner});
+    }
+    if (options.log_cap_bytes > 0) {
+      a.insert(a.end(), {"--log-cap-bytes", std::to_string(options.log_cap_bytes)});
+    }
     if (!plan.v2_parent.empty()) a.insert(a.end(), {"--cgroup", plan.v2_parent + "/" + name});
     if (spec.memory_mib > 0) {
       if (iso.memory_limit) {
@@ -213,13 +253,13 @@ struct Runner::Impl {
     return a;
   }
 
-  // The job's environment: the agent's, with the spec's variables replacing any of the same name.
-  static std::vector<std::string> environment(const std::map<std::string, std::string>& env) {
+  // The job's environment: the allowlisted part of the agent's, with the spec's variables
+  // replacing any of the same name.
+  std::vector<std::string> environment(const std::map<std::string, std::string>& env) const {
     std::vector<std::string> out;
-    for (char** e = environ; e && *e; ++e) {
-      const char* eq = std::strchr(*e, '=');
-      if (eq && env.count(std::string(*e, static_cast<std::size_t>(eq - *e)))) continue;
-      out.emplace_back(*e);
+    for (std::string& e : job_base_environment(environ, options)) {
+      if (env.count(e.substr(0, e.find('=')))) continue;
+      out.push_back(std::move(e));
     }
     for (const auto& [name, value] : env) out.push_back(name + "=" + value);
     return out;
@@ -290,6 +330,10 @@ Runner::Runner(RunnerOptions options) : impl_(new Impl) {
   impl_->shim = impl_->options.shim_binary.empty() ? self_exe() : impl_->options.shim_binary;
   std::error_code ec;
   fs::create_directories(impl_->runs_dir(), ec);
+  // Runs' records and logs are the agent's alone (docs/agent.md, "Files and their modes").
+  for (const std::string& d : {impl_->options.state_dir, impl_->runs_dir()}) {
+    (void)make_private_dir(d);  // a shared state_dir stays as it is; runs/ is always ours
+  }
   const std::string instance = instance_of(impl_->options.state_dir);
   impl_->plan =
       plan_cgroups(impl_->options.cgroup_root, impl_->options.devices_cgroup_root, instance);
@@ -340,9 +384,13 @@ core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
                                           ? " has run here already and is not forgotten"
                                           : " is already running here")};
   }
+  if (impl_->options.run_as_owner && spec.owner.empty()) {
+    return core::Error{"owner", what + " has no owner to run as"};
+  }
   const RunFiles files{impl_->runs_dir() + "/" + run_name(spec.key)};
   std::error_code ec;
   fs::create_directories(files.dir, ec);
+  if (!ec) fs::permissions(files.dir, fs::perms::owner_all, ec);
   if (ec) return core::Error{"state_dir", "cannot create " + files.dir + ": " + ec.message()};
   if (auto p = read_pid_record(files);
       p && (process_alive(p->job_pid, p->job_start) || process_alive(p->shim_pid, p->shim_start))) {
@@ -357,7 +405,7 @@ core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
   r.status.stderr_path = files.path("stderr");
   r.status.started = std::chrono::system_clock::now();
   auto pid = spawn_process({impl_->shim, impl_->shim_argv(spec, files.dir, command),
-                            Impl::environment(spec.env), -1, files.path("shim.log")});
+                            impl_->environment(spec.env), -1, files.path("shim.log")});
   if (!pid.ok()) return pid.error();
   r.shim_pid = pid.value();
   r.our_child = true;

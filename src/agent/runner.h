@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/accounts.h"
 #include "core/status.h"
 #include "core/types.h"
 
@@ -33,11 +34,14 @@ struct RunKey {
 
 struct LaunchSpec {
   RunKey key;
-  std::vector<std::string> command;          // argv; command[0] looked up in PATH
-  std::map<std::string, std::string> env;    // added to the agent's environment
-  std::string workdir;                       // empty: the run's own directory under state_dir
-  std::int64_t memory_mib = 0;               // 0: no limit
-  double cpus = 0;                           // 0: no limit
+  std::vector<std::string> command;        // argv; command[0] looked up in PATH
+  std::map<std::string, std::string> env;  // the job's; added to the allowlisted part of the
+                                           // agent's environment (job_base_environment)
+  // Empty: the owner's home when it runs as its owner, else the run's directory under state_dir.
+  std::string workdir;
+  std::string owner;            // the job's owner (its token's subject): whose account it runs as
+  std::int64_t memory_mib = 0;  // 0: no limit
+  double cpus = 0;              // 0: no limit
   std::vector<std::string> allowed_devices;  // e.g. /dev/nvidia3 (others of the GPU kind denied)
   std::vector<std::string> denied_devices;   // every GPU device node of this machine not allowed
   std::vector<std::string> gpu_uuids;  // its GPUs or MIG instances (a container's CDI devices)
@@ -85,7 +89,24 @@ struct RunnerOptions {
   // start. Jobs with GPUs therefore get no RLIMIT_AS unless this is set.
   bool rlimit_gpu_jobs = false;
   std::chrono::milliseconds default_grace{30000};
+  // Start each job as its owner's Unix account (setgroups/setgid/setuid in the shim); the agent
+  // must be root for it. Off: jobs run as the agent's own user.
+  bool run_as_owner = false;
+  AccountMap accounts;  // owner -> account (default: the same name)
+  // Names of the agent's environment variables a job gets besides the allowlist (PATH, LANG,
+  // LANGUAGE, LC_*, TZ; and HOME, USER, LOGNAME when jobs run as the agent's user).
+  std::vector<std::string> pass_env;
+  // Bytes of each of a run's stdout and stderr kept on the node (log_cap.h); <= 0: no cap.
+  std::int64_t log_cap_bytes = 64LL << 20;
 };
+
+// Makes `dir` (which exists) 0700. Refused for a directory shared with others — sticky (/tmp) or
+// another user's — which must not be closed to them: give the agent a directory of its own.
+core::Status make_private_dir(const std::string& dir);
+
+// The part of the agent's environment (`environ`-style "NAME=value" entries) a job gets: the
+// allowlist above, never anything else (the agent's token, its configuration, a proxy's password).
+std::vector<std::string> job_base_environment(char** agent_env, const RunnerOptions& options);
 
 class Runner {
  public:

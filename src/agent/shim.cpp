@@ -1,18 +1,25 @@
 // `allot agent-shim`: the process between the agent and a job. The runner starts it with
 // posix_spawn (so no C++ runs after fork() in the multi-threaded agent); being single-threaded,
 // the shim may fork freely. It leaves the agent's session, prepares the run's cgroups, starts
-// the job in a session of its own (in its workdir, with its logs, limits and environment),
-// records its pid, waits for it, kills what it left behind and records how it ended.
+// the job in a session of its own (as its owner's account when given one, in its workdir, with
+// its limits and environment), copies the job's output into the run's logs up to a cap, records
+// its pid, waits for it, kills what it left behind and records how it ended.
 //
-//   agent-shim --dir RUN_DIR [--workdir DIR] [--cgroup DIR] [--memory-mib N] [--cpus X]
-//              [--devices-cgroup DIR] [--deny DEVICE]... [--rlimit-as-mib N] -- ARGV...
+//   agent-shim --dir RUN_DIR [--workdir DIR] [--user ACCOUNT --owner SUBJECT] [--cgroup DIR]
+//              [--memory-mib N] [--cpus X] [--devices-cgroup DIR] [--deny DEVICE]...
+//              [--rlimit-as-mib N] [--log-cap-bytes N] -- ARGV...
 #include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +30,7 @@
 #include <vector>
 
 #include "agent/cgroup.h"
+#include "agent/log_cap.h"
 #include "agent/proc.h"
 #include "agent/run_state.h"
 #include "agent/runner.h"
@@ -34,7 +42,8 @@ namespace {
 
 struct ShimArgs {
   std::string dir, workdir, cgroup, devices_cgroup;
-  std::int64_t memory_mib = 0, rlimit_as_mib = 0;
+  std::string user, owner;  // the account to run as (none: the shim's own) and whose job it is
+  std::int64_t memory_mib = 0, rlimit_as_mib = 0, log_cap_bytes = 0;
   double cpus = 0;
   std::vector<std::string> deny;
   std::vector<std::string> command;
@@ -61,6 +70,12 @@ bool parse(int argc, char** argv, ShimArgs& a, std::string& why) {
       a.dir = v;
     } else if (f == "--workdir") {
       a.workdir = v;
+    } else if (f == "--user") {
+      a.user = v;
+    } else if (f == "--owner") {
+      a.owner = v;
+    } else if (f == "--log-cap-bytes") {
+      a.log_cap_bytes = std::atoll(v);
     } else if (f == "--cgroup") {
       a.cgroup = v;
     } else if (f == "--devices-cgroup") {
@@ -115,13 +130,48 @@ std::string resolve(const std::string& name, const std::string& workdir) {
 
 // What the child reports through the exec pipe when it cannot start the job.
 struct ChildFailure {
-  int stage;  // 0: workdir, 1: rlimit, 2: exec
+  int stage;  // 0: workdir, 1: rlimit, 2: exec, 3: the owner's identity
   int error;
 };
 
+// The account a job runs as, looked up before the fork (the child allocates nothing).
+struct Identity {
+  bool switch_to = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary, as initgroups() would set them
+  std::string home;
+};
+
+// Looks up `account` (getpwnam_r: its uid, gid and home) and its groups; "" if found, else why.
+std::string look_up(const std::string& account, Identity& id) {
+  long size = sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buf(static_cast<std::size_t>(size > 0 ? size : 16384));
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  int rc;
+  while ((rc = getpwnam_r(account.c_str(), &pw, buf.data(), buf.size(), &found)) == ERANGE) {
+    buf.resize(buf.size() * 2);
+  }
+  if (rc != 0) return "cannot look up account '" + account + "': " + std::strerror(rc);
+  if (!found) return "no account '" + account + "' on this node";
+  id.switch_to = true;
+  id.uid = pw.pw_uid;
+  id.gid = pw.pw_gid;
+  id.home = pw.pw_dir ? pw.pw_dir : "/";
+  int n = 32;
+  id.groups.resize(static_cast<std::size_t>(n));
+  while (getgrouplist(account.c_str(), id.gid, id.groups.data(), &n) < 0) {
+    id.groups.resize(static_cast<std::size_t>(n) + 16);
+    n = static_cast<int>(id.groups.size());
+  }
+  id.groups.resize(static_cast<std::size_t>(n));
+  return "";
+}
+
 // Runs in the forked child; allocates nothing (an address-space limit may be in force).
-[[noreturn]] void child(const ShimArgs& a, const char* exe, char* const* argv, int sync_fd,
-                        int fail_fd, int null_fd, int out_fd, int err_fd) {
+[[noreturn]] void child(const ShimArgs& a, const Identity& id, const char* exe, char* const* argv,
+                        int sync_fd, int fail_fd, int null_fd, int out_fd, int err_fd) {
   setsid();  // the job's own session and process group: its pid is their id
   char go = 0;
   while (read(sync_fd, &go, 1) < 0 && errno == EINTR) {
@@ -136,6 +186,17 @@ struct ChildFailure {
     }
     _exit(127);
   };
+  if (id.switch_to) {
+    // Groups first, then the gid, the uid last: once it is set nothing else may be changed. The
+    // working directory is entered as the owner, so it is one the owner may enter.
+    if (setgroups(id.groups.size(), id.groups.data()) != 0) fail(3);
+    if (setgid(id.gid) != 0) fail(3);
+    if (setuid(id.uid) != 0) fail(3);
+    if (id.uid != 0 && setuid(0) == 0) {
+      errno = EPERM;  // the switch did not hold: never run a job with root's rights by mistake
+      fail(3);
+    }
+  }
   if (chdir(a.workdir.c_str()) != 0) fail(0);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -235,6 +296,68 @@ void kill_leftovers(const ShimArgs& a, pid_t job) {
   if (!a.devices_cgroup.empty()) kill_cgroup(a.devices_cgroup);
 }
 
+// The part of a capped stream's end kept for the end of its log.
+constexpr std::int64_t kLogTailBytes = 1 << 20;
+
+// Reads what is there; false at end of file (or an error: nothing more will come).
+bool read_some(int fd, CappedLog& log) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      log.write(buf, static_cast<std::size_t>(n));
+      return true;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && errno == EAGAIN;
+  }
+}
+
+// Copies the job's stdout and stderr into their logs until its main process has ended. A pidfd
+// says when it ends (so a job that closed its outputs, or whose children hold them, is seen to
+// end at once); without one, the exit is checked every 100 ms.
+void copy_output(pid_t job, int out, int err, CappedLog& out_log, CappedLog& err_log) {
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, job, 0));
+  bool out_open = true, err_open = true;
+  for (;;) {
+    struct pollfd fds[3] = {
+        {out_open ? out : -1, POLLIN, 0}, {err_open ? err : -1, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    const int ready = poll(fds, 3, pidfd >= 0 ? -1 : 100);
+    if (ready < 0 && errno != EINTR) break;
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) out_open = read_some(out, out_log);
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) err_open = read_some(err, err_log);
+    siginfo_t info{};
+    info.si_pid = 0;
+    if (waitid(P_PID, static_cast<id_t>(job), &info, WEXITED | WNOWAIT | WNOHANG) == 0 &&
+        info.si_pid == job) {
+      break;
+    }
+    if (!out_open && !err_open && pidfd < 0) {
+      while (waitid(P_PID, static_cast<id_t>(job), &info, WEXITED | WNOWAIT) < 0 &&
+             errno == EINTR) {
+      }
+      break;
+    }
+  }
+  if (pidfd >= 0) close(pidfd);
+}
+
+// After the job's tree was killed: what is left in a pipe, without waiting for a writer that
+// escaped the tree.
+void drain(int fd, CappedLog& log) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      log.write(buf, static_cast<std::size_t>(n));
+    } else if (!(n < 0 && errno == EINTR)) {
+      break;
+    }
+  }
+  close(fd);
+}
+
 void close_inherited_fds() {
   if (close_range(3, ~0U, 0) == 0) return;
   const long max = sysconf(_SC_OPEN_MAX);
@@ -254,12 +377,12 @@ int shim_main(int argc, char** argv) {
   setsid();  // out of the agent's session: a signal to the agent's group does not reach the run
   for (int sig : {SIGHUP, SIGINT, SIGTERM, SIGPIPE}) signal(sig, SIG_IGN);
   const RunFiles run{a.dir};
-  if (a.workdir.empty()) a.workdir = a.dir;
 
+  // The logs are the agent's (0600): the job writes into them only through the pipes below.
   const int out_fd =
-      open(run.path("stdout").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      open(run.path("stdout").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   const int err_fd =
-      open(run.path("stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      open(run.path("stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (out_fd < 0 || err_fd < 0 || null_fd < 0) {
     std::fprintf(stderr, "agent-shim: cannot open the logs in %s: %s\n", a.dir.c_str(),
@@ -267,6 +390,22 @@ int shim_main(int argc, char** argv) {
     write_exit_record(run, {127, 0, "cannot open the run's logs: " + std::string(strerror(errno))});
     return 1;
   }
+  Identity id;
+  if (!a.user.empty()) {
+    const std::string missing = look_up(a.user, id);
+    if (!missing.empty()) {
+      // Never started as anyone else: the job fails, saying whose account is missing.
+      const std::string error = "cannot run as the job's owner " + a.owner + ": " + missing +
+                                (a.user == a.owner ? "" : " (mapped from " + a.owner + ")");
+      say(err_fd, error);
+      return write_exit_record(run, {127, 0, error}) ? 0 : 1;
+    }
+    setenv("HOME", id.home.c_str(), 1);
+    setenv("USER", a.user.c_str(), 1);
+    setenv("LOGNAME", a.user.c_str(), 1);
+  }
+  // No workdir given: the owner's home when the job runs as its owner, else the run's directory.
+  if (a.workdir.empty()) a.workdir = id.switch_to ? id.home : a.dir;
   const std::string exe = resolve(a.command[0], a.workdir);
   if (exe.empty()) {
     const std::string error = "command not found: " + a.command[0];
@@ -278,8 +417,9 @@ int shim_main(int argc, char** argv) {
   std::vector<char*> job_argv;
   for (const std::string& arg : a.command) job_argv.push_back(const_cast<char*>(arg.c_str()));
   job_argv.push_back(nullptr);
-  int sync[2], fail[2];
-  if (pipe2(sync, O_CLOEXEC) != 0 || pipe2(fail, O_CLOEXEC) != 0) {
+  int sync[2], fail[2], out_pipe[2], err_pipe[2];
+  if (pipe2(sync, O_CLOEXEC) != 0 || pipe2(fail, O_CLOEXEC) != 0 ||
+      pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
     write_exit_record(run, {127, 0, std::string("pipe: ") + std::strerror(errno)});
     return 1;
   }
@@ -291,10 +431,12 @@ int shim_main(int argc, char** argv) {
   if (job == 0) {
     close(sync[1]);
     close(fail[0]);
-    child(a, exe.c_str(), job_argv.data(), sync[0], fail[1], null_fd, out_fd, err_fd);
+    child(a, id, exe.c_str(), job_argv.data(), sync[0], fail[1], null_fd, out_pipe[1], err_pipe[1]);
   }
   close(sync[0]);
   close(fail[1]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
   auto job_stat = read_proc_stat(job);
   join_cgroups(a, job, err_fd);
   if (write(sync[1], "g", 1) < 0) {
@@ -312,8 +454,11 @@ int shim_main(int argc, char** argv) {
     while (waitpid(job, &status, 0) < 0 && errno == EINTR) {
     }
     static const char* stages[] = {"cannot enter the working directory ",
-                                   "cannot limit memory for ", "cannot run "};
-    const std::string target = failure.stage == 0 ? a.workdir : a.command[0];
+                                   "cannot limit memory for ", "cannot run ",
+                                   "cannot become the job owner's account "};
+    const std::string target = failure.stage == 0   ? a.workdir
+                               : failure.stage == 3 ? a.user
+                                                    : a.command[0];
     const std::string error =
         stages[failure.stage] + ("'" + target + "': ") + std::strerror(failure.error);
     say(err_fd, error);
@@ -335,11 +480,18 @@ int shim_main(int argc, char** argv) {
                  std::strerror(errno));
   }
 
-  // Wait for the end without reaping, so the leftovers can still be found by its ids.
-  siginfo_t info{};
-  while (waitid(P_PID, static_cast<id_t>(job), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
-  }
+  // Copy the output until the job ends (not reaped, so the leftovers can still be found by its
+  // ids), then what its leftovers wrote before they were killed.
+  const std::size_t tail = static_cast<std::size_t>(
+      std::min<std::int64_t>(kLogTailBytes, a.log_cap_bytes > 0 ? a.log_cap_bytes / 4 : 0));
+  CappedLog out_log(out_fd, a.log_cap_bytes, tail, "stdout");
+  CappedLog err_log(err_fd, a.log_cap_bytes, tail, "stderr");
+  copy_output(job, out_pipe[0], err_pipe[0], out_log, err_log);
   kill_leftovers(a, job);
+  drain(out_pipe[0], out_log);
+  drain(err_pipe[0], err_log);
+  out_log.finish();
+  err_log.finish();
   int status = 0;
   while (waitpid(job, &status, 0) < 0 && errno == EINTR) {
   }

@@ -26,7 +26,7 @@ core::Result<pid_t> spawn_process(const SpawnSpec& spec) {
     posix_spawn_file_actions_adddup2(&fa, spec.output_fd, 2);
   } else if (!spec.output_file.empty()) {
     posix_spawn_file_actions_addopen(&fa, 1, spec.output_file.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+                                     O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
   }
   posix_spawnattr_t attr;

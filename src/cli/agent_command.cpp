@@ -31,6 +31,15 @@ void usage(FILE* out) {
       "  --max-ecc N            unhealthy above N uncorrected ECC errors (default 0)\n"
       "  --container-template T e.g. 'podman run --rm {devices} {image} {command}'\n"
       "  --cgroup-root DIR      cgroup v2 directory for jobs ('none': process groups only)\n"
+      "  --run-jobs-as WHO      owner: each job as its owner's account (needs root; the\n"
+      "                         default as root) | agent: as this agent's user (the default\n"
+      "                         otherwise; as root only for a node with a single tenant)\n"
+      "  --user-map FILE        owner -> account exceptions, 'SUBJECT ACCOUNT' a line\n"
+      "                         (default: the account of the owner's name)\n"
+      "  --job-env NAME         pass this variable of the agent's environment to jobs\n"
+      "                         (repeatable; they get PATH, LANG, LC_*, TZ otherwise)\n"
+      "  --log-cap-mib N        keep at most N MiB of each job's stdout and stderr on the\n"
+      "                         node, and the last MiB (default 64)\n"
       "  --keep-logs HOURS      keep ended runs' local logs this long (default 72; the\n"
       "                         server keeps its own copy)\n"
       "  --poll-ms N            assignment poll interval (default 500)\n"
@@ -54,6 +63,7 @@ int agent_main(int argc, char** argv) {
   agent::AgentOptions o;
   std::string backend = "auto";
   bool kill_on_exit = false;
+  std::string run_jobs_as;  // "" = by whether the agent is root
   if (const char* e = std::getenv("ALLOT_ADDR")) o.server.url = e;
   if (const char* e = std::getenv("ALLOT_TOKEN")) o.server.token = e;
   o.node = host_name();
@@ -122,6 +132,32 @@ int agent_main(int argc, char** argv) {
       o.container_template = next();
     } else if (k == "--cgroup-root") {
       o.runner.cgroup_root = next();
+    } else if (k == "--run-jobs-as") {
+      run_jobs_as = next();
+      if (run_jobs_as != "owner" && run_jobs_as != "agent") {
+        std::fprintf(stderr, "allot agent: --run-jobs-as must be owner or agent, not '%s'\n",
+                     run_jobs_as.c_str());
+        return 2;
+      }
+    } else if (k == "--user-map") {
+      auto map = agent::load_account_map(next());
+      if (!map.ok()) {
+        std::fprintf(stderr, "allot agent: --user-map: %s\n", map.error().reason.c_str());
+        return 2;
+      }
+      o.runner.accounts = std::move(map.value());
+    } else if (k == "--job-env") {
+      const std::string name = next();
+      if (name.empty() || name.find('=') != std::string::npos || name.rfind("ALLOT_", 0) == 0) {
+        std::fprintf(stderr,
+                     "allot agent: --job-env: '%s' is not a variable a job may be given (ALLOT_* "
+                     "are the agent's own: its token among them)\n",
+                     name.c_str());
+        return 2;
+      }
+      o.runner.pass_env.push_back(name);
+    } else if (k == "--log-cap-mib") {
+      o.runner.log_cap_bytes = static_cast<std::int64_t>(number(1, 1 << 20)) << 20;
     } else if (k == "--poll-ms") {
       o.poll = std::chrono::milliseconds(number(10, 60'000));
     } else if (k == "--keep-logs") {
@@ -150,6 +186,25 @@ int agent_main(int argc, char** argv) {
                  "'allot token create agent-%s --role agent --scope %s')\n",
                  o.node.c_str(), o.node.c_str());
     return 2;
+  }
+  const bool root = geteuid() == 0;
+  if (run_jobs_as.empty()) run_jobs_as = root ? "owner" : "agent";
+  if (run_jobs_as == "owner" && !root) {
+    std::fprintf(stderr,
+                 "allot agent: --run-jobs-as owner needs root (this agent runs as uid %u)\n",
+                 static_cast<unsigned>(geteuid()));
+    return 2;
+  }
+  o.runner.run_as_owner = run_jobs_as == "owner";
+  if (o.runner.run_as_owner) {
+    std::fprintf(stderr, "allot agent: jobs run as their owners' accounts%s\n",
+                 o.runner.accounts.source.empty()
+                     ? ""
+                     : (" (exceptions in " + o.runner.accounts.source + ")").c_str());
+  } else {
+    std::fprintf(stderr, "allot agent: jobs run as this agent's user (uid %u)%s\n",
+                 static_cast<unsigned>(geteuid()),
+                 root ? ": every job has root's rights on this node" : "");
   }
   auto b = agent::make_backend(backend, o.node);
   if (!b.ok()) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -413,6 +414,12 @@ int cmd_submit(const Args& a, const Conn& c) {
   if (a.has("resumable")) body["resumable"] = true;
   if (a.has("key")) body["idempotency_key"] = a.get("key");
   if (a.has("workdir")) body["workdir"] = a.get("workdir");
+  // Like sbatch: a job starts where it was submitted from (a path the nodes share), unless told.
+  if (!body.contains("workdir")) {
+    std::error_code ec;
+    const auto cwd = std::filesystem::current_path(ec);
+    if (!ec && cwd.is_absolute()) body["workdir"] = cwd.string();
+  }
   if (a.has("memory")) body["memory_mib"] = parse_mib("--memory", a.get("memory"));
   if (a.has("cpus")) body["cpus"] = parse_number("--cpus", a.get("cpus"));
   if (a.has("container")) body["container"] = a.get("container");

@@ -1,5 +1,9 @@
 #include "cli/local_cluster.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -27,8 +31,14 @@ core::Result<std::string> agent_token(store::Store& store, const fs::path& dir,
   }
   auto secret = server::create_token(store, "agent-" + node, "agent", "agent-" + node, node, now);
   if (!secret.ok()) return secret.error();
-  std::ofstream(file, std::ios::trunc) << secret.value() << "\n";
-  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+  // Created 0600, never readable by others even for a moment.
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Error{"data", "cannot write " + file.string()};
+  const std::string line = secret.value() + "\n";
+  const bool ok = ::fchmod(fd, 0600) == 0 &&
+                  ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok) return Error{"data", "cannot write " + file.string()};
   return secret;
 }
 

@@ -330,6 +330,9 @@ int serve(ServerArgs a, bool up) {
     }
     local = std::move(lc.value());
     std::printf("local cluster 'local': %s\n", local->describe().c_str());
+    // Its agents never change identity: every job is this user's (docs/security.md).
+    std::printf("jobs run as you (uid %u), in the directory they were submitted from\n",
+                static_cast<unsigned>(::geteuid()));
   }
   if (!admin.empty()) {
     if (up) {

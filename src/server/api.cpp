@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -144,6 +145,18 @@ void append_job(std::string& out, const store::JobRecord& j) {
   field("exit_code");
   out += j.exit_code ? std::to_string(*j.exit_code) : std::string("null");
   out += '}';
+}
+
+// Who did something, for the records that say so: the token's subject and the token's id (a
+// subject may hold several tokens; revoking the right one needs the id).
+std::string acting(const Principal& p) {
+  return p.subject + " (token " + std::to_string(p.token_id) + ")";
+}
+
+std::string token_words(std::int64_t id, const std::string& name, const std::string& role,
+                        const std::string& subject, const std::string& scope) {
+  return "token " + std::to_string(id) + " " + name + ": " + role + " for " + subject +
+         (scope.empty() ? "" : " in " + scope);
 }
 
 std::string job_text(const store::JobRecord& j) {
@@ -382,6 +395,14 @@ struct ApiServer::Impl {
   static void send_text(httplib::Response& res, int status, const std::string& body) {
     res.status = status;
     res.set_content(body, "application/json");
+  }
+
+  // Records a token's minting or revocation in the audit log; a failed write is said in the
+  // server's log but does not undo the change it records.
+  void audit_token(const Principal& p, const std::string& old_value, const std::string& new_value) {
+    store::AuditEntry e{0, ctl->now(), p.subject, "/", "token", old_value, new_value, p.token_id};
+    auto st = store->write({op::AddAudit{e}});
+    if (!st.ok()) std::fprintf(stderr, "allot: audit: %s\n", st.error().message().c_str());
   }
 
   Principal authenticate(const httplib::Request& req) {
@@ -899,7 +920,7 @@ void ApiServer::Impl::install() {
           auto reason = str_field(body, "reason", false, 512);
           auto j = visible_job(p, req.matches[1]);
           auto r = ctl->cancel(j.id,
-                               "cancelled by " + p.subject + (reason.empty() ? "" : ": " + reason));
+                               "cancelled by " + acting(p) + (reason.empty() ? "" : ": " + reason));
           if (!r.ok()) check(r.error(), 409);
           send_text(res, 200, job_text(r.value()));
         });
@@ -1078,7 +1099,7 @@ void ApiServer::Impl::install() {
       throw HttpError{400, "share", "give a share, members or owners"};
     }
     require(can_manage_budget(p, path), "change budget " + path);
-    auto r = ctl->set_budget(path, share, members, p.subject, owners);
+    auto r = ctl->set_budget(path, share, members, p.subject, owners, p.token_id);
     if (!r.ok()) check(r.error());
     send(res, 200,
          {{"path", r.value().path},
@@ -1096,7 +1117,7 @@ void ApiServer::Impl::install() {
       throw HttpError{400, "path", "must be a budget path like /org/team"};
     }
     require(can_manage_budget(p, path), "remove budget " + path);
-    auto r = ctl->remove_budget(path, p.subject);
+    auto r = ctl->remove_budget(path, p.subject, p.token_id);
     if (!r.ok()) {
       const bool missing = r.error().reason.rfind("no budget", 0) == 0;
       check(r.error(), missing ? 404 : 409);
@@ -1117,6 +1138,7 @@ void ApiServer::Impl::install() {
             out["entries"].push_back({{"id", a.id},
                                       {"time", a.time},
                                       {"actor", a.actor},
+                                      {"actor_token", a.actor_token},
                                       {"path", a.path},
                                       {"field", a.field},
                                       {"old", a.old_value},
@@ -1211,7 +1233,7 @@ void ApiServer::Impl::install() {
             require(p.is_admin(), "drain, undrain or cordon nodes (administrators only)");
             auto body = parse_body(req, {"reason"}, true);
             auto reason = str_field(body, "reason", false, 512);
-            if (reason.empty()) reason = "by " + p.subject;
+            if (reason.empty()) reason = "by " + acting(p);
             auto r = ctl->set_node(req.matches[1], health, reason, cordon);
             if (!r.ok()) check(r.error(), 404);
             send(res, 200, node_out(r.value()));
@@ -1385,6 +1407,15 @@ void ApiServer::Impl::install() {
           auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
                                      r["event"].get<std::string>(), code, sig);
           if (x.error.empty()) {
+            if (logs && r["event"] == "started") {
+              // Which nodes held this run, recorded while it is current: later log uploads for
+              // it are taken from those nodes only.
+              const auto id = r["job"].get<JobId>();
+              const int run = r["run"].get<int>();
+              if (auto job = store->job(id); job && job->runs == run) {
+                logs->set_nodes(id, run, placement_nodes(job->placement_json));
+              }
+            }
             out["results"].push_back({{"job", r["job"]}, {"state", x.state}});
           } else {
             out["results"].push_back({{"job", r["job"]}, {"error", x.error}});
@@ -1528,17 +1559,23 @@ void ApiServer::Impl::install() {
           }
           if (!logs) throw HttpError{503, "logs", "this server keeps no logs (no logs directory)"};
           if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+          // One answer for a job that does not exist, a run it never had and a run on another
+          // node: an agent learns nothing about jobs that are not its node's.
+          const HttpError not_here{403, "job",
+                                   "job " + std::to_string(id) + " run " + std::to_string(run) +
+                                       " is not on node " + name};
           auto job = store->job(id);
-          if (!job || run > job->runs) throw HttpError{404, "job", "no such job run"};
+          if (!job || run > job->runs) throw not_here;
           if (run == job->runs) {
             // The node must hold (or have held) part of this run.
             auto nodes = placement_nodes(job->placement_json);
-            if (std::find(nodes.begin(), nodes.end(), name) == nodes.end()) {
-              throw HttpError{403, "job",
-                              "job " + std::to_string(id) + " run " + std::to_string(run) +
-                                  " is not on node " + name};
-            }
+            if (std::find(nodes.begin(), nodes.end(), name) == nodes.end()) throw not_here;
             logs->set_nodes(id, run, nodes);
+          } else {
+            // An earlier run: only a node that held it (recorded when it started, or at its
+            // first upload) may still upload its last bytes.
+            auto held = logs->nodes(id, run);
+            if (std::find(held.begin(), held.end(), name) == held.end()) throw not_here;
           }
           auto r = logs->append(id, run, name, stream, offset, req.body, fin == "true");
           if (!r.ok()) {
@@ -1575,7 +1612,7 @@ void ApiServer::Impl::install() {
     auto p = authenticate(req);
     // Who may create tokens at all comes before what the request says.
     require(p.is_admin() || (p.is_human() && !p.manages.empty()),
-            "create tokens (administrators; managers create user tokens for their members)");
+            "create tokens (administrators; managers create user tokens for themselves)");
     auto body = parse_body(req, {"name", "role", "subject", "scope"});
     auto name = str_field(body, "name", true);
     auto role = str_field(body, "role", true);
@@ -1595,16 +1632,22 @@ void ApiServer::Impl::install() {
       throw HttpError{400, "scope", "only manager and agent tokens have a scope"};
     }
     if (!p.is_admin()) {
+      // A token is a credential of one principal: minting one for another would let a manager
+      // act as anyone it can add as a member (docs/api.md, "Identity"). A manager may mint user
+      // tokens for itself only, whose rights are within its own.
       if (role != "user") throw HttpError{403, "role", "managers create user tokens only"};
-      auto snap = ctl->snapshot();
-      if (!can_manage_user(p, subject, snap->members)) {
+      if (subject != p.subject) {
         throw HttpError{403, "subject",
-                        subject + " is not a member of a budget you manage: add them first"};
+                        "a token for another principal (" + subject +
+                            ") is minted by an administrator; you may create tokens for " +
+                            p.subject + " only"};
       }
     }
     auto secret = create_token(*store, name, role, subject, scope, ctl->now());
     if (!secret.ok()) check(secret.error(), 409);
     auto rec = store->token_by_hash(sha256_hex(secret.value()));
+    // Who minted which credential for whom is audited like a change of rights (path "/").
+    audit_token(p, "", token_words(rec ? rec->id : 0, name, role, subject, scope));
     send(res, 201,
          {{"id", rec ? rec->id : 0},
           {"token", secret.value()},
@@ -1637,6 +1680,8 @@ void ApiServer::Impl::install() {
           }
           auto st = store->write({op::RevokeToken{id, ctl->now()}});
           if (!st.ok()) check(st.error(), 503);
+          audit_token(p, token_words(id, found->name, found->role, found->subject, found->scope),
+                      "revoked");
           {
             std::lock_guard lk(token_mu);
             token_cache.clear();

@@ -523,14 +523,22 @@ ReportOutcome Controller::agent_report(const std::string& node, JobId id, int ru
       if (v->second.gpus.empty()) vacating_.erase(v);
       dirty_ = true;
     }
+    // An agent hears only about jobs placed on its node: a job that does not exist and one
+    // placed elsewhere get the same answer, and neither's state.
+    const std::string elsewhere = "not a job on node " + node;
+    auto here = [&](const std::string& placement) {
+      const auto nodes = placement_nodes(placement);
+      return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+    };
     auto it = active_.find(id);
     if (it == active_.end()) {
       auto rec = store_.job(id);
-      if (!rec) return {"", "no such job"};
+      if (!rec || !here(rec->placement_json)) return {"", elsewhere};
       if (run != rec->runs) return {"", "stale run"};
       return {rec->state, ""};  // the run already ended: a repeated report changes nothing
     }
     auto& a = it->second;
+    if (!here(a.rec.placement_json)) return {"", elsewhere};
     if (run != a.rec.runs) return {"", "stale run"};
     auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
     if (!holds_gpus(st)) return {a.rec.state, ""};  // requeued: this run already ended
@@ -801,7 +809,7 @@ std::string joined(const std::vector<std::string>& v) {
 core::Result<store::BudgetRecord> Controller::set_budget(
     const std::string& path, std::optional<double> share,
     std::optional<std::vector<std::string>> members, const std::string& actor,
-    std::optional<std::vector<std::string>> owners) {
+    std::optional<std::vector<std::string>> owners, std::int64_t actor_token) {
   return call<core::Result<store::BudgetRecord>>([&]() -> core::Result<store::BudgetRecord> {
     const Time now = options_.clock();
     auto& tree = sched_.budgets();
@@ -828,16 +836,18 @@ core::Result<store::BudgetRecord> Controller::set_budget(
           if (leaf && owners) r.owners = *owners;
           budgets_[cur] = r;
           batch.push_back(op::PutBudget{r});
-          batch.push_back(
-              op::AddAudit{{0, now, actor, cur, "created", "", "share " + json(r.share).dump()}});
+          batch.push_back(op::AddAudit{
+              {0, now, actor, cur, "created", "", "share " + json(r.share).dump(), actor_token}});
         }
         start = slash + 1;
       }
       if (members && !members->empty()) {
-        batch.push_back(op::AddAudit{{0, now, actor, path, "members", "", joined(*members)}});
+        batch.push_back(
+            op::AddAudit{{0, now, actor, path, "members", "", joined(*members), actor_token}});
       }
       if (owners && !owners->empty()) {
-        batch.push_back(op::AddAudit{{0, now, actor, path, "owners", "", joined(*owners)}});
+        batch.push_back(
+            op::AddAudit{{0, now, actor, path, "owners", "", joined(*owners), actor_token}});
       }
     } else {
       auto& r = budgets_[path];
@@ -846,18 +856,18 @@ core::Result<store::BudgetRecord> Controller::set_budget(
       if (share) {
         auto st = tree.set_share(*existing, *share);
         if (!st.ok()) return st.error();
-        batch.push_back(op::AddAudit{
-            {0, now, actor, path, "share", json(r.share).dump(), json(*share).dump()}});
+        batch.push_back(op::AddAudit{{0, now, actor, path, "share", json(r.share).dump(),
+                                      json(*share).dump(), actor_token}});
         r.share = *share;
       }
       if (members) {
-        batch.push_back(
-            op::AddAudit{{0, now, actor, path, "members", joined(r.members), joined(*members)}});
+        batch.push_back(op::AddAudit{
+            {0, now, actor, path, "members", joined(r.members), joined(*members), actor_token}});
         r.members = *members;
       }
       if (owners) {
-        batch.push_back(
-            op::AddAudit{{0, now, actor, path, "owners", joined(r.owners), joined(*owners)}});
+        batch.push_back(op::AddAudit{
+            {0, now, actor, path, "owners", joined(r.owners), joined(*owners), actor_token}});
         r.owners = *owners;
       }
       batch.push_back(op::PutBudget{r});
@@ -870,7 +880,8 @@ core::Result<store::BudgetRecord> Controller::set_budget(
 }
 
 core::Result<std::vector<std::string>> Controller::remove_budget(const std::string& path,
-                                                                 const std::string& actor) {
+                                                                 const std::string& actor,
+                                                                 std::int64_t actor_token) {
   using R = core::Result<std::vector<std::string>>;
   return call<R>([&]() -> R {
     auto& tree = sched_.budgets();
@@ -910,8 +921,8 @@ core::Result<std::vector<std::string>> Controller::remove_budget(const std::stri
       r.path = p;
       r.removed = true;
       batch.push_back(op::PutBudget{r});
-      batch.push_back(
-          op::AddAudit{{0, now, actor, p, "removed", "share " + json(r.share).dump(), ""}});
+      batch.push_back(op::AddAudit{
+          {0, now, actor, p, "removed", "share " + json(r.share).dump(), "", actor_token}});
       removed.push_back(p);
     }
     write(std::move(batch));

@@ -145,7 +145,8 @@ class Controller {
   core::Result<store::JobRecord> cancel(JobId id, const std::string& reason);
   // An agent's report about run `run` of job `id` on `node`. event: "started", "exited" (with
   // exit_code, and signal when killed by one), "preempted", "lost". Never applied for another run
-  // than the job's current one ("stale run"); repeating a report changes nothing.
+  // than the job's current one ("stale run"); repeating a report changes nothing. A job not
+  // placed on `node` (or none at all) is "not a job on node N": its state is not told.
   ReportOutcome agent_report(const std::string& node, JobId id, int run, const std::string& event,
                              std::optional<int> exit_code, std::optional<int> signal);
   // Registers a node, or (same name and shape) updates what its agent tells about it. The bool
@@ -165,11 +166,13 @@ class Controller {
   core::Result<store::BudgetRecord> set_budget(
       const std::string& path, std::optional<double> share,
       std::optional<std::vector<std::string>> members, const std::string& actor,
-      std::optional<std::vector<std::string>> owners = std::nullopt);
+      std::optional<std::vector<std::string>> owners = std::nullopt, std::int64_t actor_token = 0);
   // Removes the budget and everything below it, refused (field "path") while any job is queued
   // or running there. Returns the removed paths, deepest first; each is audited.
+  // `actor` is the acting token's subject, `actor_token` its id: both go into the audit log.
   core::Result<std::vector<std::string>> remove_budget(const std::string& path,
-                                                       const std::string& actor);
+                                                       const std::string& actor,
+                                                       std::int64_t actor_token = 0);
   // Runs a cycle now and returns once its snapshot is published.
   void sync();
 

@@ -35,6 +35,8 @@ core::Status ensure_dir(const std::string& dir) {
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return core::ok_status();
   fs::create_directories(dir, ec);
+  // Jobs' output is their owners' to read through the API, nobody's on the server's disk.
+  if (!ec) fs::permissions(dir, fs::perms::owner_all, ec);
   if (ec) return Error{"logs", "cannot create " + dir + ": " + ec.message()};
   sync_dir(fs::path(dir).parent_path().string());
   return core::ok_status();
@@ -48,7 +50,7 @@ std::int64_t file_size(const std::string& path) {
 // Appends to `path` and syncs it; creates it (durably) if needed.
 core::Status append_file(const std::string& path, const char* p, std::size_t n) {
   const bool created = ::access(path.c_str(), F_OK) != 0;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return sys_error("open " + path);
   while (n > 0) {
     auto w = ::write(fd, p, n);
@@ -91,7 +93,11 @@ std::string read_file_at(const std::string& path, std::int64_t at, std::int64_t 
 
 }  // namespace
 
-LogStore::LogStore(std::string dir, LogLimits limits) : dir_(std::move(dir)), limits_(limits) {}
+LogStore::LogStore(std::string dir, LogLimits limits) : dir_(std::move(dir)), limits_(limits) {
+  ensure_dir(dir_);  // 0700 from the start; an error shows at the first append
+  std::error_code ec;
+  fs::permissions(dir_, fs::perms::owner_all, ec);  // one made before modes were kept
+}
 
 std::string LogStore::base(core::JobId job, int run, const std::string& node,
                            const std::string& stream) const {

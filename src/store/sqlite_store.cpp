@@ -1,9 +1,14 @@
 #include "store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <future>
@@ -161,6 +166,10 @@ CREATE INDEX jobs_budget_state ON jobs(budget, state, id);
     R"sql(
 ALTER TABLE jobs ADD COLUMN created_state TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN created_reason TEXT NOT NULL DEFAULT '';
+)sql",
+    // 6: the id of the token behind each audited change, beside its subject (0 before).
+    R"sql(
+ALTER TABLE budget_audit ADD COLUMN actor_token INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
@@ -376,6 +385,18 @@ class SqliteStore final : public Store {
   }
 
   Status init() {
+    // The database holds every token's hash and every job's command and environment: only the
+    // server's user reads it. SQLite gives its -wal and -shm files the database file's mode.
+    if (path_ != ":memory:" && !path_.empty()) {
+      const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (fd < 0) return Error{"store", "cannot open " + path_ + ": " + std::strerror(errno)};
+      const bool private_mode = ::fchmod(fd, 0600) == 0;
+      ::close(fd);
+      if (!private_mode) {
+        return Error{"store", "cannot make " + path_ + " private (0600): " + std::strerror(errno)};
+      }
+      for (const char* suffix : {"-wal", "-shm"}) ::chmod((path_ + suffix).c_str(), 0600);
+    }
     if (auto s = wconn_.open(path_, false); !s.ok()) return s;
     if (auto s =
             wconn_.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
@@ -602,11 +623,11 @@ class SqliteStore final : public Store {
 
   std::vector<AuditEntry> audit(const std::string& prefix, int limit) const override {
     return rows(
-        "SELECT id, time, actor, path, field, old_value, new_value FROM budget_audit WHERE "
-        "(? = '' OR path = ? OR path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT ?",
+        "SELECT id, time, actor, path, field, old_value, new_value, actor_token FROM budget_audit "
+        "WHERE (? = '' OR path = ? OR path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT ?",
         [](sqlite3_stmt* st) {
           return AuditEntry{col_int(st, 0),  col_int(st, 1),  col_text(st, 2), col_text(st, 3),
-                            col_text(st, 4), col_text(st, 5), col_text(st, 6)};
+                            col_text(st, 4), col_text(st, 5), col_text(st, 6), col_int(st, 7)};
         },
         prefix, prefix, like_prefix(prefix), limit);
   }
@@ -855,9 +876,10 @@ class SqliteStore final : public Store {
           } else if constexpr (std::is_same_v<T, op::AddAudit>) {
             const auto& a = o.entry;
             st = wconn_.prepare(
-                "INSERT INTO budget_audit (time, actor, path, field, old_value, new_value) VALUES "
-                "(?,?,?,?,?,?)");
-            bind_args(st, a.time, a.actor, a.path, a.field, a.old_value, a.new_value);
+                "INSERT INTO budget_audit (time, actor, path, field, old_value, new_value, "
+                "actor_token) VALUES (?,?,?,?,?,?,?)");
+            bind_args(st, a.time, a.actor, a.path, a.field, a.old_value, a.new_value,
+                      a.actor_token);
           } else if constexpr (std::is_same_v<T, op::PutNode>) {
             const auto& n = o.node;
             st = wconn_.prepare(std::string("REPLACE INTO nodes (") + kNodeCols +

@@ -72,6 +72,7 @@ struct AuditEntry {
   std::string field;
   std::string old_value;
   std::string new_value;
+  std::int64_t actor_token = 0;  // the id of the token that acted (0: before tokens were kept)
 };
 
 struct NodeRecord {

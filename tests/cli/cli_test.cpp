@@ -166,6 +166,7 @@ TEST_F(Cli, SubmitWithFlagsAndYamlThenListShowWhyCancel) {
   EXPECT_EQ(spec["min_runtime"], 600);
   EXPECT_EQ(spec["expected_duration"], 7200);
   EXPECT_EQ(spec["command"], json({"python", "train.py", "--epochs", "3"}));
+  EXPECT_EQ(spec["workdir"], "/tmp");
   const auto flags = id_of(s);
 
   const auto yaml = file("job.yaml",
@@ -186,6 +187,8 @@ TEST_F(Cli, SubmitWithFlagsAndYamlThenListShowWhyCancel) {
   EXPECT_EQ(y["spec"]["env"], json({{"DEBUG", "true"}, {"SEED", "3"}}));
   EXPECT_EQ(y["spec"]["command"], json({"python", "eval.py", "5"}));
   EXPECT_EQ(y["spec"]["resumable"], true);
+  // No --workdir: the job starts where it was submitted from.
+  EXPECT_EQ(y["spec"]["workdir"], std::filesystem::current_path().string());
   const auto yid = id_of(s);
 
   // Plain output.

@@ -189,15 +189,18 @@ class Cluster {
       std::filesystem::create_directories(control_dir(name));
       std::ofstream(dir_ + "/" + name + ".yaml") << fake_node_yaml(name, gpus);
       std::ofstream(dir_ + "/" + name + ".token") << tokens_[name] << "\n";
+      // As an operator keeps it: readable by the agent's user only.
+      std::filesystem::permissions(
+          dir_ + "/" + name + ".token",
+          std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     }
-    std::vector<std::string> argv = {ALLOT_BIN,      "agent",
-                                     "--server",     url(),
-                                     "--token-file", dir_ + "/" + name + ".token",
-                                     "--node",       name,
-                                     "--cluster",    "local",
-                                     "--backend",    "fake:" + dir_ + "/" + name + ".yaml",
-                                     "--state-dir",  dir_ + "/state-" + name,
-                                     "--poll-ms",    "100"};
+    std::vector<std::string> argv = {ALLOT_BIN, "agent", "--server", url(), "--token-file",
+                                     dir_ + "/" + name + ".token", "--node", name, "--cluster",
+                                     "local", "--backend", "fake:" + dir_ + "/" + name + ".yaml",
+                                     "--state-dir", dir_ + "/state-" + name, "--poll-ms", "100",
+                                     // The tests' jobs write into the test's directory as the
+                                     // test's user; a test of owners' accounts passes `owner`.
+                                     "--run-jobs-as", "agent"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     auto& p = agents_[name];
     p = std::make_unique<Process>();

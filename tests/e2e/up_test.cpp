@@ -2,6 +2,7 @@
 // `allot` CLI against it, as a user would run them: submit, see it run as a process on its fake
 // GPUs, read its logs, and find the same admin token after a restart.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <array>
 #include <cstdio>
@@ -103,6 +104,15 @@ TEST_F(UpTest, ARestartKeepsTheAdminTokenAndTheJobs) {
   auto show = cli(addr_, token_, "show 1");
   EXPECT_EQ(show.code, 0) << show.out;
   EXPECT_NE(show.out.find("succeeded"), std::string::npos) << show.out;
+  // Its secrets are the invoking user's alone (docs/agent.md, "Files and their modes").
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 07777u;
+  };
+  EXPECT_EQ(mode(dir_ + "/allot.db"), 0600u);
+  EXPECT_EQ(mode(dir_ + "/allot.db.admin-token"), 0600u);
+  EXPECT_EQ(mode(dir_ + "/allot.db.local/agents/local-01/token"), 0600u);
+  EXPECT_EQ(mode(dir_ + "/allot.db.local/agents/local-01/state"), 0700u);
 }
 
 }  // namespace

@@ -347,7 +347,31 @@ TEST_F(Agent, ReportsAreAboutOneRunAndLostRequeues) {
   EXPECT_EQ(r.body["results"][0]["state"], "preempted");
   EXPECT_EQ(
       report("n1", t1, {{"job", 999}, {"run", 1}, {"event", "lost"}}).body["results"][0]["error"],
-      "no such job");
+      "not a job on node n1");
+
+  // The earlier run's last bytes still come from the node that held it (recorded when it
+  // started); a node that never held it may not write them.
+  auto t2 = node("n2");
+  auto up = [&](const std::string& n, const std::string& tok) {
+    return h->raw("POST",
+                  "/api/v1/agent/nodes/" + n + "/logs?job=" + std::to_string(id) +
+                      "&run=1&stream=stdout&offset=0",
+                  "last words\n", tok);
+  };
+  EXPECT_EQ(up("n1", t1).status, 200);
+  auto forged = up("n2", t2);
+  EXPECT_EQ(forged.status, 403) << forged.body.dump();
+  EXPECT_EQ(forged.body["error"]["field"], "job");
+  // A job that does not exist answers the same: the agent learns nothing of other jobs.
+  auto ghost = h->raw("POST", "/api/v1/agent/nodes/n2/logs?job=999999&run=1&stream=stdout&offset=0",
+                      "x", t2);
+  EXPECT_EQ(ghost.status, 403);
+  EXPECT_EQ(ghost.body["error"]["reason"], "job 999999 run 1 is not on node n2");
+  EXPECT_EQ(forged.body["error"]["reason"],
+            "job " + std::to_string(id) + " run 1 is not on node n2");
+  // Nor do reports tell another node a job's state.
+  EXPECT_EQ(report("n2", t2, {{"job", id}, {"run", 2}, {"event", "lost"}}).body["results"][0],
+            json({{"job", id}, {"error", "not a job on node n2"}}));
 }
 
 TEST_F(Agent, GangEndsOnTheFirstFailureOrWhenEveryNodeSucceeded) {
@@ -613,7 +637,8 @@ TEST_F(Agent, LogsAreAppendedByOffsetAndReadBack) {
   // Bad queries name the parameter; a node outside the run may not write to it.
   EXPECT_EQ(up(rank0, tok0, "&run=1&stream=stdlog&offset=0", "x").body["error"]["field"], "stream");
   EXPECT_EQ(up(rank0, tok0, "&stream=stdout&offset=0", "x").body["error"]["field"], "run");
-  EXPECT_EQ(up(rank0, tok0, "&run=2&stream=stdout&offset=0", "x").status, 404);
+  // A run the job never had answers like another node's run or a job that does not exist.
+  EXPECT_EQ(up(rank0, tok0, "&run=2&stream=stdout&offset=0", "x").status, 403);
   EXPECT_EQ(up(rank0, tok0, "&run=1&stream=stdout", "x").body["error"]["field"], "offset");
   EXPECT_EQ(up(rank0, tok0, "&run=1&stream=stdout&offset=0&colour=1", "x").status, 400);
   EXPECT_EQ(up(rank0, tok1, "&run=1&stream=stdout&offset=0", "x").status, 403);

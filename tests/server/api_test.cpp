@@ -277,6 +277,8 @@ TEST_F(Api, BudgetTreeAndAudit) {
   EXPECT_EQ(a.body["entries"][1]["old"], "1.0");
   EXPECT_EQ(a.body["entries"][1]["new"], "3.0");
   EXPECT_EQ(a.body["entries"][1]["actor"], "root");
+  // The acting token, not only its subject: the first one the harness made.
+  EXPECT_EQ(a.body["entries"][1]["actor_token"], 1);
 }
 
 TEST_F(Api, BudgetRemovalWaitsForItsJobsAndIsAudited) {
@@ -306,6 +308,7 @@ TEST_F(Api, BudgetRemovalWaitsForItsJobsAndIsAudited) {
   ASSERT_GE(audit.size(), 2u);
   EXPECT_EQ(audit[0]["field"], "removed");
   EXPECT_EQ(audit[0]["actor"], "root");
+  EXPECT_EQ(audit[0]["actor_token"], 1);
   EXPECT_EQ(h->post("/api/v1/jobs", job("z", "/lab/b/x")).body["error"]["field"], "budget");
   h->restart();
   EXPECT_FALSE(has("/lab/b"));

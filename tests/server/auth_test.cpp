@@ -133,9 +133,9 @@ TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
       {"agent2", "POST", "/api/v1/agent/nodes/gpu1/telemetry", json::object(), 403},
       {"ann", "POST", "/api/v1/agent/nodes/gpu1/telemetry", json::object(), 403},
       {"admin", "POST", "/api/v1/agent/nodes/gpu1/telemetry", json::object(), 200},
-      // logs: the agent passes auth, then job 1 has not run on gpu1
+      // logs: the agent passes auth, then job 1 has not run on gpu1 (403, as for no such job)
       {"agent1", "POST", "/api/v1/agent/nodes/gpu1/logs?job=1&run=1&stream=stdout&offset=0",
-       json::object(), 404},
+       json::object(), 403},
       {"agent2", "POST", "/api/v1/agent/nodes/gpu1/logs?job=1&run=1&stream=stdout&offset=0",
        json::object(), 403},
       {"mgr", "POST", "/api/v1/agent/nodes/gpu1/logs?job=1&run=1&stream=stdout&offset=0",
@@ -162,11 +162,17 @@ TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
       {"agent1", "POST", "/api/v1/tokens", {{"colour", 1}}, 403},
       {"agent1", "DELETE", "/api/v1/tokens/1", {}, 403},
       {"admin", "POST", "/api/v1/tokens", {{"name", "carl"}, {"role", "user"}}, 201},
-      // managers create user tokens for members of their subtree
+      // minting a token for another principal is an administrator's; a manager mints user
+      // tokens for itself
       {"mgr",
        "POST",
        "/api/v1/tokens",
        {{"name", "ann-laptop"}, {"role", "user"}, {"subject", "ann"}},
+       403},
+      {"mgr",
+       "POST",
+       "/api/v1/tokens",
+       {{"name", "mgr-laptop"}, {"role", "user"}, {"subject", "mgr"}},
        201},
       {"mgr", "POST", "/api/v1/tokens", {{"name", "x"}}, 400},
       {"mgr_b",
@@ -195,6 +201,11 @@ TEST(AuthMatrix, EachRoleCanDoWhatItShouldAndNothingElse) {
        "POST",
        "/api/v1/tokens",
        {{"name", "bob-2"}, {"role", "user"}, {"subject", "bob"}},
+       403},
+      {"carl",
+       "POST",
+       "/api/v1/tokens",
+       {{"name", "carl-ci"}, {"role", "user"}, {"subject", "carl"}},
        201},
       // budget removal: within what one manages, refused while jobs wait or run there
       {"ann", "DELETE", "/api/v1/budgets?path=/lab/a", {}, 403},

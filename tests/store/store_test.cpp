@@ -2,6 +2,7 @@
 // idempotency keys, atomic batches and group commit under concurrent writers.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
@@ -185,14 +186,34 @@ TEST(SqliteStore, JobsLifecycleEventsAndQueries) {
   EXPECT_EQ(s->count_jobs(), 20);
 }
 
+// The database holds token hashes and every job's command and environment: the server's user's
+// alone, also when the file was made before with a looser mode.
+TEST(SqliteStore, DatabaseFilesArePrivate) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  auto mode = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 ? (st.st_mode & 07777) : 07777u;
+  };
+  {
+    auto s = open(path);
+    ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 1.0, {}, false, {}}}}).ok());
+    EXPECT_EQ(mode(path), 0600u);
+    EXPECT_EQ(mode(path + "-wal"), 0600u);
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto again = open(path);
+  EXPECT_EQ(mode(path), 0600u);
+}
+
 TEST(SqliteStore, BudgetsAuditNodesTokensLedger) {
   TempDir dir;
   auto s = open(dir.file("a.db"));
   ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 2.0, {"ann", "bob"}, false, {}}},
-                        op::AddAudit{{0, 10, "admin", "/lab", "share", "", "2"}}})
+                        op::AddAudit{{0, 10, "admin", "/lab", "share", "", "2", 1}}})
                   .ok());
   ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {}}},
-                        op::AddAudit{{0, 11, "admin", "/lab", "share", "2", "3"}}})
+                        op::AddAudit{{0, 11, "admin", "/lab", "share", "2", "3", 7}}})
                   .ok());
   auto b = s->budgets();
   ASSERT_EQ(b.size(), 1u);
@@ -204,6 +225,8 @@ TEST(SqliteStore, BudgetsAuditNodesTokensLedger) {
   auto a = s->audit("/lab", 10);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].new_value, "3");  // newest first
+  EXPECT_EQ(a[0].actor_token, 7);
+  EXPECT_EQ(a[1].actor_token, 1);
 
   NodeRecord n;
   n.name = "n1";
@@ -255,6 +278,7 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
         "ALTER TABLE nodes DROP COLUMN agent", "ALTER TABLE nodes DROP COLUMN timed_out",
         "ALTER TABLE budgets DROP COLUMN owners", "DROP INDEX jobs_budget_state",
         "ALTER TABLE jobs DROP COLUMN created_state", "ALTER TABLE jobs DROP COLUMN created_reason",
+        "ALTER TABLE budget_audit DROP COLUMN actor_token",
         "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
         "UPDATE schema_version SET version = 1"}) {
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
