@@ -34,6 +34,8 @@ core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const 
   }
   if (!root.IsMap()) return error("cluster", "expected a mapping with 'pools'");
   ClusterConfig c;
+  constexpr long long kMaxGpus = 10'000'000;
+  long long gpus = 0;
   try {
     if (root["name"]) c.name = root["name"].as<std::string>();
     const YAML::Node pools = root["pools"];
@@ -64,6 +66,12 @@ core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const 
       if (pool.nodes_per_block < 0) {
         return error("pools[" + std::to_string(i) + "].nodes_per_block", "must not be negative",
                      line);
+      }
+      // Bounded in all, so that total_gpus() fits an int (YAML aliases repeat a pool cheaply).
+      gpus += static_cast<long long>(pool.nodes) * pool.gpus_per_node;
+      if (gpus > kMaxGpus) {
+        return error("pools[" + std::to_string(i) + "]",
+                     "the cluster has more than " + std::to_string(kMaxGpus) + " GPUs", line);
       }
       c.pools.push_back(std::move(pool));
     }
