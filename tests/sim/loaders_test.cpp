@@ -81,6 +81,13 @@ TEST(SimConfigs, RefuseWhatTheCoreWouldRefuseWithTheLine) {
   auto c = parse_cluster_config(pools, "c.yaml");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().reason, "the cluster has more than 10000000 GPUs");
+  // Control bytes in a model name broke the name's round trip and would reach the reports.
+  auto ctl = parse_cluster_config(
+      "pools:\n  - {name: p, nodes: 2, gpu_model: \"\\x7f\\xffV100\", gpus_per_node: 8}\n",
+      "c.yaml");
+  ASSERT_FALSE(ctl.ok());
+  EXPECT_EQ(ctl.error().message(),
+            "c.yaml:2: pools[0].gpu_model: must be 1-128 printable ASCII characters");
 }
 
 // Found by fuzz_trace_native: numbers out of range were converted anyway (undefined for 1e300,
