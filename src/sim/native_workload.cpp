@@ -33,10 +33,10 @@ std::optional<core::Duration> duration_field(const nlohmann::json& v) {
 // An integer field from lo to hi (compared before narrowing: 2^32 + 1 must not read as 1).
 std::optional<int> int_field(const nlohmann::json& v, int lo, int hi) {
   if (!v.is_number_integer()) return std::nullopt;
-  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
-                             : v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
     return std::nullopt;
   }
+  if (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) return std::nullopt;
   return static_cast<int>(v.get<std::int64_t>());
 }
 

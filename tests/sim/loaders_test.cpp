@@ -105,15 +105,16 @@ TEST(SimNativeWorkload, NumbersOutOfRangeAreSkippedNotConverted) {
       "{\"submit\": 0, \"budget\": \"/a\", \"duration\": \"1099511627776w1099511627776w"
       "1099511627776w1099511627776w1099511627776w1099511627776w1099511627776w1099511627776w"
       "1099511627776w1099511627776w1099511627776w1099511627776w1099511627776w1099511627776w\"}\n"
-      "{\"submit\": 7, \"budget\": \"/a\", \"duration\": 60}\n",
+      "{\"submit\": 7, \"budget\": \"/a\", \"duration\": 60}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"nodes\": 2, \"gpus_per_node\": 0, \"duration\": 60}\n",
       "w.jsonl", d);
   ASSERT_TRUE(w.ok());
   ASSERT_EQ(w.value().jobs.size(), 1u);
   EXPECT_EQ(w.value().jobs[0].submit, 7);
-  ASSERT_EQ(d.skipped().size(), 7u);
-  const char* fields[] = {"submit",    "duration", "gpus",    "nodes",
-                          "gpu_milli", "duration", "duration"};
-  for (std::size_t i = 0; i < 7; ++i) EXPECT_EQ(d.skipped()[i].field, fields[i]) << i;
+  ASSERT_EQ(d.skipped().size(), 8u);
+  const char* fields[] = {"submit",    "duration", "gpus",     "nodes",
+                          "gpu_milli", "duration", "duration", "nodes"};
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(d.skipped()[i].field, fields[i]) << i;
 }
 
 TEST(SimNativeWorkload, ReadsEveryFieldAndSkipsBadLinesWithTheirField) {
