@@ -1042,7 +1042,9 @@ void ApiServer::Impl::install() {
     n.model = str_field(body, "model", true, 32);
     n.block = str_field(body, "block", false);
     auto g = body.find("gpus");
-    if (g == body.end() || !g->is_number_integer() || g->get<int>() < 1 || g->get<int>() > 64) {
+    // Compared before narrowing: 4294967304 must not register as 8 (found by fuzz_agent_messages).
+    if (g == body.end() || !g->is_number_integer() || g->get<std::int64_t>() < 1 ||
+        g->get<std::int64_t>() > 64) {
       throw HttpError{400, "gpus", "required: an integer between 1 and 64"};
     }
     n.gpus = g->get<int>();
