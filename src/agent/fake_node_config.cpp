@@ -179,6 +179,8 @@ FakeNodeConfig parse(const std::string& text, const Reader& r) {
     for (const auto& kv : mig) {
       const std::string where = "mig." + kv.first.Scalar();
       const int gpu = static_cast<int>(r.integer(kv.first, where, 0, c.gpus - 1));
+      // "0" and "00" are different keys for the same GPU: their slices would add up unchecked.
+      if (c.mig.count(gpu)) r.fail(kv.first, where, "GPU " + std::to_string(gpu) + " given twice");
       if (!kv.second.IsSequence() || kv.second.size() == 0) {
         r.fail(kv.second, where, "expected a non-empty list of profiles like [1g.10gb, 3g.40gb]");
       }

@@ -114,7 +114,8 @@ core::Result<Assignments> parse_assignments(const json& body) {
         return Error{"run.gpus", "must be a list of 1 to 64 GPU indices"};
       }
       for (const auto& g : *gpus) {
-        if (!g.is_number_integer() || g.get<int>() < 0 || g.get<int>() > 63) {
+        // Compared before narrowing: 2^32 must not read as GPU 0.
+        if (!g.is_number_integer() || g.get<std::int64_t>() < 0 || g.get<std::int64_t>() > 63) {
           return Error{"run.gpus", "entries must be GPU indices"};
         }
         a.gpus.push_back(g.get<int>());

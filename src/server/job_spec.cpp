@@ -1,5 +1,6 @@
 #include "server/job_spec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -209,7 +210,13 @@ core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog&
     }
     for (const auto& [k, v] : e->items()) {
       if (!valid_env_name(k, limits.max_env_name)) {
-        return Error{"env." + k.substr(0, 128),
+        // The name as given, cut to 128 bytes on a character boundary: the error goes back as
+        // JSON, which a split UTF-8 sequence would make unwritable.
+        std::size_t cut = std::min<std::size_t>(k.size(), 128);
+        while (cut > 0 && cut < k.size() && (static_cast<unsigned char>(k[cut]) & 0xC0) == 0x80) {
+          --cut;
+        }
+        return Error{"env." + k.substr(0, cut),
                      "names are [A-Za-z_][A-Za-z0-9_]*, at most 128 characters"};
       }
       if (reserved_env_name(k)) {

@@ -8,8 +8,10 @@
 namespace allot::sim {
 namespace {
 
+// `tree` is built alongside, so that whatever the core's tree refuses (a name that is not a name,
+// a sibling given twice, a share that is not finite) is refused here, with its line.
 core::Status walk(const YAML::Node& list, const std::string& prefix, const std::string& file,
-                  BudgetConfig& out) {
+                  core::BudgetTree& tree, core::BudgetId parent, BudgetConfig& out) {
   if (!list.IsSequence()) {
     return core::Error{file + ":" + std::to_string(list.Mark().line + 1) + ": children",
                        "expected a list of budgets"};
@@ -18,12 +20,15 @@ core::Status walk(const YAML::Node& list, const std::string& prefix, const std::
     const std::string where = file + ":" + std::to_string(b.Mark().line + 1);
     if (!b.IsMap() || !b["name"]) return core::Error{where + ": name", "every budget needs a name"};
     BudgetEntry e;
-    e.path = prefix + "/" + b["name"].as<std::string>();
+    const std::string name = b["name"].as<std::string>();
+    e.path = prefix + "/" + name;
     if (b["share"]) e.share = b["share"].as<double>();
     if (!(e.share > 0)) return core::Error{where + ": share", "must be positive"};
+    auto id = tree.add(parent, name, e.share);
+    if (!id.ok()) return core::Error{where + ": " + id.error().field, id.error().reason};
     out.budgets.push_back(e);
     if (b["children"]) {
-      if (auto st = walk(b["children"], e.path, file, out); !st.ok()) return st;
+      if (auto st = walk(b["children"], e.path, file, tree, id.value(), out); !st.ok()) return st;
     }
   }
   return core::ok_status();
@@ -38,7 +43,10 @@ core::Result<BudgetConfig> parse_budget_config(const std::string& text, const st
     if (!root.IsMap() || !root["budgets"]) {
       return core::Error{file + ": budgets", "expected a mapping with a 'budgets' list"};
     }
-    if (auto st = walk(root["budgets"], "", file, c); !st.ok()) return st.error();
+    core::BudgetTree tree;
+    if (auto st = walk(root["budgets"], "", file, tree, tree.root(), c); !st.ok()) {
+      return st.error();
+    }
   } catch (const YAML::Exception& e) {
     return core::Error{file + ":" + std::to_string(e.mark.line + 1) + ": yaml", e.what()};
   }

@@ -20,6 +20,15 @@ int ClusterConfig::largest_node_gpus() const {
   return n;
 }
 
+namespace {
+// Names end up in node names, reports (JSON, HTML) and the terminal: printable ASCII only, so that
+// no control character or broken UTF-8 sequence reaches them (found by fuzz_cluster_config).
+bool printable_name(const std::string& s) {
+  return !s.empty() && s.size() <= 128 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+}  // namespace
+
 core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const std::string& file) {
   auto error = [&](const std::string& field, const std::string& reason, int line = -1) {
     std::string where = file;
@@ -34,8 +43,13 @@ core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const 
   }
   if (!root.IsMap()) return error("cluster", "expected a mapping with 'pools'");
   ClusterConfig c;
+  constexpr long long kMaxGpus = 10'000'000;
+  long long gpus = 0;
   try {
     if (root["name"]) c.name = root["name"].as<std::string>();
+    if (!printable_name(c.name)) {
+      return error("name", "must be 1-128 printable ASCII characters", root["name"].Mark().line);
+    }
     const YAML::Node pools = root["pools"];
     if (!pools || !pools.IsSequence() || pools.size() == 0) {
       return error("pools", "expected a non-empty list of node pools");
@@ -53,6 +67,14 @@ core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const 
       pool.gpu_model = p["gpu_model"].as<std::string>();
       if (p["gpus_per_node"]) pool.gpus_per_node = p["gpus_per_node"].as<int>();
       if (p["nodes_per_block"]) pool.nodes_per_block = p["nodes_per_block"].as<int>();
+      if (!printable_name(pool.name)) {
+        return error("pools[" + std::to_string(i) + "].name",
+                     "must be 1-128 printable ASCII characters", line);
+      }
+      if (!printable_name(pool.gpu_model)) {
+        return error("pools[" + std::to_string(i) + "].gpu_model",
+                     "must be 1-128 printable ASCII characters", line);
+      }
       if (pool.nodes < 0 || pool.nodes > 100000) {
         return error("pools[" + std::to_string(i) + "].nodes", "must be between 0 and 100000",
                      line);
@@ -64,6 +86,12 @@ core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const 
       if (pool.nodes_per_block < 0) {
         return error("pools[" + std::to_string(i) + "].nodes_per_block", "must not be negative",
                      line);
+      }
+      // Bounded in all, so that total_gpus() fits an int (YAML aliases repeat a pool cheaply).
+      gpus += static_cast<long long>(pool.nodes) * pool.gpus_per_node;
+      if (gpus > kMaxGpus) {
+        return error("pools[" + std::to_string(i) + "]",
+                     "the cluster has more than " + std::to_string(kMaxGpus) + " GPUs", line);
       }
       c.pools.push_back(std::move(pool));
     }

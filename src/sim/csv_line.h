@@ -9,6 +9,10 @@
 
 namespace allot::sim {
 
+// The longest time a trace may give (about 317 years): larger values are malformed, and bounding
+// them keeps every sum of times within 64 bits.
+constexpr long long kMaxTraceSeconds = 10'000'000'000;
+
 inline std::vector<std::string_view> split_csv(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   std::vector<std::string_view> out;

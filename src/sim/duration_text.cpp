@@ -42,7 +42,8 @@ std::optional<core::Duration> parse_duration(std::string_view text) {
     } else if (any) {
       return std::nullopt;  // "1h30" is ambiguous
     }
-    total += n * unit;
+    total += n * unit;  // each term is below 2^60 (n <= 2^40, unit <= 2^20)
+    if (total > (core::Duration{1} << 60)) return std::nullopt;  // and the sum stays below 2^61
     any = true;
   }
   return total;

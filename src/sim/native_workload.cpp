@@ -3,19 +3,45 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "sim/csv_line.h"
 #include "sim/duration_text.h"
 #include "sim/trace_loaders.h"
 
 namespace allot::sim {
 namespace {
 
-// A duration field: a number of seconds or a string like "2h30m".
+// A time or duration field: a number of seconds or a string like "2h30m", from 0 to
+// kMaxTraceSeconds (checked before any conversion: 1e300 or 2^64 would not convert).
 std::optional<core::Duration> duration_field(const nlohmann::json& v) {
-  if (v.is_number_integer()) return v.get<core::Duration>();
-  if (v.is_number()) return static_cast<core::Duration>(v.get<double>());
-  if (v.is_string()) return parse_duration(v.get<std::string>());
-  return std::nullopt;
+  std::optional<core::Duration> d;
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxTraceSeconds)) {
+      d = v.get<core::Duration>();
+    }
+  } else if (v.is_number_integer()) {
+    d = v.get<core::Duration>();
+  } else if (v.is_number()) {
+    const double x = v.get<double>();
+    if (x >= 0 && x <= static_cast<double>(kMaxTraceSeconds)) d = static_cast<core::Duration>(x);
+  } else if (v.is_string()) {
+    d = parse_duration(v.get<std::string>());
+  }
+  if (d && (*d < 0 || *d > kMaxTraceSeconds)) return std::nullopt;
+  return d;
 }
+
+// An integer field from lo to hi (compared before narrowing: 2^32 + 1 must not read as 1).
+std::optional<int> int_field(const nlohmann::json& v, int lo, int hi) {
+  if (!v.is_number_integer()) return std::nullopt;
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+    return std::nullopt;
+  }
+  if (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) return std::nullopt;
+  return static_cast<int>(v.get<std::int64_t>());
+}
+
+// The most GPUs one trace job may ask for.
+constexpr int kMaxJobGpus = 100000;
 
 }  // namespace
 
@@ -48,7 +74,7 @@ core::Result<Workload> parse_native_workload(const std::string& text, const std:
     job.line = n;
     job.id = w.jobs.size() + 1;
     if (!j.contains("submit") || !duration_field(j["submit"])) {
-      bad("submit", "missing or not a time in seconds");
+      bad("submit", "missing or not a time in seconds from 0 to 10^10");
       continue;
     }
     job.submit = *duration_field(j["submit"]);
@@ -66,30 +92,35 @@ core::Result<Workload> parse_native_workload(const std::string& text, const std:
     job.duration = *duration_field(j["duration"]);
     bool ok = true;
     if (j.contains("gpus")) {
-      if (!j["gpus"].is_number_integer() || j["gpus"].get<int>() < 1) {
-        bad("gpus", "must be a positive integer");
+      auto g = int_field(j["gpus"], 1, kMaxJobGpus);
+      if (!g) {
+        bad("gpus", "must be an integer from 1 to " + std::to_string(kMaxJobGpus));
         continue;
       }
-      job.gpus = j["gpus"].get<int>();
+      job.gpus = *g;
     }
     if (j.contains("nodes") || j.contains("gpus_per_node")) {
-      if (!j.value("nodes", nlohmann::json()).is_number_integer() ||
-          !j.value("gpus_per_node", nlohmann::json()).is_number_integer() ||
-          j["nodes"].get<int>() < 1 || j["gpus_per_node"].get<int>() < 1) {
+      auto nodes = int_field(j.value("nodes", nlohmann::json()), 1, kMaxJobGpus);
+      auto per_node = int_field(j.value("gpus_per_node", nlohmann::json()), 1, kMaxJobGpus);
+      if (!nodes || !per_node) {
         bad("nodes", "nodes and gpus_per_node go together, both positive integers");
         continue;
       }
-      job.nodes = j["nodes"].get<int>();
-      job.gpus_per_node = j["gpus_per_node"].get<int>();
+      if (static_cast<long long>(*nodes) * *per_node > kMaxJobGpus) {
+        bad("nodes", "nodes x gpus_per_node must be at most " + std::to_string(kMaxJobGpus));
+        continue;
+      }
+      job.nodes = *nodes;
+      job.gpus_per_node = *per_node;
       job.gpus = job.nodes * job.gpus_per_node;
     }
     if (j.contains("gpu_milli")) {
-      if (!j["gpu_milli"].is_number_integer() || j["gpu_milli"].get<int>() < 1 ||
-          j["gpu_milli"].get<int>() > 1000) {
+      auto m = int_field(j["gpu_milli"], 1, 1000);
+      if (!m) {
         bad("gpu_milli", "must be an integer between 1 and 1000");
         continue;
       }
-      job.gpu_milli = j["gpu_milli"].get<int>();
+      job.gpu_milli = *m;
     }
     if (j.contains("min_runtime")) {
       auto d = duration_field(j["min_runtime"]);

@@ -9,13 +9,21 @@
 namespace allot::sim {
 namespace {
 
-core::Result<std::vector<std::string>> read_lines(const std::string& path, const char* what) {
+core::Result<std::string> read_file(const std::string& path, const char* what) {
   std::ifstream in(path);
   if (!in) return core::Error{path, std::string("cannot open the ") + what};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+core::Result<std::vector<std::string>> split_lines(const std::string& text,
+                                                   const std::string& name) {
+  std::istringstream in(text);
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(in, line)) lines.push_back(std::move(line));
-  if (lines.empty()) return core::Error{path, "the file is empty"};
+  if (lines.empty()) return core::Error{name, "the file is empty"};
   return lines;
 }
 
@@ -38,7 +46,14 @@ std::map<std::string, std::size_t> columns(std::string_view header,
 }  // namespace
 
 core::Result<Workload> load_openb_pods(const std::string& path, Diagnostics& diag) {
-  auto lines = read_lines(path, "openb pod list");
+  auto text = read_file(path, "openb pod list");
+  if (!text.ok()) return text.error();
+  return parse_openb_pods(text.value(), path, diag);
+}
+
+core::Result<Workload> parse_openb_pods(const std::string& text, const std::string& path,
+                                        Diagnostics& diag) {
+  auto lines = split_lines(text, path);
   if (!lines.ok()) return lines.error();
   std::string missing;
   auto col = columns(lines.value()[0],
@@ -115,7 +130,14 @@ core::Result<Workload> load_openb_pods(const std::string& path, Diagnostics& dia
 }
 
 core::Result<ClusterConfig> load_openb_nodes(const std::string& path, Diagnostics& diag) {
-  auto lines = read_lines(path, "openb node list");
+  auto text = read_file(path, "openb node list");
+  if (!text.ok()) return text.error();
+  return parse_openb_nodes(text.value(), path, diag);
+}
+
+core::Result<ClusterConfig> parse_openb_nodes(const std::string& text, const std::string& path,
+                                              Diagnostics& diag) {
+  auto lines = split_lines(text, path);
   if (!lines.ok()) return lines.error();
   std::string missing;
   auto col = columns(lines.value()[0], {"gpu", "model"}, &missing);

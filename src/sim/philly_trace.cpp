@@ -69,8 +69,9 @@ core::Result<Workload> parse_philly_trace(const std::string& text, const std::st
       continue;
     }
     const auto d = parse_number(f[1]);
-    if (!d || *d < 0) {
-      diag.skip(name, n, "duration", "expected a number of seconds >= 0");
+    // Bounded before the conversion to whole seconds (1e308 or nan would not convert).
+    if (!d || !(*d >= 0 && *d <= kMaxTraceSeconds)) {
+      diag.skip(name, n, "duration", "expected a number of seconds from 0 to 10^10");
       continue;
     }
     const auto g = parse_int(f[2]);

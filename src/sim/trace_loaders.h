@@ -27,9 +27,13 @@ core::Result<Workload> load_philly_trace(const std::string& path, Diagnostics& d
 core::Result<Workload> parse_philly_trace(const std::string& text, const std::string& name,
                                           Diagnostics& diag);
 core::Result<Workload> load_openb_pods(const std::string& path, Diagnostics& diag);
+core::Result<Workload> parse_openb_pods(const std::string& text, const std::string& name,
+                                        Diagnostics& diag);
 // The openb node list as a cluster: one pool per (GPU model, GPUs per node), nodes without GPUs
 // left out.
 core::Result<ClusterConfig> load_openb_nodes(const std::string& path, Diagnostics& diag);
+core::Result<ClusterConfig> parse_openb_nodes(const std::string& text, const std::string& name,
+                                              Diagnostics& diag);
 
 // Picks the reader from the file name: *.jsonl / *.json -> native, *philly* -> Philly,
 // *openb_pod_list* -> openb. `format` ("native", "philly", "openb") overrides the guess.

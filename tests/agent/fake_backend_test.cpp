@@ -236,6 +236,10 @@ TEST(FakeBackend, YamlErrors) {
             "<fake node>:5: mig.1[1]: not a MIG profile like 1g.10gb or 1c.3g.40gb: 9g.1gb");
   EXPECT_EQ(error_of("model: H100\ngpus: 2\nmemory_mib: 10\nmig:\n  1: [4g.40gb, 4g.40gb]\n"),
             "<fake node>:5: mig.1: profiles use 8 GPU slices, more than the 7 a GPU has");
+  // Found by fuzz_fake_node_config: "0" and "00" name one GPU, whose slices then added up to 8.
+  EXPECT_EQ(
+      error_of("model: A100\ngpus: 2\nmemory_mib: 10\nmig:\n  0: [4g.20gb]\n  00: [4g.20gb]\n"),
+      "<fake node>:6: mig.00: GPU 0 given twice");
   EXPECT_EQ(error_of("model: H100\ngpus: 2\nmemory_mib: 10\nscript:\n  - {gpu: 1, lost: true}\n"),
             "<fake node>:5: script[0].at: missing (seconds since the agent started)");
   EXPECT_EQ(

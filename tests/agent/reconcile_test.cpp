@@ -258,6 +258,11 @@ TEST(Assignments, RefusesWhatItCannotTrust) {
   EXPECT_EQ(bad(R"({"lease_seconds": "long"})"), "assignments.lease_seconds");
   EXPECT_EQ(bad(R"({"stop": [{"job": 1, "run": 0}]})"), "stop.run");
   EXPECT_EQ(bad(R"([])"), "body");
+  // Found by fuzz_agent_assignments: 2^32 narrowed to int read as GPU 0.
+  EXPECT_EQ(bad(R"({"run": [{"job": 1, "run": 1, "state": "starting", "gpus": [4294967296]}]})"),
+            "run.gpus");
+  EXPECT_EQ(bad(R"({"run": [{"job": 1, "run": 1, "state": "starting", "gpus": [-4294967295]}]})"),
+            "run.gpus");
 }
 
 }  // namespace

@@ -206,6 +206,15 @@ TEST_F(Agent, RegistrationKeepsWhatTheAgentTellsAndUpdatesIt) {
   EXPECT_EQ(l.body["nodes"][0]["agent"]["version"], "0.2.0");
 }
 
+// Found by fuzz_agent_messages: a GPU count past 2^32 was narrowed before its range check.
+TEST_F(Agent, RegistrationRefusesAGpuCountPast32Bits) {
+  auto tok = h->token("agent-w1", "agent", "w1");
+  auto r =
+      h->post("/api/v1/nodes", {{"name", "w1"}, {"model", "H100"}, {"gpus", 4294967304LL}}, tok);
+  EXPECT_EQ(r.status, 400) << r.body.dump();
+  EXPECT_EQ(r.body["error"]["field"], "gpus");
+}
+
 TEST_F(Agent, AssignmentsCarryTheWholeRunAndGangRendezvous) {
   auto t1 = node("n1", "10.0.0.1:22", "b1");
   auto t2 = node("n2", "10.0.0.2", "b1");

@@ -120,6 +120,19 @@ TEST(HttpFrame, ConnectionAndVersion) {
   EXPECT_EQ(frame("\r\n\r\nGET / HTTP/1.1\r\n\r\n", kLimits).kind, Frame::kComplete);
 }
 
+// Found by fuzz_http_frame: a chunk-size line over 1 KiB (a long extension) was refused when it
+// arrived without its CRLF and accepted when it came whole.
+TEST(HttpFrame, ALongChunkLineIsRefusedHoweverItArrives) {
+  const std::string head = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string wire = head + "5;" + std::string(1100, 'x') + "\r\nhello\r\n0\r\n\r\n";
+  EXPECT_EQ(frame(wire, kLimits).kind, Frame::kRefused);
+  for (std::size_t n = head.size(); n < wire.size(); n += 97) {
+    EXPECT_NE(frame(std::string_view(wire).substr(0, n), kLimits).kind, Frame::kComplete) << n;
+  }
+  const std::string fine = head + "5;" + std::string(1000, 'x') + "\r\nhello\r\n0\r\n\r\n";
+  EXPECT_EQ(frame(fine, kLimits).kind, Frame::kComplete);
+}
+
 TEST(HttpFrame, AnswersOnTheWire) {
   httplib::Response res;
   res.status = 201;

@@ -62,6 +62,61 @@ TEST(SimBudgetConfig, BuildsTheTreeWithShares) {
   EXPECT_FALSE(parse_budget_config("budgets:\n  - {name: a, share: 0}\n", "b.yaml").ok());
 }
 
+// Found by fuzz_budget_config and fuzz_cluster_config: what the core's tree would refuse (or
+// silently merge) is refused by the reader, with its line; totals cannot overflow.
+TEST(SimConfigs, RefuseWhatTheCoreWouldRefuseWithTheLine) {
+  auto budget_error = [](const std::string& yaml) {
+    auto b = parse_budget_config(yaml, "b.yaml");
+    return b.ok() ? std::string("ok") : b.error().message();
+  };
+  EXPECT_EQ(budget_error("budgets:\n  - {name: x, share: 1}\n  - {name: x, share: 2}\n"),
+            "b.yaml:3: name: a sibling is already called 'x'");
+  EXPECT_EQ(budget_error("budgets:\n  - {name: x, share: .inf}\n"),
+            "b.yaml:2: share: must be a finite number between 0 and 1e9");
+  EXPECT_EQ(budget_error("budgets:\n  - {name: a}\n  - {name: \"a/b\"}\n"),
+            "b.yaml:3: name: must be 1-128 characters of letters, digits, '.', '_' or '-'");
+  std::string pools =
+      "pools:\n  - &p {name: p, nodes: 100000, gpu_model: H100, gpus_per_node: 64}\n";
+  for (int i = 0; i < 340; ++i) pools += "  - *p\n";
+  auto c = parse_cluster_config(pools, "c.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().reason, "the cluster has more than 10000000 GPUs");
+  // Control bytes in a model name broke the name's round trip and would reach the reports.
+  auto ctl = parse_cluster_config(
+      "pools:\n  - {name: p, nodes: 2, gpu_model: \"\\x7f\\xffV100\", gpus_per_node: 8}\n",
+      "c.yaml");
+  ASSERT_FALSE(ctl.ok());
+  EXPECT_EQ(ctl.error().message(),
+            "c.yaml:2: pools[0].gpu_model: must be 1-128 printable ASCII characters");
+}
+
+// Found by fuzz_trace_native: numbers out of range were converted anyway (undefined for 1e300,
+// 2^32 + 1 read as 1 GPU, an overflowing nodes x gpus_per_node, a negative submit time).
+TEST(SimNativeWorkload, NumbersOutOfRangeAreSkippedNotConverted) {
+  Diagnostics d;
+  auto w = parse_native_workload(
+      "{\"submit\": -1, \"budget\": \"/a\", \"duration\": 60}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"duration\": 1e300}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"duration\": 60, \"gpus\": 4294967297}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"duration\": 60, \"nodes\": 65536, "
+      "\"gpus_per_node\": 65536}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"duration\": 60, \"gpu_milli\": 4294967297}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"duration\": 18446744073709551615}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"duration\": \"1099511627776w1099511627776w"
+      "1099511627776w1099511627776w1099511627776w1099511627776w1099511627776w1099511627776w"
+      "1099511627776w1099511627776w1099511627776w1099511627776w1099511627776w1099511627776w\"}\n"
+      "{\"submit\": 7, \"budget\": \"/a\", \"duration\": 60}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"nodes\": 2, \"gpus_per_node\": 0, \"duration\": 60}\n",
+      "w.jsonl", d);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w.value().jobs.size(), 1u);
+  EXPECT_EQ(w.value().jobs[0].submit, 7);
+  ASSERT_EQ(d.skipped().size(), 8u);
+  const char* fields[] = {"submit",    "duration", "gpus",     "nodes",
+                          "gpu_milli", "duration", "duration", "nodes"};
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(d.skipped()[i].field, fields[i]) << i;
+}
+
 TEST(SimNativeWorkload, ReadsEveryFieldAndSkipsBadLinesWithTheirField) {
   Diagnostics d;
   auto w = parse_native_workload(
@@ -88,7 +143,7 @@ TEST(SimNativeWorkload, ReadsEveryFieldAndSkipsBadLinesWithTheirField) {
   EXPECT_TRUE(*j.resumable);
   EXPECT_DOUBLE_EQ(j.utilization, 0.5);
   ASSERT_EQ(d.skipped().size(), 3u);
-  EXPECT_EQ(d.skipped()[0].message(), "w.jsonl:4: gpus: must be a positive integer");
+  EXPECT_EQ(d.skipped()[0].message(), "w.jsonl:4: gpus: must be an integer from 1 to 100000");
   EXPECT_EQ(d.skipped()[1].line, 5u);
   EXPECT_EQ(d.skipped()[1].field, "json");
   EXPECT_EQ(d.skipped()[2].field, "kind");
@@ -113,10 +168,21 @@ TEST(SimPhillyTrace, ParsesLinesAndReportsMalformedOnes) {
   EXPECT_EQ(w.value().jobs[1].submit, 48 * 60 + 52);
   EXPECT_EQ(w.value().jobs[1].duration, 66);
   ASSERT_EQ(d.skipped().size(), 3u);
-  EXPECT_EQ(d.skipped()[0].message(), "philly.csv:4: duration: expected a number of seconds >= 0");
+  EXPECT_EQ(d.skipped()[0].message(),
+            "philly.csv:4: duration: expected a number of seconds from 0 to 10^10");
   EXPECT_EQ(d.skipped()[1].field, "timestamp");
   EXPECT_EQ(d.skipped()[2].field, "num_gpus");
   EXPECT_FALSE(parse_philly_trace("a,b\n", "p.csv", d).ok());
+  // Found by fuzz_trace_philly: 1e308 was converted to whole seconds (undefined).
+  Diagnostics huge;
+  auto h = parse_philly_trace(
+      "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,1e308,1,1,vc\n"
+      "2017-10-09 07:01:55,nan,1,1,vc\n",
+      "philly.csv", huge);
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h.value().jobs.empty());
+  ASSERT_EQ(huge.skipped().size(), 2u);
+  EXPECT_EQ(huge.skipped()[1].field, "duration");
 }
 
 TEST(SimScenario, ShapesSplitLargeJobsAcrossWholeNodes) {
