@@ -58,11 +58,11 @@ Frame dechunk(std::string_view in, const Limits& o, Frame f) {
     const auto eol = in.find("\r\n", at);
     // The same bounds whether or not the line's end has arrived: how TCP splits a request must
     // not decide whether it is refused (found by fuzz_http_frame).
-    if ((eol == std::string_view::npos ? in.size() : eol + 1) - at > kMaxChunkLine) {
-      return refuse(400, "body", "malformed chunk size");
-    }
     if (beyond(eol == std::string_view::npos ? in.size() : eol + 2)) {
       return refuse(413, "body", "too large (chunk framing included)");
+    }
+    if ((eol == std::string_view::npos ? in.size() : eol + 1) - at > kMaxChunkLine) {
+      return refuse(400, "body", "malformed chunk size");
     }
     if (eol == std::string_view::npos) return f;  // incomplete
     auto size_text = in.substr(at, eol - at);
@@ -93,11 +93,11 @@ Frame dechunk(std::string_view in, const Limits& o, Frame f) {
   }
   for (;;) {  // trailer lines, ignored, up to the blank line
     const auto eol = in.find("\r\n", at);
-    if ((eol == std::string_view::npos ? in.size() : eol + 1) - at > o.max_head) {
-      return refuse(431, "headers", "too large");
-    }
     if (beyond(eol == std::string_view::npos ? in.size() : eol + 2)) {
       return refuse(413, "body", "too large (chunk framing included)");
+    }
+    if ((eol == std::string_view::npos ? in.size() : eol + 1) - at > o.max_head) {
+      return refuse(431, "headers", "too large");
     }
     if (eol == std::string_view::npos) return f;  // incomplete
     const bool blank = eol == at;
