@@ -1561,21 +1561,23 @@ void ApiServer::Impl::install() {
           if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
           // One answer for a job that does not exist, a run it never had and a run on another
           // node: an agent learns nothing about jobs that are not its node's.
-          const HttpError not_here{403, "job",
-                                   "job " + std::to_string(id) + " run " + std::to_string(run) +
-                                       " is not on node " + name};
+          const auto not_here = [&] {
+            return HttpError{403, "job",
+                             "job " + std::to_string(id) + " run " + std::to_string(run) +
+                                 " is not on node " + name};
+          };
           auto job = store->job(id);
-          if (!job || run > job->runs) throw not_here;
+          if (!job || run > job->runs) throw not_here();
           if (run == job->runs) {
             // The node must hold (or have held) part of this run.
             auto nodes = placement_nodes(job->placement_json);
-            if (std::find(nodes.begin(), nodes.end(), name) == nodes.end()) throw not_here;
+            if (std::find(nodes.begin(), nodes.end(), name) == nodes.end()) throw not_here();
             logs->set_nodes(id, run, nodes);
           } else {
             // An earlier run: only a node that held it (recorded when it started, or at its
             // first upload) may still upload its last bytes.
             auto held = logs->nodes(id, run);
-            if (std::find(held.begin(), held.end(), name) == held.end()) throw not_here;
+            if (std::find(held.begin(), held.end(), name) == held.end()) throw not_here();
           }
           auto r = logs->append(id, run, name, stream, offset, req.body, fin == "true");
           if (!r.ok()) {

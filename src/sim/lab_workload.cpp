@@ -268,7 +268,7 @@ std::vector<LabKindModel> LabWorkloadModel::default_kinds() {
           {32, 64, 128, 256},
           {0.4, 0.3, 0.2, 0.1},
           12 * kHour,
-          5 * 24 * kHour,
+          5 * (24 * kHour),
           2 * kHour,
           6 * kHour,
           0.85,
