@@ -89,6 +89,9 @@ Status validate_job(const JobSpec& job, const PolicyConfig& config, const Budget
   if (job.expected_duration && *job.expected_duration < 0) {
     return Error{"expected_duration", "must not be negative"};
   }
+  if (job.earlier_starts < 0 || job.earlier_starts > 1'000'000) {
+    return Error{"earlier_starts", "must be between 0 and 1000000"};
+  }
   if (job.owner.size() > 256) return Error{"owner", "must be at most 256 characters"};
   if (job.models.size() > 64) return Error{"gpu_models", "at most 64 models"};
   if (job.clusters.size() > 256) return Error{"clusters", "at most 256 clusters"};

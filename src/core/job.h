@@ -44,6 +44,9 @@ struct JobSpec {
   JobKind kind = JobKind::Batch;
   Time submit_time = 0;
   std::optional<Duration> expected_duration;  // a hint for backfill; never enforced
+  // Starts of the same work under earlier job ids (its owner resubmitted it after a stop that
+  // lost it): counted by max_preemptions_per_job.
+  int earlier_starts = 0;
 };
 
 class BudgetTree;

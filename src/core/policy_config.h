@@ -68,6 +68,16 @@ struct PolicyConfig {
   // Work a resumable victim loses is at most what it did since its last checkpoint: victims are
   // weighed by min(time run, this) for resumable jobs and by all their time run otherwise.
   Duration assumed_checkpoint_interval = 30 * kMinute;
+  // Victims within their share: an unallocated victim whose leaf budget holds (allocated or not)
+  // at most its fraction of the cluster at the start of the cycle is taken only after every other
+  // candidate on its node, and a node's cost counts such victims right after the allocated loss,
+  // so that funded requests take GPUs from budgets running above their share first (docs/policy.md
+  // section 8; docs/design/0002).
+  bool spare_work_within_share = true;
+  // A job already started more than this many times (counting earlier incarnations of the same
+  // work, JobSpec::earlier_starts) is no longer a preemption victim, so that no job is preempted
+  // more than this many times; drains and node failures still stop it. 0: no limit.
+  int max_preemptions_per_job = 3;
   // A preemption may destroy allocated work (victims past their contract) of at most this many
   // times the GPU time the requester's own contract guarantees (GPUs x minimum runtime). Stops a
   // short request from throwing away hours of a long, non-resumable run. 0: no limit.

@@ -238,15 +238,18 @@ struct Scheduler::ClusterScratch {
   struct Exposed {
     JobEntry* job;
     bool allocated;
-    double lost;    // GPU-seconds lost if stopped now
-    int gpus_here;  // its GPU slots on this node
+    bool within_share;  // unallocated, its leaf holds at most its share (spare_work_within_share)
+    double lost;        // GPU-seconds lost if stopped now
+    int gpus_here;      // its GPU slots on this node
   };
   std::vector<Exposed> exposed;
+  std::vector<Milli> held_all;  // [leaf budget] milli-GPUs running, allocated or not
   std::vector<std::pair<NodeId, std::pair<std::size_t, std::size_t>>> exposed_nodes;
   // Buffers of try_preempt, reused across attempts.
   struct PreemptCost {
-    double allocated_lost = 0;  // GPU-seconds lost by allocated victims (minimised first)
-    double lost = 0;            // all GPU-seconds lost
+    double allocated_lost = 0;     // GPU-seconds lost by allocated victims (minimised first)
+    std::size_t within_share = 0;  // victims of budgets within their share (minimised next)
+    double lost = 0;               // all GPU-seconds lost
     std::size_t count = 0;
     auto operator<=>(const PreemptCost&) const = default;
   };
@@ -641,6 +644,7 @@ Status Scheduler::submit(JobSpec spec, Time now) {
   refresh_fractions();
   JobEntry& j = jobs_[spec.id];
   j.spec = std::move(spec);
+  j.runs = j.spec.earlier_starts;
   j.queued_since = now_;
   add_pending(j);
   return ok_status();
@@ -1061,20 +1065,22 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // Debug jobs first (they must start within seconds), then everything else; each pass walks the
   // budget tree in fair-share order.
   // Running jobs a funded request could take, per node, cheapest first.
+  if (config_.spare_work_within_share) held_by_leaf(c, s.held_all);
   for (NodeId n : cluster_nodes_[c]) {
     const std::size_t first = s.exposed.size();
     for (JobEntry* entry : jobs_on_node_[n]) {
       JobEntry& j = *entry;
       if (j.run.allocated && j.run.protected_until > now_) continue;
       if (j.run.started == now_) continue;  // never undo this cycle's own decisions
-      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, work_at_risk(j),
-                                                  slots_on(j.run.placement, n)});
+      if (preempted_enough(j)) continue;
+      s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, within_share(s, j),
+                                                  work_at_risk(j), slots_on(j.run.placement, n)});
     }
     if (s.exposed.size() == first) continue;
     std::sort(s.exposed.begin() + static_cast<std::ptrdiff_t>(first), s.exposed.end(),
               [](const auto& x, const auto& y) {
-                return std::tie(x.allocated, x.lost, x.job->spec.id) <
-                       std::tie(y.allocated, y.lost, y.job->spec.id);
+                return std::tie(x.allocated, x.within_share, x.lost, x.job->spec.id) <
+                       std::tie(y.allocated, y.within_share, y.lost, y.job->spec.id);
               });
     s.exposed_nodes.emplace_back(n, std::make_pair(first, s.exposed.size()));
   }
@@ -1663,6 +1669,7 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
 // comparison depends only on the victim's budget while standings stand still (within one search),
 // so it is made once per budget. Call s.new_requester() before each search.
 bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r) const {
+  if (preempted_enough(v)) return false;
   if (!v.run.allocated) {
     return (config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority) &&
            unallocated_loss_ok(v, r);
@@ -1679,6 +1686,29 @@ bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r
     s.taker_memo_at[b] = s.taker_stamp;
   }
   return s.taker_memo[b];
+}
+
+// docs/policy.md section 8, "Preempted enough": a job started more than max_preemptions_per_job
+// times (earlier incarnations included) is no longer a victim.
+bool Scheduler::preempted_enough(const JobEntry& v) const {
+  return config_.max_preemptions_per_job > 0 && v.runs > config_.max_preemptions_per_job;
+}
+
+// GPUs (milli) running in each leaf budget of cluster c, allocated or not.
+void Scheduler::held_by_leaf(ClusterId c, std::vector<Milli>& held) const {
+  held.assign(budgets_.size(), 0);
+  for (const auto& [id, entry] : running_[c]) {
+    held[entry->spec.budget] += total_milli(entry->run.placement);
+  }
+}
+
+// docs/policy.md section 8, "Victims within their share": unallocated work of a leaf budget that
+// holds at most its fraction of the cluster (at the start of the cycle) is taken last.
+bool Scheduler::within_share(const ClusterScratch& s, const JobEntry& v) const {
+  if (!config_.spare_work_within_share || v.run.allocated || v.run.on_reserved) return false;
+  const BudgetId b = v.spec.budget;
+  return static_cast<double>(s.held_all[b]) <=
+         fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
 }
 
 // Whether unallocated `v` is work whose loss max_unallocated_loss_ratio limits: it is not resumable
@@ -1776,6 +1806,7 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
     for (std::size_t k = 0; k < taken; ++k) {
       if (!keep[k]) continue;
       o.cost.allocated_lost += cands[k]->allocated ? cands[k]->lost : 0.0;
+      o.cost.within_share += cands[k]->within_share ? 1 : 0;
       o.cost.lost += cands[k]->lost;
       ++o.cost.count;
       victims_of.push_back(cands[k]->job->spec.id);
@@ -1816,6 +1847,7 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
       Cost t;
       for (int i = 0; i < shape.nodes; ++i) {
         t.allocated_lost += v[i]->cost.allocated_lost;
+        t.within_share += v[i]->cost.within_share;
         t.lost += v[i]->cost.lost;
         t.count += v[i]->cost.count;
       }

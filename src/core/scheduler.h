@@ -44,7 +44,7 @@ struct JobEntry {
   JobState state = JobState::Pending;
   RunInfo run;  // meaningful while Running or Stopping
   Time queued_since = 0;
-  int runs = 0;  // how many times it started
+  int runs = 0;  // how many times it started, counting JobSpec::earlier_starts
 };
 
 struct CycleStats {
@@ -277,6 +277,9 @@ class Scheduler : private detail::SchedulerState {
   void stop(JobEntry& j, StopDecision d, CycleResult& out);
   bool try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
                    CycleResult& out);
+  bool preempted_enough(const JobEntry& v) const;
+  void held_by_leaf(ClusterId c, std::vector<Milli>& held) const;
+  bool within_share(const ClusterScratch& s, const JobEntry& v) const;
   bool preemptible_by(const ClusterScratch& s, const JobEntry& victim, const JobEntry& requester,
                       VictimReason* why) const;
   bool may_take(ClusterScratch& s, const JobEntry& victim, const JobEntry& requester) const;

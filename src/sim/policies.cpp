@@ -29,6 +29,9 @@ std::vector<PolicyPreset> policy_presets() {
   priority.minimum_runtime_contract = false;
   // Any higher-priority request takes over-cap work, whatever it loses: the classic behaviour.
   priority.max_unallocated_loss_ratio = 0;
+  // Its victims are the cheapest over-cap work, however often it was taken before.
+  priority.spare_work_within_share = false;
+  priority.max_preemptions_per_job = 0;
   out.push_back({"priority", "strict priority with per-team non-preemptible GPU caps", priority});
 
   // Slurm-style multifactor priority with Fair Tree and usage decay (7-day half-life); running

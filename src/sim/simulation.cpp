@@ -160,6 +160,7 @@ core::JobSpec Run::spec_for(std::size_t i, std::uint64_t run_id, Time t) const {
   s.owner = "job" + std::to_string(a.job.id);
   s.budget = jobs_[i].leaf;
   s.shape = a.shape;
+  s.earlier_starts = jobs_[i].starts;  // a resubmission carries its earlier runs
   for (const std::string& m : a.job.gpu_models) s.models.push_back(*sched_.catalog().find(m));
   s.kind = *a.job.kind;
   s.min_runtime = std::min(*a.job.min_runtime, p.max_min_runtime);

@@ -413,3 +413,79 @@ TEST(DebugJobs, AreFundedEvenFromABudgetOverItsAllocationUpToAPerBudgetCap) {
 }
 }  // namespace
 }  // namespace allot::core
+
+namespace allot::core {
+namespace {
+
+// docs/policy.md section 8, "Victims within their share": of two unallocated victims, the one whose
+// budget holds no more than its share is taken last, even though it would lose less.
+TEST(PreemptionChoice, WorkOfABudgetWithinItsShareIsTakenLast) {
+  auto victim_for = [](bool spare) {
+    PolicyConfig config;
+    config.spare_work_within_share = spare;
+    World w(config);
+    w.add_nodes(1);
+    // Fractions 1/4, 1/4, 1/2 of 8 GPUs: y's share is 2 GPUs, z's 4.
+    const BudgetId x = w.budget("/x", 1), y = w.budget("/y", 1), z = w.budget("/z", 2);
+    const JobId over_share = w.submit(y, 4, 0);  // y holds 4 > 2: above its share
+    w.run();
+    w.now = kHour;
+    const JobId within = w.submit(z, 4, 0);  // z holds 4 <= 4, and would lose an hour less
+    w.run();
+    EXPECT_TRUE(w.running(over_share) && w.running(within));
+    w.now = 2 * kHour;
+    w.submit(x, 4, kHour);
+    auto r = w.run();
+    EXPECT_EQ(r.stops.size(), 1u);
+    return r.stops.empty() ? kNoJob : r.stops[0].job;
+  };
+  EXPECT_EQ(victim_for(true), JobId{1}) << "the work above its budget's share goes first";
+  EXPECT_EQ(victim_for(false), JobId{2}) << "without the rule, the cheapest loss goes first";
+}
+
+// docs/policy.md section 8, "Preempted enough": a job started more than max_preemptions_per_job
+// times is no longer a victim, and a resubmission carries its earlier starts.
+TEST(PreemptionChoice, AJobIsPreemptedAtMostMaxPreemptionsPerJobTimes) {
+  PolicyConfig config;
+  config.max_preemptions_per_job = 2;
+  World w(config);
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a"), b = w.budget("/b");
+  JobSpec free_job = w.job(b, 8, 0);
+  free_job.resumable = true;
+  const JobId victim = w.submit(free_job);
+  int preempted = 0;
+  for (int round = 0; round < 4; ++round) {
+    w.run();
+    ASSERT_TRUE(w.running(victim)) << "round " << round;
+    w.now += kMinute;
+    const JobId requester = w.submit(a, 8, kMinute);
+    auto r = w.run();
+    if (World::stopped(r, victim)) {
+      ++preempted;
+      w.carry_out(r);
+    }
+    // The requester ends (or, left waiting, is cancelled); the victim is the only work left.
+    w.now += 2 * kMinute;
+    ASSERT_TRUE(w.s.job_finished(requester, w.now).ok());
+  }
+  EXPECT_EQ(preempted, 2);
+
+  // The same work resubmitted under a new id after two starts may be taken once more only.
+  JobSpec again = w.job(b, 8, 0);
+  again.earlier_starts = 2;
+  World v(config);
+  v.add_nodes(1);
+  const BudgetId va = v.budget("/a"), vb = v.budget("/b");
+  again.budget = vb;
+  const JobId second = v.submit(again);
+  v.run();
+  ASSERT_TRUE(v.running(second));
+  EXPECT_EQ(v.s.job(second)->runs, 3);
+  v.now += kMinute;
+  v.submit(va, 8, kMinute);
+  EXPECT_EQ(World::stopped(v.run(), second), nullptr) << "started 3 times: taken no more";
+}
+
+}  // namespace
+}  // namespace allot::core
