@@ -144,6 +144,51 @@ TEST(StrictBaselines, PresetsSayWhatTheyReproduce) {
   EXPECT_NE(policy_names().find("fifo-strict"), std::string::npos);
 }
 
+// 607 Philly jobs (the first 600 of at most 32 GPUs by submit time, and the trace's seven 12-GPU
+// jobs) on 6 nodes of 8 GPUs, with the start time of each as an independent restatement of the
+// Helios FIFO + consolidate rules computes it (scripts/strict-fifo-reference; docs/simulator.md,
+// "Baselines"). 587 of them wait, the longest about 93 days: the head blocks for real.
+TEST(StrictBaselines, FifoStrictMatchesTheReferenceReplayOnAPhillySample) {
+  const std::string dir = ALLOT_TEST_DATA_DIR;
+  std::map<std::uint64_t, core::Time> expected;
+  {
+    std::ifstream in(dir + "/philly_sample_607_fifo_strict_6x8.csv");
+    ASSERT_TRUE(in) << "cannot open the expected starts in " << dir;
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      const auto f = split_csv(line);
+      ASSERT_EQ(f.size(), 2u) << line;
+      expected[static_cast<std::uint64_t>(*parse_int(f[0]))] = *parse_int(f[1]);
+    }
+  }
+  ASSERT_EQ(expected.size(), 607u);
+  ExperimentSpec spec;
+  spec.workload_path = dir + "/philly_sample_607.csv";
+  spec.cluster_path = dir + "/philly-6x8.yaml";
+  spec.policies = {"fifo-strict"};
+  spec.sim.record_events = true;
+  auto in = prepare_inputs(spec);
+  ASSERT_TRUE(in.ok()) << in.error().message();
+  auto runs = policy_runs(spec);
+  ASSERT_TRUE(runs.ok());
+  const auto results = run_all(in.value().scenario, runs.value(), 1);
+  ASSERT_EQ(results.size(), 1u);
+  for (const Check& c : results[0].checks) EXPECT_TRUE(c.passed) << c.name << ": " << c.detail;
+  const auto got = starts(results[0]);
+  int waited = 0, mismatched = 0;
+  for (const auto& [job, at] : expected) {
+    ASSERT_TRUE(got.count(job)) << "job " << job << " never started";
+    mismatched += got.at(job) != at;
+    EXPECT_EQ(got.at(job), at) << "job " << job;
+    const auto& sim_job = in.value().scenario.jobs.at(job - 1).job;
+    ASSERT_EQ(sim_job.id, job);
+    waited += at > sim_job.submit;
+  }
+  EXPECT_EQ(mismatched, 0);
+  EXPECT_GT(waited, 500) << "the sample should queue";
+}
+
 TEST(ShapeRule, UnevenGangsAreWholeNodesPlusTheRemainder) {
   SimJob j;
   auto shape = [&](int gpus, GangShape rule) {
