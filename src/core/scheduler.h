@@ -228,6 +228,7 @@ class Scheduler : private detail::SchedulerState {
   };
   ScratchBox scratch_;
 
+  bool only_events_decide() const;  // no wake-up can change a decision (next_wakeup)
   void refresh_fractions();
   void charge_rate(const JobEntry& j, Milli sign);
   void compute_projected(ClusterId c, ClusterScratch& s) const;
