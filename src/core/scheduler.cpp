@@ -1143,6 +1143,8 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         }
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
           explain_rest(c, s, *j, rank++, ahead, out);
+          // It waits, as consider() would have found: under head-of-line blocking it is the head.
+          blocked = config_.head_of_line_blocking;
           continue;
         }
         consider(c, s, *j, rank++, ahead, out, started);
@@ -1177,6 +1179,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         }
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
           explain_rest(c, s, *j, rank++, seen[j->spec.budget]++, out);
+          blocked = config_.head_of_line_blocking;  // as in the fair-share walk
           continue;
         }
         consider(c, s, *j, rank++, seen[j->spec.budget]++, out, started);
