@@ -73,6 +73,8 @@ Json run_json(const RunResult& r) {
   j["description"] = r.description;
   if (!r.label.empty()) j["label"] = r.label;
   j["config"] = policy_config(r.config);
+  // Only when set, as the strict rules in policy_config().
+  if (r.uneven_gangs) j["config"]["gang_shape"] = "uneven";
   j["period"] = {
       {"start_s", r.start}, {"end_s", r.end}, {"length", duration_text(r.end - r.start)}};
   Json m;

@@ -637,6 +637,7 @@ RunResult Run::go() {
   r_.description = o_.policy_description;
   r_.label = o_.label;
   r_.config = o_.policy;
+  r_.uneven_gangs = o_.gang_shape == GangShape::Uneven;
   setup();
   const std::size_t n = sc_.jobs.size();
   Time last_arrival = n ? sc_.jobs.back().job.submit : origin_;

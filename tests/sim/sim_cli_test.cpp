@@ -123,6 +123,8 @@ TEST_F(SimCliLab, DebugFirstSwitchOverridesEveryPreset) {
   }
   EXPECT_EQ(rep["policies"][0]["config"]["head_of_line_blocking"], true);
   EXPECT_EQ(rep["policies"][0]["config"]["placement"], "consolidate");
+  EXPECT_EQ(rep["policies"][0]["config"]["gang_shape"], "uneven");
+  EXPECT_FALSE(rep["policies"][1]["config"].contains("gang_shape"));
   // Written only when it differs from the default, so that reports of presets that do not use
   // the strict rules stay as they were.
   const Ran on =
