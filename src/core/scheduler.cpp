@@ -1484,6 +1484,19 @@ void Scheduler::wait_behind_head(ClusterId c, ClusterScratch& s, const JobEntry&
   Explanation e = explanation_of(c, s, j, rank, ahead);
   e.code = e.funded || j.spec.min_runtime == 0 ? WaitCode::WaitingForGpus : WaitCode::NotFunded;
   e.largest_free = pool_.largest_whole_free(c, j.spec.models);
+  // A request no node could ever take says so, as in explain_wait: that is for its owner to fix,
+  // wherever it stands in line.
+  int matching = 0, healthy = 0;
+  for (NodeId n : cluster_nodes_[c]) {
+    if (!pool_.could_ever_fit(n, j.spec.shape, j.spec.models)) continue;
+    ++matching;
+    healthy += nodes_[n].schedulable();
+  }
+  if (matching < j.spec.shape.nodes) {
+    e.code = WaitCode::NoMatchingNodes;
+  } else if (healthy < j.spec.shape.nodes) {
+    e.code = WaitCode::NoHealthyNodes;
+  }
   waits(s, e, out);
 }
 

@@ -54,9 +54,16 @@ TEST(HeadOfLine, ABlockedHeadStopsEverythingBehindIt) {
     const JobId head = w.submit(big);  // needs both nodes: blocked while `first` runs
     w.now = 2;
     const JobId small = w.submit(a, 1);  // fits the free node, but is behind the head
+    JobSpec too_big = w.job(a, 8);
+    too_big.shape.nodes = 3;  // more nodes than the cluster has: its owner must hear so
+    const JobId impossible = w.submit(too_big);
     CycleOptions o;
     o.explain_all = explain;
     auto r = w.s.cycle(w.now, o);
+    if (explain) {
+      ASSERT_NE(World::why(r, impossible), nullptr);
+      EXPECT_EQ(World::why(r, impossible)->code, WaitCode::NoMatchingNodes);
+    }
     EXPECT_EQ(World::start_order(r), std::vector<JobId>{first});
     EXPECT_TRUE(w.pending(head));
     EXPECT_TRUE(w.pending(small));
