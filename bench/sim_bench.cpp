@@ -1,7 +1,7 @@
 // Simulator speed. BM_PhillyFairshare: the Philly trace's first N jobs (10k, 40k, all 82k) with
 // fairshare, preemption and node faults on the 152-GPU cluster at 2.5x overload; reports simulated
 // events per second and the share of time spent in the core's cycle. Needs
-// ../shared/traces/philly.csv (ALLOT_TRACES_DIR overrides); skips itself when the trace is absent.
+// traces/philly.csv (ALLOT_TRACES_DIR overrides); skips itself when the trace is absent.
 // BM_LabDay: one day of the lab workload model at 2.5x under each policy (below).
 #include <benchmark/benchmark.h>
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,10 +58,13 @@ void usage(FILE* out) {
       "  --restart-delay DUR    a resumed job's restore time (default 5m)\n"
       "  --until DUR            stop this long after the first submission (default: when all end)\n"
       "policies:\n"
-      "  --policies LIST        default fairshare,fifo,priority,fairtree (sweep: fairshare)\n"
+      "  --policies LIST        default fairshare,fifo,priority,fairtree (sweep: fairshare);\n"
+      "                         also fifo-strict, sjf-strict: the Helios simulator's baselines\n"
       "  --lookback DUR, --max-min-runtime DUR, --margin F   override the presets\n"
       "  --burst-limit F, --unallocated-loss-ratio F, --unallocated-loss-patience DUR\n"
       "                         override the presets too (one value; 0 turns the rule off)\n"
+      "  --debug-first on|off   debug jobs get a pass of their own before other work (default:\n"
+      "                         as the preset says: on, except fifo-strict and sjf-strict)\n"
       "sweep (allot sim sweep): comma-separated values make a grid, e.g.\n"
       "  --lookback 1d,7d,14d --max-min-runtime 2h,8h --margin 0.05,0.1 --budgets a.yaml,b.yaml\n"
       "  --plot-x COST          the trade-off plot's x axis: debug-p90 (default), batch-p90,\n"
@@ -159,6 +163,7 @@ int sim_main(int argc, char** argv) {
   std::vector<double> margin;
   std::vector<double> burst_limit, loss_ratio;  // single values: not grid dimensions
   std::vector<core::Duration> loss_patience;
+  std::optional<bool> debug_first;  // overrides every preset's debug_jobs_first
   std::vector<std::string> budget_files;
   std::string plot_x = sim::tradeoff_costs().front().name;
   int lab_days = 0;  // 0: not given
@@ -283,6 +288,12 @@ int sim_main(int argc, char** argv) {
           loss_patience.size() != 1) {
         return bad("bad --unallocated-loss-patience (one duration)");
       }
+    } else if (a == "--debug-first") {
+      if (!need("--debug-first")) return 2;
+      if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
+        return bad(std::string("bad --debug-first '") + v + "' (expected on or off)");
+      }
+      debug_first = !std::strcmp(v, "on");
     } else if (a == "--plot-x") {
       if (!need("--plot-x")) return 2;
       if (!sim::find_tradeoff_cost(v)) return bad(std::string("unknown --plot-x '") + v + "'");
@@ -352,6 +363,7 @@ int sim_main(int argc, char** argv) {
     if (!burst_limit.empty()) o.policy.burst_limit = burst_limit.front();
     if (!loss_ratio.empty()) o.policy.max_unallocated_loss_ratio = loss_ratio.front();
     if (!loss_patience.empty()) o.policy.unallocated_loss_patience = loss_patience.front();
+    if (debug_first) o.policy.debug_jobs_first = *debug_first;
   }
 
   // The lab model states its own load (its regime); a closed loop's first jobs have no load of

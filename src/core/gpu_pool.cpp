@@ -216,7 +216,11 @@ std::optional<Placement> GpuPool::find_gang(const Index& idx, const Shape& s, co
   }
   std::sort(picked.begin(), picked.end());
   Placement p;
-  for (NodeId n : picked) whole_gpus_of(n, s.gpus_per_node, &p);
+  for (NodeId n : picked) {
+    // An uneven gang's remainder goes on its last node (every picked node has room for more).
+    const bool last = n == picked.back() && s.uneven();
+    whole_gpus_of(n, last ? s.last_node_gpus : s.gpus_per_node, &p);
+  }
   return p;
 }
 

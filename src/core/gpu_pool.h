@@ -49,6 +49,22 @@ class GpuPool {
   std::optional<Placement> find(ClusterId cluster, const Shape& shape,
                                 const std::vector<GpuModelId>& models, const NodeMask* excluded,
                                 bool gang_spans_blocks) const;
+  // The same search under `rule`: BestFit is find(); Consolidate is find_consolidated().
+  std::optional<Placement> place(ClusterId cluster, const Shape& shape,
+                                 const std::vector<GpuModelId>& models, const NodeMask* excluded,
+                                 PlacementRule rule, bool gang_spans_blocks) const {
+    return rule == PlacementRule::Consolidate
+               ? find_consolidated(cluster, shape, models, excluded)
+               : find(cluster, shape, models, excluded, gang_spans_blocks);
+  }
+  // The Helios simulator's consolidate placement (PolicyConfig::placement, Consolidate): a
+  // request up to a node goes to the node with the fewest free whole GPUs that fits, ties by node
+  // index; a gang takes the lowest-indexed nodes with gpus_per_node free (blocks ignored), all of
+  // one model, and an uneven gang's remainder then goes to the node with the fewest free whole
+  // GPUs that fits it among the rest. Fractions are placed as find() places them.
+  std::optional<Placement> find_consolidated(ClusterId cluster, const Shape& shape,
+                                             const std::vector<GpuModelId>& models,
+                                             const NodeMask* excluded) const;
   // Whether `shape` could fit node `node` if it were empty (size and model only).
   bool could_ever_fit(NodeId node, const Shape& shape,
                       const std::vector<GpuModelId>& models) const {

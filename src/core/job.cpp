@@ -66,6 +66,16 @@ Status validate_job(const JobSpec& job, const PolicyConfig& config, const Budget
   if (s.gpu_milli < 1 || s.gpu_milli > kWholeGpu) {
     return Error{"gpu_milli", "must be between 1 and 1000 (thousandths of a GPU)"};
   }
+  if (s.last_node_gpus < 0 || s.last_node_gpus >= s.gpus_per_node) {
+    return Error{"last_node_gpus", "must be between 0 (an even gang) and gpus_per_node - 1 (" +
+                                       std::to_string(s.gpus_per_node - 1) + ")"};
+  }
+  if (s.uneven() && s.nodes < 2) {
+    return Error{"last_node_gpus", "an uneven gang spans at least 2 nodes"};
+  }
+  if (s.uneven() && s.fractional()) {
+    return Error{"last_node_gpus", "an uneven gang asks for whole GPUs"};
+  }
   if (s.fractional() && (s.nodes != 1 || s.gpus_per_node != 1)) {
     return Error{"gpu_milli", "a fraction of a GPU can only be asked for one GPU on one node"};
   }

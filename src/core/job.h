@@ -19,15 +19,23 @@ std::optional<JobKind> parse_job_kind(std::string_view s);
 std::optional<Priority> parse_priority(std::string_view s);
 
 // nodes x gpus_per_node, all or nothing. A request for part of one GPU (a MIG slice or a shared
-// GPU) is nodes = 1, gpus_per_node = 1, gpu_milli < 1000.
+// GPU) is nodes = 1, gpus_per_node = 1, gpu_milli < 1000. An uneven gang (Slurm's --gpus, the
+// Helios and Tiresias simulators) fills whole nodes and puts the remainder on one more node: 12
+// GPUs on 8-GPU nodes is nodes = 2, gpus_per_node = 8, last_node_gpus = 4.
 struct Shape {
   int nodes = 1;
   int gpus_per_node = 1;
   Milli gpu_milli = kWholeGpu;  // per GPU
-  int total_gpus() const { return nodes * gpus_per_node; }
+  // > 0: one of the `nodes` nodes holds only this many GPUs (fewer than gpus_per_node); 0: even.
+  int last_node_gpus = 0;
+  int total_gpus() const {
+    return last_node_gpus > 0 ? (nodes - 1) * gpus_per_node + last_node_gpus
+                              : nodes * gpus_per_node;
+  }
   Milli total_milli() const { return static_cast<Milli>(total_gpus()) * gpu_milli; }
   bool fractional() const { return gpu_milli < kWholeGpu; }
   bool gang() const { return nodes > 1; }
+  bool uneven() const { return last_node_gpus > 0; }
   bool operator==(const Shape&) const = default;
 };
 

@@ -10,6 +10,9 @@ enum class QueueOrder : std::uint8_t {
   FairShare,  // walk the budget tree, least-served branch first (allot's policy)
   Fifo,       // submit time, across all budgets
   Priority,   // declared priority across all budgets, then submit time (the classic scheduler)
+  // Declared expected duration (shortest first; none declared: last), then submit time, across
+  // all budgets: the Helios simulator's SJF, which knows every job's duration.
+  ShortestFirst,
 };
 
 // When a starting job runs allocated (charged and protected).
@@ -17,6 +20,18 @@ enum class Funding : std::uint8_t {
   Lookback,       // its budget can afford its contract within its lookback allocation (allot)
   Always,         // every job with a positive minimum runtime (no budgets as limits)
   ConcurrentCap,  // its budget's allocated GPUs now stay within fraction x capacity (GPU caps)
+};
+
+// Where a request's GPUs go.
+enum class PlacementRule : std::uint8_t {
+  // allot: the node with the fewest free GPUs that fits; a gang in the tightest block that holds
+  // it, its nodes in best-fit order (gpu_pool.cpp).
+  BestFit,
+  // The Helios simulator's "consolidate" (and Tiresias'): up to a node, the node with the fewest
+  // free whole GPUs that fits, ties by node index; a gang takes whole nodes with room for
+  // gpus_per_node in node index order, blocks ignored, and an uneven gang's remainder goes where a
+  // request of that size alone would (consolidated_placement.cpp).
+  Consolidate,
 };
 
 struct PolicyConfig {
@@ -94,11 +109,16 @@ struct PolicyConfig {
 
   // --- backfill and reservations ---
   bool backfill = true;  // jobs behind a blocked head may start where they do not delay it
+  // Strict head-of-line order (the Helios and Tiresias FIFO baselines): in each cluster, the first
+  // job in order that cannot start ends the walk, so nothing behind it starts, backfilled or not,
+  // until it does. Only its own turn can reserve or preempt. false: the walk goes on past it.
+  bool head_of_line_blocking = false;
   bool reserve_for_blocked = true;  // plan and hold nodes for blocked heads (large-job policy)
   int max_reservations = 2;         // blocked heads per cluster that get reserved nodes
   bool backfill_unallocated_on_reserved = true;  // reserved GPUs may run evictable work meanwhile
 
   // --- placement ---
+  PlacementRule placement = PlacementRule::BestFit;
   bool gang_spans_blocks = true;  // a gang that fits no single block may span blocks
 
   // --- bounds ---

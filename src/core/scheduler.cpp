@@ -80,6 +80,7 @@ struct ShapeKey {
   int nodes;
   int per_node;
   Milli milli;
+  int last_node;         // an uneven gang's remainder (Shape::last_node_gpus)
   std::uint64_t models;  // up to four model ids packed; ~0 when not cacheable
   auto operator<=>(const ShapeKey&) const = default;
 };
@@ -98,7 +99,7 @@ std::uint64_t pack_models(const std::vector<GpuModelId>& models) {
 
 ShapeKey shape_key(const JobSpec& spec) {
   return ShapeKey{spec.shape.nodes, spec.shape.gpus_per_node, spec.shape.gpu_milli,
-                  pack_models(spec.models)};
+                  spec.shape.last_node_gpus, pack_models(spec.models)};
 }
 
 // Speed only (decisions unchanged): ShapeKey -> T as an open-addressing table, since a cycle looks
@@ -584,10 +585,7 @@ void Scheduler::add_pending(JobEntry& j) {
     queues.resize(std::max<std::size_t>(budgets_.size(), j.spec.budget + 1));
   const PendingKey key{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
   queues[j.spec.budget].emplace(key, &j);
-  if (config_.order != QueueOrder::FairShare) {
-    const int p = config_.order == QueueOrder::Priority ? inverted(j.spec.priority) : 0;
-    flat_[pass_of(j.spec)].emplace(PendingKey{p, j.spec.submit_time, j.spec.id}, &j);
-  }
+  if (config_.order != QueueOrder::FairShare) flat_[pass_of(j.spec)].emplace(flat_key(j), &j);
   pending_total_.insert(j.spec.shape.total_milli());
   pending_with_end_ += j.spec.expected_duration.has_value();
   auto& sizes = pending_sizes_[pass_of(j.spec)];
@@ -606,14 +604,18 @@ void Scheduler::add_pending(JobEntry& j) {
   ++pending_count_;
 }
 
+Scheduler::PendingKey Scheduler::flat_key(const JobEntry& j) const {
+  Time first = 0;
+  if (config_.order == QueueOrder::Priority) first = inverted(j.spec.priority);
+  if (config_.order == QueueOrder::ShortestFirst) first = j.spec.expected_duration.value_or(kNever);
+  return PendingKey{first, j.spec.submit_time, j.spec.id};
+}
+
 void Scheduler::remove_pending(JobEntry& j) {
   auto& queues = pending_[pass_of(j.spec)];
   const PendingKey key{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
   if (j.spec.budget >= queues.size() || !queues[j.spec.budget].erase(key)) return;
-  if (config_.order != QueueOrder::FairShare) {
-    const int p = config_.order == QueueOrder::Priority ? inverted(j.spec.priority) : 0;
-    flat_[pass_of(j.spec)].erase(PendingKey{p, j.spec.submit_time, j.spec.id});
-  }
+  if (config_.order != QueueOrder::FairShare) flat_[pass_of(j.spec)].erase(flat_key(j));
   pending_total_.erase(pending_total_.find(j.spec.shape.total_milli()));
   pending_with_end_ -= j.spec.expected_duration.has_value();
   PendingSizes& mine = pending_sizes_[pass_of(j.spec)][j.spec.budget];
@@ -809,7 +811,21 @@ Milli Scheduler::allocated_rate(ClusterId cluster, BudgetId budget) const {
   return budget < r.size() ? r[budget] : 0;
 }
 
+// Whether only events (arrivals, ends, health changes) can change a decision: every job funded,
+// no contract to expire, no preemption, no reservations to re-plan, no fair-share standings, no
+// node draining its jobs at their minimum runtime (the strict baselines). Then a cycle decides on
+// the queue and the free GPUs alone, and waking up for time's sake would decide nothing.
+bool Scheduler::only_events_decide() const {
+  if (config_.funding != Funding::Always || config_.order == QueueOrder::FairShare ||
+      config_.preemption || config_.minimum_runtime_contract || config_.reserve_for_blocked) {
+    return false;
+  }
+  return std::none_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.draining(); });
+}
+
 Time Scheduler::next_wakeup() const {
+  // Speed only: this walk over every running job is most of a strict baseline's cycle.
+  if (only_events_decide()) return kNever;
   Time t = kNever;
   for (ClusterId c = 0; c < clusters_.size(); ++c) {
     for (const auto& [id, entry] : running_[c]) {
@@ -844,7 +860,12 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
     s.allocation[b] = allocation(c, b);
   }
   // Remaining contracts of running allocated jobs count as already spent: a budget can fund a
-  // new contract only if it can still afford all the ones it has promised.
+  // new contract only if it can still afford all the ones it has promised. Speed only: a cycle
+  // that funds every job, walks no budget tree, preempts nothing and explains nothing never reads
+  // them (the strict baselines), so it skips this walk over every running job.
+  const bool read = s.explain || config_.funding != Funding::Always ||
+                    config_.order == QueueOrder::FairShare || config_.preemption;
+  if (!read) return;
   for (const auto& [id, entry] : running_[c]) {
     const JobEntry& j = *entry;
     if (j.run.allocated && j.spec.kind == JobKind::Debug) {
@@ -1065,8 +1086,9 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // Debug jobs first (they must start within seconds), then everything else; each pass walks the
   // budget tree in fair-share order.
   // Running jobs a funded request could take, per node, cheapest first.
-  if (config_.spare_work_within_share) held_by_leaf(c, s.held_all);
+  if (config_.preemption && config_.spare_work_within_share) held_by_leaf(c, s.held_all);
   for (NodeId n : cluster_nodes_[c]) {
+    if (!config_.preemption) break;  // only preemption takes running work
     const std::size_t first = s.exposed.size();
     for (JobEntry* entry : jobs_on_node_[n]) {
       JobEntry& j = *entry;
@@ -1091,13 +1113,21 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // Nothing more can start, reserve or preempt in this pass (anything_can_start): the walk stops
   // without explain_all, and otherwise only explains the rest (explain_rest).
   bool settled = false;
+  // head_of_line_blocking: a job in order could not start, so no job after it may (both passes).
+  bool blocked = false;
   for (int pass = 0; pass < 2; ++pass) {
     if (config_.order == QueueOrder::FairShare) {
       Selector sel(*this, s, s.walk, pending_[pass], c);
       BudgetId b = 0;
       std::uint32_t ahead = 0;
       while (JobEntry* j = sel.next(&b, &ahead)) {
-        if (!options.explain_all && budget_inert(c, s, pass, b)) {
+        if (blocked) {
+          if (!options.explain_all) break;
+          wait_behind_head(c, s, *j, rank++, ahead, out);
+          continue;
+        }
+        // (Under head-of-line blocking an inert job is the blocked head: it is considered.)
+        if (!options.explain_all && !config_.head_of_line_blocking && budget_inert(c, s, pass, b)) {
           // None of b's jobs can start, reserve or preempt now, and considering them would change
           // nothing: the walk goes on as it would after them, except for a holder of last cycle's
           // reservation among them (it may use its own nodes).
@@ -1113,16 +1143,22 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         }
         // The same for this one job (its budget may fund cheaper ones). The walk still ends as
         // soon as nothing more can start, or it would pass over the whole queue.
-        if (!options.explain_all && job_inert(c, s, *j)) {
+        if (!options.explain_all && !config_.head_of_line_blocking && job_inert(c, s, *j)) {
           if (!anything_can_start(c, s)) break;
           continue;
         }
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
           explain_rest(c, s, *j, rank++, ahead, out);
+          // It waits, as consider() would have found: under head-of-line blocking it is the head.
+          blocked = config_.head_of_line_blocking;
           continue;
         }
         consider(c, s, *j, rank++, ahead, out, started);
         if (j->state == JobState::Running) sel.rekey(b);
+        if (config_.head_of_line_blocking && j->state == JobState::Pending) {
+          blocked = true;
+          continue;
+        }
         if (!settled && !anything_can_start(c, s)) {
           if (!options.explain_all) break;
           settled = true;  // the rest only waits: explain it
@@ -1136,16 +1172,27 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         if (!accepted.empty() && std::find(accepted.begin(), accepted.end(), c) == accepted.end()) {
           continue;
         }
-        // As in the fair-share walk: a job that can do nothing now is passed over.
-        if (!options.explain_all && job_inert(c, s, *j)) {
+        if (blocked) {
+          if (!options.explain_all) break;
+          wait_behind_head(c, s, *j, rank++, seen[j->spec.budget]++, out);
+          continue;
+        }
+        // As in the fair-share walk: a job that can do nothing now is passed over (unless it is
+        // the head that blocks the rest).
+        if (!options.explain_all && !config_.head_of_line_blocking && job_inert(c, s, *j)) {
           if (!anything_can_start(c, s)) break;
           continue;
         }
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
           explain_rest(c, s, *j, rank++, seen[j->spec.budget]++, out);
+          blocked = config_.head_of_line_blocking;  // as in the fair-share walk
           continue;
         }
         consider(c, s, *j, rank++, seen[j->spec.budget]++, out, started);
+        if (config_.head_of_line_blocking && j->state == JobState::Pending) {
+          blocked = true;
+          continue;
+        }
         if (!settled && !anything_can_start(c, s)) {
           if (!options.explain_all) break;
           settled = true;
@@ -1435,6 +1482,30 @@ void Scheduler::explain_rest(ClusterId c, ClusterScratch& s, const JobEntry& j, 
   explain_wait(c, s, j, e, memo, out);
 }
 
+// A job behind a blocked head under head_of_line_blocking: it waits whatever is free, and neither
+// reserves nor preempts (only the head's turn may), so it is only explained.
+void Scheduler::wait_behind_head(ClusterId c, ClusterScratch& s, const JobEntry& j,
+                                 std::uint32_t rank, std::uint32_t ahead, CycleResult& out) {
+  ++out.stats.considered;
+  Explanation e = explanation_of(c, s, j, rank, ahead);
+  e.code = e.funded || j.spec.min_runtime == 0 ? WaitCode::WaitingForGpus : WaitCode::NotFunded;
+  e.largest_free = pool_.largest_whole_free(c, j.spec.models);
+  // A request no node could ever take says so, as in explain_wait: that is for its owner to fix,
+  // wherever it stands in line.
+  int matching = 0, healthy = 0;
+  for (NodeId n : cluster_nodes_[c]) {
+    if (!pool_.could_ever_fit(n, j.spec.shape, j.spec.models)) continue;
+    ++matching;
+    healthy += nodes_[n].schedulable();
+  }
+  if (matching < j.spec.shape.nodes) {
+    e.code = WaitCode::NoMatchingNodes;
+  } else if (healthy < j.spec.shape.nodes) {
+    e.code = WaitCode::NoHealthyNodes;
+  }
+  waits(s, e, out);
+}
+
 void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                          std::uint32_t ahead, CycleResult& out, std::set<JobId>& started) {
   ++out.stats.considered;
@@ -1463,7 +1534,8 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
   if (!cacheable || memo.failed_at != stamp) {
     ++out.stats.placement_searches;
-    if (auto p = pool_.find(c, shape, models, &mask, config_.gang_spans_blocks)) {
+    if (auto p =
+            pool_.place(c, shape, models, &mask, config_.placement, config_.gang_spans_blocks)) {
       started.insert(j.spec.id);
       start(s, j, std::move(*p), e.funded,
             s.head_blocked ? StartMode::Backfilled : StartMode::Placed, {}, out);
@@ -1517,7 +1589,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       }
       if (opened.empty()) continue;
       ++out.stats.placement_searches;
-      auto p = pool_.find(c, shape, models, &mask, config_.gang_spans_blocks);
+      auto p = pool_.place(c, shape, models, &mask, config_.placement, config_.gang_spans_blocks);
       for (NodeId n : opened) mask[n] = 1;
       if (p) {
         started.insert(j.spec.id);
@@ -1536,7 +1608,8 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
           std::find(accepted.begin(), accepted.end(), other) == accepted.end()) {
         continue;
       }
-      if (pool_.find(other, shape, models, nullptr, config_.gang_spans_blocks)) {
+      if (pool_.place(other, shape, models, nullptr, config_.placement,
+                      config_.gang_spans_blocks)) {
         e.code = WaitCode::WaitingForGpus;
         e.largest_free = pool_.largest_whole_free(c, models);
         waits(s, e, out);
@@ -1627,7 +1700,8 @@ void Scheduler::explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, 
     const std::uint64_t now_stamp = pool_.generation() * 1000003u + s.mask_version;
     if (!s.made.empty() && memo.probed_at != now_stamp) {
       memo.fits_unmasked =
-          pool_.find(c, shape, models, nullptr, config_.gang_spans_blocks).has_value();
+          pool_.place(c, shape, models, nullptr, config_.placement, config_.gang_spans_blocks)
+              .has_value();
       memo.probed_at = now_stamp;
     }
     if (!s.made.empty() && memo.fits_unmasked) {
@@ -1901,7 +1975,8 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
   // What-if: hand the victims' GPUs back, place, and undo if it still does not fit.
   const std::uint64_t generation = pool_.generation();
   for (JobId vid : victims) pool_.release(jobs_.at(vid).run.placement);
-  auto p = pool_.find(c, shape, j.spec.models, &mask, config_.gang_spans_blocks);
+  auto p =
+      pool_.place(c, shape, j.spec.models, &mask, config_.placement, config_.gang_spans_blocks);
   for (JobId vid : victims) pool_.take(jobs_.at(vid).run.placement);
   if (!p) {
     pool_.restore_generation(generation);

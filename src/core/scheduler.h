@@ -110,7 +110,8 @@ struct SchedulerState {
 
   std::map<JobId, JobEntry> jobs_;
   // Pending jobs per budget, in the order they are served within it: priority, submit time, id.
-  using PendingKey = std::tuple<int, Time, JobId>;
+  // (The first field holds a duration under QueueOrder::ShortestFirst, hence Time.)
+  using PendingKey = std::tuple<Time, Time, JobId>;
   using Queue = std::map<PendingKey, JobEntry*>;
   // [0]: debug jobs, served first (with debug_jobs_first); [1]: the rest. Per budget, in the order
   // served within it. flat_ holds the same jobs in the FIFO or strict-priority order when one of
@@ -227,6 +228,7 @@ class Scheduler : private detail::SchedulerState {
   };
   ScratchBox scratch_;
 
+  bool only_events_decide() const;  // no wake-up can change a decision (next_wakeup)
   void refresh_fractions();
   void charge_rate(const JobEntry& j, Milli sign);
   void compute_projected(ClusterId c, ClusterScratch& s) const;
@@ -248,6 +250,7 @@ class Scheduler : private detail::SchedulerState {
   const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,
                               const JobEntry& from) const;
   static PendingKey pending_key(const JobEntry& j);
+  PendingKey flat_key(const JobEntry& j) const;  // its place in flat_ under the policy's order
   bool within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
                          BudgetId* limiting) const;
   bool within_burst(const ClusterScratch& s, BudgetId leaf, Milli milli, BudgetId* limiting) const;
@@ -269,6 +272,8 @@ class Scheduler : private detail::SchedulerState {
                     std::uint32_t ahead, CycleResult& out);
   void explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, Explanation& e,
                     ShapeMemo& memo, CycleResult& out);
+  void wait_behind_head(ClusterId c, ClusterScratch& s, const JobEntry& j, std::uint32_t rank,
+                        std::uint32_t ahead, CycleResult& out);
   void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                 std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
   void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,

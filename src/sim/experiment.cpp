@@ -122,13 +122,15 @@ core::Result<std::vector<SimOptions>> policy_runs(const ExperimentSpec& spec) {
   for (const std::string& name : spec.policies) {
     auto p = find_policy(name);
     if (!p) {
-      return core::Error{"--policies", "unknown policy '" + name +
-                                           "' (expected fairshare, fifo, priority, fairtree)"};
+      return core::Error{"--policies",
+                         "unknown policy '" + name + "' (expected " + policy_names() + ")"};
     }
     SimOptions o = spec.sim;
     o.policy_name = p->name;
     o.policy_description = p->description;
     o.policy = p->config;
+    o.gang_shape = p->gang_shape;
+    o.oracle_durations = p->oracle_durations;
     o.faults.seed = spec.seed;
     out.push_back(std::move(o));
   }

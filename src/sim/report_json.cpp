@@ -31,9 +31,10 @@ Json summary(const Summary& s) {
 
 Json policy_config(const core::PolicyConfig& c) {
   Json j;
-  j["order"] = c.order == core::QueueOrder::FairShare ? "fairshare"
-               : c.order == core::QueueOrder::Fifo    ? "fifo"
-                                                      : "priority";
+  j["order"] = c.order == core::QueueOrder::FairShare       ? "fairshare"
+               : c.order == core::QueueOrder::Fifo          ? "fifo"
+               : c.order == core::QueueOrder::ShortestFirst ? "shortest_first"
+                                                            : "priority";
   j["funding"] = c.funding == core::Funding::Lookback ? "lookback"
                  : c.funding == core::Funding::Always ? "always"
                                                       : "concurrent_cap";
@@ -48,6 +49,11 @@ Json policy_config(const core::PolicyConfig& c) {
   j["unallocated_loss_patience_s"] = c.unallocated_loss_patience;
   j["backfill"] = c.backfill;
   j["reserve_for_blocked"] = c.reserve_for_blocked;
+  // Rules added with the strict baselines, written only when set, so that the reports of the
+  // presets that do not use them stay as they were.
+  if (c.head_of_line_blocking) j["head_of_line_blocking"] = true;
+  if (!c.debug_jobs_first) j["debug_jobs_first"] = false;
+  if (c.placement == core::PlacementRule::Consolidate) j["placement"] = "consolidate";
   return j;
 }
 
@@ -67,6 +73,8 @@ Json run_json(const RunResult& r) {
   j["description"] = r.description;
   if (!r.label.empty()) j["label"] = r.label;
   j["config"] = policy_config(r.config);
+  // Only when set, as the strict rules in policy_config().
+  if (r.uneven_gangs) j["config"]["gang_shape"] = "uneven";
   j["period"] = {
       {"start_s", r.start}, {"end_s", r.end}, {"length", duration_text(r.end - r.start)}};
   Json m;

@@ -51,6 +51,7 @@ struct RunResult {
   std::string description;
   std::string label;  // what varied, in a sweep ("lookback=1d max_min_runtime=8h")
   core::PolicyConfig config;
+  bool uneven_gangs = false;      // the shape rule (GangShape::Uneven), for the report
   core::Time start = 0, end = 0;  // simulated period
   core::Duration bucket = core::kHour;
 

@@ -6,7 +6,7 @@
 
 namespace allot::sim {
 
-core::Shape shape_for(const SimJob& j, int node_gpus) {
+core::Shape shape_for(const SimJob& j, int node_gpus, GangShape rule) {
   core::Shape s;
   if (j.nodes > 0) {
     s.nodes = j.nodes;
@@ -22,6 +22,12 @@ core::Shape shape_for(const SimJob& j, int node_gpus) {
     return s;
   }
   const int fewest = (j.gpus + node_gpus - 1) / node_gpus;
+  if (rule == GangShape::Uneven) {
+    s.nodes = fewest;
+    s.gpus_per_node = node_gpus;
+    s.last_node_gpus = j.gpus % node_gpus;  // 0 when whole nodes hold it exactly
+    return s;
+  }
   for (int k = fewest; k <= j.gpus; ++k) {
     if (j.gpus % k == 0 && j.gpus / k <= node_gpus) {
       s.nodes = k;
@@ -99,6 +105,18 @@ Scenario make_scenario(ClusterConfig cluster, BudgetConfig budgets, const Worklo
     AdmittedJob a;
     a.job = j;
     a.shape = shape;
+    // The uneven shape needs nodes - 1 nodes of its full size and one more with the remainder;
+    // where the cluster's mix of node sizes cannot give that, the job keeps its even shape.
+    const core::Shape uneven = shape_for(j, node_gpus, GangShape::Uneven);
+    int full = 0, any = 0;
+    for (const auto& [key, count] : nodes_of) {
+      if (!accepted(key.first)) continue;
+      if (key.second >= uneven.gpus_per_node) full += count;
+      if (key.second >= std::max(uneven.last_node_gpus, 1)) any += count;
+    }
+    const bool fits =
+        full >= (uneven.uneven() ? uneven.nodes - 1 : uneven.nodes) && any >= uneven.nodes;
+    a.uneven_shape = fits ? uneven : shape;
     a.budget_path = j.budget;
     if (!a.job.kind) a.job.kind = core::JobKind::Batch;
     if (!a.job.min_runtime) a.job.min_runtime = 0;

@@ -159,7 +159,7 @@ core::JobSpec Run::spec_for(std::size_t i, std::uint64_t run_id, Time t) const {
   s.id = run_id;
   s.owner = "job" + std::to_string(a.job.id);
   s.budget = jobs_[i].leaf;
-  s.shape = a.shape;
+  s.shape = a.shape_for(o_.gang_shape);
   s.earlier_starts = jobs_[i].starts;  // a resubmission carries its earlier runs
   for (const std::string& m : a.job.gpu_models) s.models.push_back(*sched_.catalog().find(m));
   s.kind = *a.job.kind;
@@ -174,6 +174,7 @@ core::JobSpec Run::spec_for(std::size_t i, std::uint64_t run_id, Time t) const {
   s.resumable = *a.job.resumable;
   s.priority = *a.job.priority;
   s.submit_time = t;
+  if (o_.oracle_durations) s.expected_duration = a.job.duration;
   return s;
 }
 
@@ -243,6 +244,7 @@ void Run::source_answers(std::size_t ended, Time t) {
     next.submit = std::max(next.submit, t);
     AdmittedJob a;
     a.shape = shape_for(next, node_gpus);
+    a.uneven_shape = shape_for(next, node_gpus, GangShape::Uneven);
     a.budget_path = next.budget;
     a.job = std::move(next);
     if (!a.job.kind) a.job.kind = core::JobKind::Batch;
@@ -636,6 +638,7 @@ RunResult Run::go() {
   r_.description = o_.policy_description;
   r_.label = o_.label;
   r_.config = o_.policy;
+  r_.uneven_gangs = o_.gang_shape == GangShape::Uneven;
   setup();
   const std::size_t n = sc_.jobs.size();
   Time last_arrival = n ? sc_.jobs.back().job.submit : origin_;

@@ -31,7 +31,11 @@ struct PreemptionCost {
 // A job ready for the core: the trace job with its shape fixed for the cluster.
 struct AdmittedJob {
   SimJob job;
-  core::Shape shape;
+  core::Shape shape;         // GangShape::Even
+  core::Shape uneven_shape;  // GangShape::Uneven (the even shape where the nodes cannot take it)
+  const core::Shape& shape_for(GangShape rule) const {
+    return rule == GangShape::Uneven ? uneven_shape : shape;
+  }
   std::string budget_path;
 };
 
@@ -59,8 +63,9 @@ struct Scenario {
 };
 
 // The shape of a request of `gpus` whole GPUs on nodes of at most `node_gpus` GPUs: one node if
-// it fits, otherwise the fewest nodes that split it evenly, otherwise whole nodes rounding up.
-core::Shape shape_for(const SimJob& j, int node_gpus);
+// it fits; otherwise, Even: the fewest nodes that split it evenly, otherwise whole nodes rounding
+// up; Uneven: whole nodes of node_gpus plus one node with the remainder.
+core::Shape shape_for(const SimJob& j, int node_gpus, GangShape rule = GangShape::Even);
 
 // Checks the jobs against the cluster and the budgets: an unknown budget, a budget that is not a
 // leaf, a job larger than any node or than the cluster, an unknown GPU model are reported to
@@ -75,6 +80,8 @@ struct SimOptions {
   // Runs on this scenario instead of the one given to run_all (a sweep over budget files).
   const Scenario* scenario = nullptr;
   core::PolicyConfig policy;
+  GangShape gang_shape = GangShape::Even;  // the preset's shape rule for jobs that give a GPU count
+  bool oracle_durations = false;           // jobs declare their true duration (PolicyPreset)
   FaultModel faults;
   // Health changes at given times (maintenance, or a test's hand-made failure), besides `faults`.
   std::vector<FaultEvent> scripted_health;

@@ -10,6 +10,12 @@
 
 namespace allot::sim {
 
+// How a request for more GPUs than a node holds is split over nodes (shape_for).
+enum class GangShape : std::uint8_t {
+  Even,    // the fewest nodes that split it evenly: 12 GPUs on 8-GPU nodes = 2 x 6 (allot's jobs)
+  Uneven,  // whole nodes plus one with the remainder: 12 = 8 + 4 (Slurm's --gpus, Helios)
+};
+
 struct SimJob {
   std::uint64_t id = 0;   // 1-based, in file order (the logical job; reruns get new core ids)
   core::Time submit = 0;  // seconds

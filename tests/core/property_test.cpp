@@ -328,6 +328,12 @@ class Sim {
     c.order = o < 8 ? QueueOrder::FairShare : o < 9 ? QueueOrder::Fifo : QueueOrder::Priority;
     c.burst_limit = rng_.pick(std::vector<double>{0.0, 0.5, 1.1, 1.1, 2.0});
     c.max_unallocated_loss_ratio = rng_.pick(std::vector<double>{0.0, 0.25, 1.0, 1.0});
+    // The strict baselines' rules, from a stream of their own so that every other draw (and so
+    // every scenario the seeds made before) stays as it was.
+    Rng strict(seed_ ^ 0x5712C7F1F0ull);
+    c.head_of_line_blocking = strict.chance(0.15);
+    if (strict.chance(0.15)) c.placement = PlacementRule::Consolidate;
+    if (c.order == QueueOrder::Fifo && strict.chance(0.5)) c.order = QueueOrder::ShortestFirst;
   }
 
   void make_clusters() {

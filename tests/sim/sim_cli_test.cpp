@@ -109,4 +109,34 @@ TEST_F(SimCliLab, BadLabOptionsAreRefusedByName) {
   EXPECT_NE(r.output.find("--closed-loop"), std::string::npos) << r.output;
 }
 
+TEST_F(SimCliLab, DebugFirstSwitchOverridesEveryPreset) {
+  const Ran r =
+      run("--workload lab --days 1 --policies fifo-strict,fifo --debug-first off --quiet "
+          "--out " +
+          dir_.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto rep = read_json(dir_ / "report.json");
+  ASSERT_EQ(rep["policies"].size(), 2u);
+  for (const auto& p : rep["policies"]) {
+    SCOPED_TRACE(p["policy"].get<std::string>());
+    EXPECT_EQ(p["config"]["debug_jobs_first"], false);
+  }
+  EXPECT_EQ(rep["policies"][0]["config"]["head_of_line_blocking"], true);
+  EXPECT_EQ(rep["policies"][0]["config"]["placement"], "consolidate");
+  EXPECT_EQ(rep["policies"][0]["config"]["gang_shape"], "uneven");
+  EXPECT_FALSE(rep["policies"][1]["config"].contains("gang_shape"));
+  // Written only when it differs from the default, so that reports of presets that do not use
+  // the strict rules stay as they were.
+  const Ran on =
+      run("--workload lab --days 1 --policies fifo-strict --debug-first on --quiet "
+          "--out " +
+          (dir_ / "on").string());
+  ASSERT_EQ(on.status, 0) << on.output;
+  EXPECT_FALSE(
+      read_json(dir_ / "on" / "report.json")["policies"][0]["config"].contains("debug_jobs_first"));
+  const Ran bad = run("--workload lab --debug-first maybe");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("--debug-first"), std::string::npos) << bad.output;
+}
+
 }  // namespace

@@ -1,4 +1,4 @@
-// The real traces in ../shared/traces (skipped when they are not there).
+// The real traces in traces/ (skipped, saying so, when they are not there).
 #include <gtest/gtest.h>
 
 #include <filesystem>

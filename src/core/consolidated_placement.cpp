@@ -1,0 +1,74 @@
+// The placement rule of the Helios simulator ("consolidate"), which the Tiresias simulator and
+// Slurm's --gpus share in spirit: pack small requests onto the fullest node that takes them, and
+// give gangs whole nodes in index order. allot's own rule (gpu_pool.cpp) keeps gangs inside one
+// block instead; this one exists so that the fifo-strict baseline places job for job as those
+// simulators do (docs/simulator.md, "Baselines").
+#include <algorithm>
+
+#include "core/gpu_pool.h"
+
+namespace allot::core {
+namespace {
+bool excluded_node(const NodeMask* ex, NodeId n) {
+  return ex && n < ex->size() && (*ex)[n];
+}
+bool accepts(const std::vector<GpuModelId>& models, GpuModelId m) {
+  return models.empty() || std::find(models.begin(), models.end(), m) != models.end();
+}
+}  // namespace
+
+std::optional<Placement> GpuPool::find_consolidated(ClusterId cluster, const Shape& shape,
+                                                    const std::vector<GpuModelId>& models,
+                                                    const NodeMask* excluded) const {
+  if (shape.fractional()) return find(cluster, shape, models, excluded, true);
+  const auto first = index_.lower_bound({cluster, 0});
+  auto same_cluster = [&](auto it) { return it != index_.end() && it->first.first == cluster; };
+
+  if (!shape.gang()) {
+    // Fewest free whole GPUs that fit, then lowest node index, over every accepted model: the
+    // by_free index is ordered by exactly that pair, so each model's first fitting entry is its
+    // best candidate.
+    std::optional<std::pair<int, NodeId>> best;
+    for (auto it = first; same_cluster(it); ++it) {
+      if (!accepts(models, it->first.second)) continue;
+      const auto& by_free = it->second.by_free;
+      for (auto n = by_free.lower_bound({shape.gpus_per_node, 0}); n != by_free.end(); ++n) {
+        if (excluded_node(excluded, n->second)) continue;
+        if (!best || *n < *best) best = *n;
+        break;
+      }
+    }
+    if (!best) return std::nullopt;
+    Placement p;
+    whole_gpus_of(best->second, shape.gpus_per_node, &p);
+    return p;
+  }
+
+  // A gang: one model, its full nodes the lowest-indexed with room, then the remainder.
+  const int full_nodes = shape.uneven() ? shape.nodes - 1 : shape.nodes;
+  std::vector<NodeId> roomy;
+  for (auto it = first; same_cluster(it); ++it) {
+    if (!accepts(models, it->first.second)) continue;
+    const auto& by_free = it->second.by_free;
+    roomy.clear();
+    for (auto n = by_free.lower_bound({shape.gpus_per_node, 0}); n != by_free.end(); ++n) {
+      if (!excluded_node(excluded, n->second)) roomy.push_back(n->second);
+    }
+    if (static_cast<int>(roomy.size()) < full_nodes) continue;
+    std::sort(roomy.begin(), roomy.end());
+    roomy.resize(static_cast<std::size_t>(full_nodes));
+    Placement p;
+    for (NodeId n : roomy) whole_gpus_of(n, shape.gpus_per_node, &p);
+    if (!shape.uneven()) return p;
+    // The remainder where a request of its size alone would go, on a node not already taken.
+    for (auto n = by_free.lower_bound({shape.last_node_gpus, 0}); n != by_free.end(); ++n) {
+      if (excluded_node(excluded, n->second)) continue;
+      if (std::binary_search(roomy.begin(), roomy.end(), n->second)) continue;
+      whole_gpus_of(n->second, shape.last_node_gpus, &p);
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace allot::core
