@@ -11,7 +11,7 @@
 
 namespace allot::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // fields in the order written: time and event first
 
 std::string rfc3339(core::Time t) {
   std::time_t tt = static_cast<std::time_t>(t);
@@ -98,8 +98,9 @@ void EventLog::committing(const store::WriteBatch& batch) {
       if (ev.to == "preempting") {
         // A stop: a preemption for another job, or a drain because of the job's node.
         bool drain = false;
-        line["stop_reason"] = stop_reason(ev.reason, drain);
+        const auto why = stop_reason(ev.reason, drain);
         line["stop"] = drain ? "drain" : "preemption";
+        line["stop_reason"] = why;
         const std::string prefix = "preempted for job ";
         if (ev.reason.compare(0, prefix.size(), prefix) == 0) {
           line["for_job"] = std::strtoll(ev.reason.c_str() + prefix.size(), nullptr, 10);

@@ -82,8 +82,14 @@ void ServerMetrics::rebuilt(const store::Store& store) {
 void ServerMetrics::queued(const std::vector<std::pair<store::JobRecord, core::JobSpec>>& jobs) {
   std::lock_guard lk(mu_);
   for (const auto& [rec, spec] : jobs) {
-    track(rec);
-    submissions_[{rec.budget, core::to_string(spec.kind)}] += 1;
+    // From the parsed spec: no JSON parse per submission on the loop's thread.
+    auto& j = jobs_[rec.id];
+    j.kind = core::to_string(spec.kind);
+    j.asked_milli = spec.shape.total_milli();
+    j.queued_since = rec.submit_time;
+    j.budget = rec.budget;
+    j.state = rec.state;
+    submissions_[{rec.budget, j.kind}] += 1;
   }
 }
 
