@@ -139,7 +139,7 @@ void ServerMetrics::cycled(double seconds) {
 
 void ServerMetrics::request(const std::string& method, const std::string& route, int status,
                             double seconds) {
-  std::lock_guard lk(mu_);
+  std::lock_guard lk(api_mu_);
   auto [h, fresh] = api_latency_.try_emplace({method, route}, prom::latency_buckets());
   h->second.observe(seconds);
   api_requests_[{method, route, std::to_string(status)}] += 1;
@@ -166,7 +166,8 @@ std::string ServerMetrics::render(const ScrapeInput& in) {
   std::lock_guard lk(mu_);
 
   // ---- budgets ----
-  const auto budgets = snap.budgets ? live_budgets(*snap.budgets) : decltype(live_budgets({})){};
+  std::vector<std::pair<std::string, core::BudgetId>> budgets;
+  if (snap.budgets) budgets = live_budgets(*snap.budgets);
   struct Held {
     double allocated = 0, unallocated = 0, demand = 0;
     std::uint32_t rank = 0;  // best queue rank of a waiting job (0: none waiting)
@@ -369,6 +370,7 @@ void ServerMetrics::render_loop(prom::TextWriter& w, const Snapshot& snap) {
   w.family("allot_store_commit_duration_seconds", "histogram",
            "Seconds the scheduling loop waited for a batch to be durable in the store.");
   w.histogram("allot_store_commit_duration_seconds", {}, commit_);
+  std::lock_guard api_lk(api_mu_);
   w.family("allot_api_request_duration_seconds", "histogram",
            "Seconds to answer an API request, by method and route.");
   for (const auto& [k, h] : api_latency_) {

@@ -82,7 +82,9 @@ class ServerMetrics : public ControllerObserver {
   std::map<std::string, prom::Histogram> queue_wait_;                  // kind
   prom::Histogram cycle_;
   prom::Histogram commit_;
-  // (method, route) -> latency; (method, route, code) -> count
+  // Apart from mu_: every API request takes it, and they should not wait for a scrape's
+  // gauges or the loop's batches. (method, route) -> latency; (method, route, code) -> count.
+  std::mutex api_mu_;
   std::map<std::pair<std::string, std::string>, prom::Histogram> api_latency_;
   std::map<std::tuple<std::string, std::string, std::string>, double> api_requests_;
 };
