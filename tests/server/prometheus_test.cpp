@@ -200,6 +200,13 @@ TEST_F(Prometheus, OnlyAdminAndMetricsTokensScrape) {
   EXPECT_EQ(r.status, 403);
   EXPECT_EQ(r.body["error"]["field"], "Authorization");
   EXPECT_EQ(h->post("/api/v1/jobs", job("m1"), metrics_token).status, 403);
+  // Every other route, read or write, refuses it.
+  for (const auto& route : ApiServer::routes()) {
+    if (route.path == "/metrics" || route.path == "/api/v1/health") continue;
+    std::string path = std::regex_replace(route.path, std::regex(R"(\{[a-z_]+\})"), "1");
+    auto r = h->raw(route.method, path, "{}", metrics_token);
+    EXPECT_EQ(r.status, 403) << route.method << " " << path << ": " << r.body.dump();
+  }
   EXPECT_EQ(h->post("/api/v1/tokens", {{"name", "p2"}, {"role", "metrics"}, {"scope", "/lab"}})
                 .body["error"]["field"],
             "scope");
