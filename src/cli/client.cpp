@@ -898,7 +898,8 @@ int cmd_token(const Args& a, const Conn& c) {
   if (sub == "create") {
     if (a.pos.size() < 2 || !a.has("role")) {
       die(kUsage,
-          "token create NAME --role admin|manager|user|agent [--scope PATH|NODE] [--subject USER]");
+          "token create NAME --role admin|manager|user|agent|metrics [--scope PATH|NODE] "
+          "[--subject USER]");
     }
     json body = {{"name", a.pos[1]}, {"role", a.get("role")}};
     if (a.has("scope")) body["scope"] = a.get("scope");

@@ -199,16 +199,17 @@ std::vector<CommandSpec> build() {
     c.push_back(r);
   }
   c.push_back({"token ls", "", "The API tokens (admins).", {}, 0, 0, false, "allot token ls"});
-  c.push_back({"token create",
-               "NAME --role ROLE [options]",
-               "Make a token; its secret is printed once.",
-               {{"role", "ROLE", "what it may do", {"admin", "manager", "user", "agent"}},
-                {"scope", "PATH|NODE", "a manager's budget subtree, or an agent's node"},
-                {"subject", "USER", "the user it acts as (default: NAME)"}},
-               1,
-               1,
-               false,
-               "allot token create ann --role user --subject ann"});
+  c.push_back(
+      {"token create",
+       "NAME --role ROLE [options]",
+       "Make a token; its secret is printed once.",
+       {{"role", "ROLE", "what it may do", {"admin", "manager", "user", "agent", "metrics"}},
+        {"scope", "PATH|NODE", "a manager's budget subtree, or an agent's node"},
+        {"subject", "USER", "the user it acts as (default: NAME)"}},
+       1,
+       1,
+       false,
+       "allot token create ann --role user --subject ann"});
   c.push_back(
       {"token revoke", "ID", "Revoke a token at once.", {}, 1, 1, false, "allot token revoke 7"});
   for (auto& spec : c) {

@@ -17,6 +17,8 @@
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/controller.h"
+#include "server/event_log.h"
+#include "server/prometheus.h"
 #include "store/sqlite_store.h"
 
 namespace allot::cli {
@@ -61,7 +63,26 @@ struct ServerArgs {
   int local_nodes = 0;  // allot up: node agents in this process (fake GPUs without a real one)
   std::string backend = "auto";
   server::SubmitLimits submit;  // per principal (server/quota.h)
+  // The event log (server/event_log.h): "-" stderr, "off" none; allot server: stderr, up: off.
+  std::string event_log;
+  // GET /metrics without a token on an address of its own (server/prometheus.h); "" none.
+  std::string metrics_host;
+  int metrics_port = -1;
 };
+
+// "HOST:PORT" or "[IPv6]:PORT" with a port of 0..65535; false if it is not that.
+bool split_listen(const std::string& v, std::string& host, int& port) {
+  auto colon = v.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == v.size()) return false;
+  host = v.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string p = v.substr(colon + 1);
+  if (p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  port = std::stoi(p);
+  return port <= 65535;
+}
 
 void usage(bool up) {
   std::fprintf(
@@ -93,8 +114,13 @@ void usage(bool up) {
       "                       limit); --submit-burst N at once (default 1000); beyond: 429\n"
       "  --max-waiting-jobs N jobs waiting per user (default 10000; 0 = no limit); beyond: 429\n"
       "                       (administrators' tokens are not limited)\n"
+      "  --event-log FILE     one JSON line per job transition, stop, node health and budget\n"
+      "                       change, appended to FILE; '-' stderr, 'off' none (default: %s)\n"
+      "  --metrics-listen HOST:PORT  also serve GET /metrics there without a token (on the\n"
+      "                       API port /metrics needs an admin or metrics token)\n"
       "job logs go to <data>.logs/\n",
-      up ? "up" : "server", up ? "a fresh temporary directory" : "./allot.db");
+      up ? "up" : "server", up ? "a fresh temporary directory" : "./allot.db",
+      up ? "off" : "stderr");
 }
 
 bool parse(int argc, char** argv, ServerArgs& a, bool up) {
@@ -162,6 +188,19 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.submit.burst = std::max(1, number("a count"));
     } else if (k == "--max-waiting-jobs") {
       a.submit.max_waiting = number("a count");
+    } else if (k == "--event-log") {
+      a.event_log = next("a file, '-' or 'off'");
+      if (a.event_log.empty()) {
+        std::fprintf(stderr, "allot: --event-log: give a file, '-' (stderr) or 'off'\n");
+        std::exit(2);
+      }
+    } else if (k == "--metrics-listen") {
+      const std::string v = next("HOST:PORT");
+      if (!split_listen(v, a.metrics_host, a.metrics_port)) {
+        std::fprintf(stderr, "allot: --metrics-listen: '%s' is not HOST:PORT (port 0-65535)\n",
+                     v.c_str());
+        std::exit(2);
+      }
     } else {
       std::fprintf(stderr, "allot: unknown option '%s'\n", k.c_str());
       usage(up);
@@ -221,6 +260,17 @@ int serve(ServerArgs a, bool up) {
     }
   }
   server::ControllerOptions co;
+  auto metrics = std::make_shared<server::ServerMetrics>();
+  co.observers.push_back(metrics);
+  if (a.event_log.empty()) a.event_log = up ? "off" : "-";
+  if (a.event_log != "off") {
+    auto log = server::EventLog::open(a.event_log);
+    if (!log.ok()) {
+      std::fprintf(stderr, "allot: --event-log: %s\n", log.error().reason.c_str());
+      return 2;
+    }
+    co.observers.push_back(log.value());
+  }
   co.tick = std::chrono::milliseconds(a.tick_ms);
   co.sim_default_duration = a.sim_default;
   co.lease_seconds = a.lease_seconds;
@@ -293,11 +343,22 @@ int serve(ServerArgs a, bool up) {
   ao.threads = a.threads;
   ao.submit_limits = a.submit;
   ao.logs_dir = a.data + ".logs";
+  ao.prometheus = metrics;
   server::ApiServer api(st, ctl, ao);
   auto port = api.start();
   if (!port.ok()) {
     std::fprintf(stderr, "allot: %s\n", port.error().message().c_str());
     return 1;
+  }
+  std::unique_ptr<server::MetricsListener> metrics_listener;
+  if (a.metrics_port >= 0) {
+    metrics_listener = std::make_unique<server::MetricsListener>(metrics, st, ctl);
+    auto mp = metrics_listener->start(a.metrics_host, a.metrics_port);
+    if (!mp.ok()) {
+      std::fprintf(stderr, "allot: --metrics-listen: %s\n", mp.error().reason.c_str());
+      return 1;
+    }
+    std::printf("metrics (no token) on http://%s:%d/metrics\n", a.metrics_host.c_str(), mp.value());
   }
   const std::string addr = std::string(a.tls_cert.empty() ? "http" : "https") + "://" + a.host +
                            ":" + std::to_string(port.value());
@@ -334,6 +395,7 @@ int serve(ServerArgs a, bool up) {
     std::printf("jobs run as you (uid %u), in the directory they were submitted from\n",
                 static_cast<unsigned>(::geteuid()));
   }
+  std::printf("metrics: %s/metrics (an admin or metrics token; docs/metrics.md)\n", addr.c_str());
   if (!admin.empty()) {
     if (up) {
       std::printf("admin token%s: %s (kept in %s)\n", reused ? " (the same as before)" : "",
@@ -361,6 +423,7 @@ int serve(ServerArgs a, bool up) {
   sigwait(&set, &sig);
   std::printf("allot: stopping\n");
   local.reset();  // the agents stop their jobs
+  if (metrics_listener) metrics_listener->stop();
   api.stop();
   ctl.stop();
   return 0;

@@ -21,6 +21,7 @@
 #include "server/job_spec.h"
 #include "server/logs.h"
 #include "server/metrics.h"
+#include "server/prometheus.h"
 #include "server/telemetry.h"
 
 namespace allot::server {
@@ -405,7 +406,8 @@ struct ApiServer::Impl {
     if (!st.ok()) std::fprintf(stderr, "allot: audit: %s\n", st.error().message().c_str());
   }
 
-  Principal authenticate(const httplib::Request& req) {
+  // A metrics token (role "metrics") is refused everywhere but GET /metrics (`metrics_ok`).
+  Principal authenticate(const httplib::Request& req, bool metrics_ok = false) {
     auto h = req.get_header_value("Authorization");
     if (h.size() < 8 || h.compare(0, 7, "Bearer ") != 0) {
       throw HttpError{401, "Authorization", "missing: send 'Authorization: Bearer <token>'"};
@@ -432,6 +434,9 @@ struct ApiServer::Impl {
       std::lock_guard lk(token_mu);
       if (token_cache.size() >= 10000) token_cache.clear();
       token_cache.emplace(std::move(secret), p);
+    }
+    if (p.role == "metrics" && !metrics_ok) {
+      throw HttpError{403, "Authorization", "a metrics token only reads GET /metrics"};
     }
     // What it manages follows the budgets' owners as they are now.
     if (p.role == "manager" || p.role == "user") {
@@ -511,8 +516,10 @@ struct ApiServer::Impl {
 
   template <typename F>
   void route(const std::string& method, const std::string& path, F fn) {
-    auto handler = [fn](const httplib::Request& req, httplib::Response& res) {
+    auto handler = [fn, this, method, path](const httplib::Request& req, httplib::Response& res) {
+      const auto began = std::chrono::steady_clock::now();
       answering(res, [&] { fn(req, res); });
+      if (opts.prometheus) opts.prometheus->request(method, path, res.status, seconds_since(began));
     };
     routes.push_back({method, path});
     if (!svr) return;  // listing only
@@ -826,6 +833,13 @@ void ApiServer::Impl::install() {
   route("GET", "/api/v1/health", [this](const auto&, auto& res) {
     auto snap = ctl->snapshot();
     send(res, 200, {{"status", "ok"}, {"cycles", snap ? snap->cycles : 0}});
+  });
+  // Prometheus (server/prometheus.h): an admin or a metrics token.
+  route("GET", "/metrics", [this](const auto& req, auto& res) {
+    auto p = authenticate(req, true);
+    require(p.is_admin() || p.role == "metrics", "read metrics (an admin or metrics token)");
+    if (!opts.prometheus) throw HttpError{503, "", "metrics are not enabled on this server"};
+    res.set_content(scrape(*opts.prometheus, *store, *ctl), kPrometheusContentType);
   });
   route("GET", "/api/v1/whoami", [this](const auto& req, auto& res) {
     auto p = authenticate(req);
@@ -1621,7 +1635,9 @@ void ApiServer::Impl::install() {
     auto subject = str_field(body, "subject", false);
     auto scope = str_field(body, "scope", false, 512);
     if (!valid_name(name)) throw HttpError{400, "name", "must be a name"};
-    if (!valid_role(role)) throw HttpError{400, "role", "must be admin, manager, user or agent"};
+    if (!valid_role(role)) {
+      throw HttpError{400, "role", "must be admin, manager, user, agent or metrics"};
+    }
     if (subject.empty()) subject = name;
     if (!valid_name(subject)) throw HttpError{400, "subject", "must be a user name"};
     if (role == "manager" && !valid_budget_path(scope)) {
@@ -1630,7 +1646,7 @@ void ApiServer::Impl::install() {
     if (role == "agent" && !valid_name(scope)) {
       throw HttpError{400, "scope", "an agent token needs the name of its node"};
     }
-    if ((role == "admin" || role == "user") && !scope.empty()) {
+    if ((role == "admin" || role == "user" || role == "metrics") && !scope.empty()) {
       throw HttpError{400, "scope", "only manager and agent tokens have a scope"};
     }
     if (!p.is_admin()) {
@@ -1757,7 +1773,7 @@ core::Result<int> ApiServer::start() {
       httplib::Request req;
       req.headers = h;
       try {
-        m->authenticate(req);
+        m->authenticate(req, true);  // the route says what a metrics token may not do
       } catch (const HttpError& e) {
         Impl::send_error(res, e.status, e.field, e.reason);
         return false;
@@ -1765,10 +1781,16 @@ core::Result<int> ApiServer::start() {
       }
       return true;
     });
-    impl_->events->handle("POST", "/api/v1/jobs",
-                          [m = impl_.get()](const httplib::Request& req, EventServer::Reply r) {
-                            m->submit(req, std::move(r));
-                          });
+    impl_->events->handle(
+        "POST", "/api/v1/jobs",
+        [m = impl_.get()](const httplib::Request& req, EventServer::Reply r) {
+          if (!m->opts.prometheus) return m->submit(req, std::move(r));
+          m->submit(req, [m, r = std::move(r),
+                          began = std::chrono::steady_clock::now()](httplib::Response res) {
+            m->opts.prometheus->request("POST", "/api/v1/jobs", res.status, seconds_since(began));
+            r(std::move(res));
+          });
+        });
     auto port = impl_->events->bind(o.host, o.port);
     if (!port.ok()) return port.error();
     impl_->events->start();

@@ -15,6 +15,8 @@
 
 namespace allot::server {
 
+class ServerMetrics;  // server/prometheus.h
+
 struct ApiOptions {
   std::string host = "127.0.0.1";
   int port = 0;          // 0: any free port
@@ -35,6 +37,9 @@ struct ApiOptions {
   // Per principal: submissions a second and jobs waiting (429 beyond; administrators are not
   // limited).
   SubmitLimits submit_limits;
+  // GET /metrics (server/prometheus.h), also told each request's route, status and latency.
+  // Null: /metrics answers 503.
+  std::shared_ptr<ServerMetrics> prometheus;
 };
 
 struct Route {

@@ -37,7 +37,8 @@ std::string new_token_secret() {
 }
 
 bool valid_role(const std::string& role) {
-  return role == "admin" || role == "manager" || role == "user" || role == "agent";
+  return role == "admin" || role == "manager" || role == "user" || role == "agent" ||
+         role == "metrics";
 }
 
 bool path_within(const std::string& path, const std::string& scope) {

@@ -1,7 +1,7 @@
 // API tokens and roles. A token is "allot_" + 40 random hex digits; the store keeps only its
 // SHA-256. Roles: admin (everything); manager of a budget subtree (its budgets, jobs and usage);
 // user (submits to budgets they are a member of; sees and cancels their own jobs); agent (acts
-// only for its node).
+// only for its node); metrics (reads GET /metrics and nothing else).
 #pragma once
 
 #include <map>
@@ -17,7 +17,7 @@ std::string new_token_secret();
 
 struct Principal {
   std::int64_t token_id = 0;
-  std::string role;     // admin, manager, user, agent
+  std::string role;     // admin, manager, user, agent, metrics
   std::string subject;  // user name
   std::string scope;    // manager: budget path; agent: node name
   // Budget subtrees it manages: a manager token's scope, and the budgets whose owners list the

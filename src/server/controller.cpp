@@ -124,6 +124,8 @@ T Controller::call(std::function<T()> fn) {
 
 void Controller::write(WriteBatch batch) {
   if (batch.empty()) return;
+  for (const auto& o : options_.observers) o->committing(batch);
+  const auto began = std::chrono::steady_clock::now();
   auto st = store_.write(std::move(batch));
   if (!st.ok()) {
     // The in-memory state is ahead of the store: the only safe course is to stop and let a
@@ -131,6 +133,8 @@ void Controller::write(WriteBatch batch) {
     std::fprintf(stderr, "allot: store write failed: %s\n", st.error().message().c_str());
     std::abort();
   }
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
+  for (const auto& o : options_.observers) o->committed(took.count());
 }
 
 core::ClusterId Controller::cluster_id(const std::string& name) {
@@ -242,6 +246,7 @@ void Controller::confirm_stop(Active& a, const std::string& how, Time now, Write
 Status Controller::start() {
   if (auto st = validate(options_); !st.ok()) return st;
   rebuild();
+  for (const auto& o : options_.observers) o->rebuilt(store_);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "allot-loop");
     run();
@@ -416,6 +421,7 @@ void Controller::submitted(store::JobRecord rec, core::JobSpec spec) {
 
 void Controller::take_submits(std::vector<std::pair<store::JobRecord, core::JobSpec>>& jobs) {
   if (jobs.empty()) return;
+  for (const auto& o : options_.observers) o->queued(jobs);
   const Time now = options_.clock();
   WriteBatch batch;
   for (auto& [rec, spec] : jobs) {
@@ -1004,6 +1010,7 @@ void Controller::sim_exits(Time now, WriteBatch& batch) {
 }
 
 void Controller::cycle(bool explain) {
+  CycleTimer timer(options_.observers);
   const Time now = std::max(options_.clock(), sched_.now());
   WriteBatch batch;
   check_timeouts(now, batch);

@@ -28,6 +28,7 @@
 #include "core/scheduler.h"
 #include "server/feasibility.h"
 #include "server/lifecycle.h"
+#include "server/observer.h"
 #include "store/store.h"
 
 namespace allot::server {
@@ -52,6 +53,8 @@ struct ControllerOptions {
   int lease_seconds = 30;
   int node_timeout_seconds = 45;
   int stop_grace_seconds = 30;
+  // Told every persisted batch, submission and cycle (server/observer.h), on the loop's thread.
+  Observers observers;
 };
 // Checks the agent protocol options; the error names the option at fault.
 Status validate(const ControllerOptions& o);

@@ -52,7 +52,8 @@ class Cli : public ::testing::Test {
       std::freopen((dir_ + "/server.log").c_str(), "a", stderr);
       execl(ALLOT_BIN, ALLOT_BIN, "server", "--data", (dir_ + "/allot.db").c_str(), "--port", "0",
             "--addr-file", (dir_ + "/addr").c_str(), "--token-file", (dir_ + "/token").c_str(),
-            "--sim-nodes", "2", "--sim-duration", "3600", "--tick-ms", "50",
+            "--sim-nodes", "2", "--sim-duration", "3600", "--tick-ms", "50", "--event-log",
+            (dir_ + "/events.jsonl").c_str(), "--metrics-listen", "127.0.0.1:0",
             static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -614,6 +615,93 @@ TEST(CliUp, ReusesItsAdminToken) {
   EXPECT_NE(second.find(kept), std::string::npos) << second;
   EXPECT_NE(second.find("the same as before"), std::string::npos) << second;
   std::filesystem::remove_all(dir);
+}
+
+// The server binary's metrics and event log: a metrics token on the API port, the tokenless
+// listener, promtool on the live text, and the event log's lines for a submitted job.
+TEST_F(Cli, MetricsAndEventLogOfTheServerBinary) {
+  auto t = allot({"token", "create", "prom", "--role", "metrics"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  std::string secret;
+  for (std::size_t at = t.out.find("allot_"); at != std::string::npos && secret.empty();
+       at = t.out.find("allot_", at + 1)) {
+    secret = t.out.substr(at, t.out.find_first_of(" \n", at) - at);
+  }
+  ASSERT_EQ(secret.size(), 46u) << t.out;
+  ASSERT_EQ(allot({"budget", "set", "/lab/metrics", "--share", "1"}).code, 0);
+  auto s = allot({"submit", "--budget", "/lab/metrics", "--gpus", "1", "--", "sleep", "1"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  std::this_thread::sleep_for(300ms);  // a few cycles of 50 ms
+
+  httplib::Client api(addr_);
+  auto m = api.Get("/metrics", bearer(secret));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->body.find("allot_submissions_total{budget=\"/lab/metrics\",kind=\"batch\"}"),
+            std::string::npos);
+  EXPECT_EQ(api.Get("/api/v1/jobs", bearer(secret))->status, 403);
+
+  const auto log = slurp(dir_ + "/server.log");
+  const std::string said = "metrics (no token) on ";
+  auto at = log.find(said);
+  ASSERT_NE(at, std::string::npos) << log;
+  const auto url = log.substr(at + said.size(), log.find('\n', at) - at - said.size());
+  const auto host = url.substr(0, url.rfind("/metrics"));
+  httplib::Client open(host);
+  auto o = open.Get("/metrics");
+  ASSERT_TRUE(o) << host;
+  EXPECT_EQ(o->status, 200);
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    const auto text = file("metrics.txt", o->body);
+    const int rc = std::system(
+        ("promtool check metrics < " + text + " > " + dir_ + "/promtool.out 2>&1").c_str());
+    EXPECT_EQ(rc, 0) << slurp(dir_ + "/promtool.out");
+  }
+
+  bool submitted = false;
+  std::ifstream events(dir_ + "/events.jsonl");
+  std::string line;
+  while (std::getline(events, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << line;
+    if (j["event"] == "job" && j["to"] == "pending" && j["budget"] == "/lab/metrics") {
+      submitted = true;
+    }
+  }
+  EXPECT_TRUE(submitted) << slurp(dir_ + "/events.jsonl");
+}
+
+TEST(CliServer, RefusesBadMetricsAndEventLogFlags) {
+  auto run = [](const std::vector<std::string>& args) {
+    const std::string err = std::filesystem::temp_directory_path() / "allot-cli-server-err";
+    pid_t pid = fork();
+    if (pid == 0) {
+      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(e, 2);
+      std::vector<char*> argv{const_cast<char*>(ALLOT_BIN), const_cast<char*>("server")};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(ALLOT_BIN, argv.data());
+      _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    Out o{WIFEXITED(st) ? WEXITSTATUS(st) : -1, "", slurp(err)};
+    std::filesystem::remove(err);
+    return o;
+  };
+  auto r = run({"--metrics-listen", "9464"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--metrics-listen: '9464' is not HOST:PORT"), std::string::npos) << r.err;
+  r = run({"--metrics-listen", "127.0.0.1:70000"});
+  EXPECT_EQ(r.code, 2);
+  r = run({"--event-log", "/nonexistent-dir/events.jsonl"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--event-log: cannot open /nonexistent-dir/events.jsonl"), std::string::npos)
+      << r.err;
+  r = run({"--event-logs", "x"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown option '--event-logs'"), std::string::npos) << r.err;
 }
 
 }  // namespace
