@@ -47,6 +47,8 @@ struct Route {
   std::string path;    // OpenAPI form, e.g. /api/v1/jobs/{id}
 };
 
+// Serves the REST API for one store and controller. start() and stop() from one thread (the
+// owner's); requests are answered on the server's own threads.
 class ApiServer {
  public:
   ApiServer(store::Store& store, Controller& controller, ApiOptions options);

@@ -126,6 +126,16 @@ struct Snapshot {
   std::uint64_t version = 0;  // one more for each snapshot published
 };
 
+// Owns the scheduling loop and the in-memory mirror of the store's jobs, nodes and budgets.
+// Thread-safe: every public call may come from any thread (the API's workers and event loops);
+// changes run on the loop thread and return once durable, reads use the published snapshot.
+//
+// Submissions do not go through the loop as an event: the API writes the job (pending) to the
+// store itself, from its event loop, and answers as soon as the write is durable; then it hands
+// the job over with submitted(). This keeps a submit storm off the loop thread (no wait for a
+// loop turn, no closure per job: the loop takes them in a batch just before its next cycle), and
+// the store's unique (owner, idempotency key) index, not the loop, refuses a repeated submit.
+// Everything else that changes state (cancel, reports, node and budget changes) is an event.
 class Controller {
  public:
   Controller(store::Store& store, ControllerOptions options);
@@ -201,8 +211,15 @@ class Controller {
   };
 
   void vacate(const Active& a, Time now);
+  // Runs fn on the loop thread and returns its result (here, not in a .cpp: every event file
+  // uses it).
   template <typename T>
-  T call(std::function<T()> fn);
+  T call(std::function<T()> fn) {
+    std::promise<T> p;
+    auto fut = p.get_future();
+    post([&] { p.set_value(fn()); });
+    return fut.get();
+  }
   void post(std::function<void()> fn);
   void run();
   void rebuild();
@@ -229,8 +246,15 @@ class Controller {
   void record_health(const store::NodeRecord& n, Time now, store::WriteBatch& batch);
   void revive(const std::string& name);
 
-  store::Store& store_;
+  // Set at construction, then only read (from any thread).
+  store::Store& store_;  // thread-safe itself
   ControllerOptions options_;
+
+  // Any thread: next_job_id() hands out ids without the loop.
+  std::atomic<JobId> last_job_id_{0};
+
+  // Owned by the loop thread (and by start() before the loop runs: rebuild()). Never touched
+  // from other threads: they post events (call(), post()) or read the published snapshot.
   core::Scheduler sched_;
   std::map<JobId, Active> active_;
   std::map<JobId, Vacating> vacating_;
@@ -241,32 +265,35 @@ class Controller {
   std::shared_ptr<const std::map<JobId, WhyInfo>> why_;
   Time explained_at_ = 0;
   std::set<JobId> holding_;  // jobs holding GPUs (starting, running, preempting)
-  std::atomic<JobId> last_job_id_{0};
   std::uint64_t cycles_ = 0;
   std::uint64_t published_ = 0;  // snapshots published (Snapshot::version)
+  bool dirty_ = false;           // an event changed something since the last cycle
+  std::shared_ptr<const core::BudgetTree> budgets_snap_;  // reused while the tree is unchanged
+  std::uint64_t budgets_snap_version_ = 0;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;  // wakes the loop: an event, a submission, stop()
+  // Guarded by mu_.
   std::deque<std::function<void()>> queue_;
   std::vector<std::pair<store::JobRecord, core::JobSpec>> submits_;
   bool stopping_ = false;
-  // Whether a submission should wake the loop (under mu_): not while an event cycle is already
-  // due, since submissions wait for it anyway and are taken together just before it.
+  // Whether a submission should wake the loop: not while an event cycle is already due, since
+  // submissions wait for it anyway and are taken together just before it.
   bool wake_on_submit_ = true;
-  bool dirty_ = false;
-  std::thread thread_;
 
-  // Last contact of each node's agent (any agent call), on the controller's clock; written by
-  // the API threads without going through the loop.
   mutable std::mutex contact_mu_;
+  // Guarded by contact_mu_: written by the API threads (agent calls) without going through the
+  // loop. Last contact on the controller's clock.
   std::unordered_map<std::string, Time> last_contact_;
   std::set<std::string> timed_out_;                         // nodes marked down for silence
   std::unordered_map<std::string, std::string> node_gpus_;  // latest GPU telemetry per node
 
   mutable std::mutex snap_mu_;
+  // Guarded by snap_mu_: swapped by the loop, read by any thread.
   std::shared_ptr<const Snapshot> snap_;
-  std::shared_ptr<const core::BudgetTree> budgets_snap_;
-  std::uint64_t budgets_snap_version_ = 0;
+
+  // The loop itself: started by start(), joined by stop() (the owner's thread).
+  std::thread thread_;
 };
 
 // Parses and renders the placement of a job: [{"node": ..., "gpu": ..., "milli": ...}].

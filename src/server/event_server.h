@@ -37,6 +37,9 @@ struct EventServerOptions {
 // soft limit to the hard one first).
 std::size_t connection_cap(std::size_t wanted);
 
+// Serves plain HTTP on a few epoll loops, handing requests to a RequestProcessor's workers or to
+// a handler on the loop. Set up (handle, admit, bind) from one thread before start(); stop() and
+// max_connections() from any thread; replies from any thread.
 class EventServer {
  public:
   // How a handler answers, once, from any thread.

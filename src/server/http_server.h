@@ -8,6 +8,8 @@
 
 namespace allot::server {
 
+// Answers whole requests read by someone else with cpp-httplib's routing. Routes are registered
+// before serving; process() is then safe from many threads at once.
 class RequestProcessor final : public httplib::Server {
  public:
   // Answers one whole request (head and body, as read from the client) with the response's bytes.

@@ -37,6 +37,8 @@ struct LogRead {
   bool final = false;       // the agent marked the stream complete
 };
 
+// The files of the uploaded job logs under one directory. Thread-safe (one mutex over the
+// streams' state; file writes under it).
 class LogStore {
  public:
   explicit LogStore(std::string dir, LogLimits limits = {});
@@ -66,9 +68,12 @@ class LogStore {
   Stream& state(const std::string& base);
   core::Status write_at(const std::string& base, Stream& s, const std::string& bytes);
 
+  // Set at construction, then only read.
   std::string dir_;
   LogLimits limits_;
+
   mutable std::mutex mu_;
+  // Guarded by mu_.
   std::map<std::string, Stream> streams_;
 };
 

@@ -17,6 +17,8 @@ struct SubmitLimits {
   std::int64_t max_waiting = 10000;  // waiting jobs per owner (0: no limit)
 };
 
+// Who may submit now: a token bucket and a count of waiting jobs per principal. Thread-safe
+// (one mutex).
 class SubmitQuota {
  public:
   using Clock = std::chrono::steady_clock;
@@ -43,8 +45,10 @@ class SubmitQuota {
     std::uint64_t snapshot;
     std::int64_t n;
   };
-  SubmitLimits limits_;
+  const SubmitLimits limits_;
+
   std::mutex mu_;
+  // Guarded by mu_.
   std::unordered_map<std::string, Bucket> buckets_;  // principals with a valid token: bounded
   std::unordered_map<std::string, Added> added_;
 };

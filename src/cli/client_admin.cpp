@@ -1,0 +1,354 @@
+// The client commands about budgets, accounting, nodes and tokens: budget, report, nodes, drain,
+// undrain, cordon, uncordon, token.
+#include <httplib.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/client_common.h"
+#include "cli/commands.h"
+#include "cli/contract.h"
+#include "cli/flags.h"
+
+namespace allot::cli::client {
+
+namespace {
+
+std::string period_query(const Args& a) {
+  std::string q;
+  long long now = static_cast<long long>(std::time(nullptr));
+  long long to = a.has("to") ? parse_count("--to", a.get("to")) : now;
+  long long from = a.has("since")  ? to - parse_duration("--since", a.get("since"))
+                   : a.has("from") ? parse_count("--from", a.get("from"))
+                                   : to - 7 * 86400;
+  return "from=" + std::to_string(from) + "&to=" + std::to_string(to);
+}
+
+std::string pct(const json& v) {
+  if (!v.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", v.get<double>() * 100);
+  return buf;
+}
+
+std::string hours(const json& v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v.is_number() ? v.get<double>() / 3600 : 0.0);
+  return buf;
+}
+
+std::string num(const json& v) {
+  if (!v.is_number()) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
+  return buf;
+}
+
+// allot report: the four metrics over the period (availability, occupancy, impact, utilization),
+// then owed and delivered per budget. --format text (default), csv (one metric per line: section,
+// name, metric, value) or json (the API's reply).
+
+// After a drain: each job still on the node and when it leaves (a drained job is stopped once it
+// reaches its minimum runtime), and so when the node will be empty.
+void tell_drain(const Conn& c, const std::string& node) {
+  const long long now = static_cast<long long>(std::time(nullptr));
+  long long empty_at = now;
+  std::vector<std::vector<std::string>> rows;
+  std::string after;
+  for (;;) {
+    auto r = request(c, "GET",
+                     "/api/v1/jobs?state=starting,running,preempting&limit=1000" +
+                         (after.empty() ? "" : "&after=" + after));
+    for (const auto& j : r["jobs"]) {
+      bool here = false;
+      for (const auto& g : j.value("placement", json::array())) here |= g.value("node", "") == node;
+      if (!here) continue;
+      const long long stop = drain_stop_time(j, now);
+      empty_at = std::max(empty_at, stop);
+      rows.push_back({std::to_string(j["id"].get<unsigned long long>()), j["owner"], job_class(j),
+                      stop <= now
+                          ? "now"
+                          : local_time(stop, now) + " (in " + human_duration(stop - now) + ")"});
+    }
+    if (!r["next"].is_number()) break;
+    after = std::to_string(r["next"].get<long long>());
+  }
+  if (rows.empty()) {
+    std::printf("no jobs on it: it is empty now\n");
+    return;
+  }
+  table({"JOB", "OWNER", "CLASS", "STOPS"}, rows);
+  if (empty_at <= now) {
+    std::printf("%zu job%s on %s, none protected: they are being stopped now\n", rows.size(),
+                rows.size() > 1 ? "s" : "", node.c_str());
+    return;
+  }
+  std::printf(
+      "%zu job%s still on %s; it will be empty by %s (in %s), when the last protection "
+      "ends\n",
+      rows.size(), rows.size() > 1 ? "s" : "", node.c_str(), local_time(empty_at, now).c_str(),
+      human_duration(empty_at - now).c_str());
+}
+
+}  // namespace
+
+int cmd_budget(const Args& a, const Conn& c) {
+  const std::string sub = a.pos.empty() ? "tree" : a.pos[0];
+  if (sub == "tree") {
+    auto r = request(c, "GET", "/api/v1/budgets");
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+      return kOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& b : r["budgets"]) {
+      std::string fr;
+      for (const auto& [k, v] : b["fraction"].items()) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s%s %.1f%%", fr.empty() ? "" : ", ", k.c_str(),
+                      v.get<double>() * 100);
+        fr += buf;
+      }
+      auto names = [](const json& list) {
+        std::string out;
+        if (!list.is_array()) return out;
+        for (const auto& m : list) out += (out.empty() ? "" : ",") + m.get<std::string>();
+        return out;
+      };
+      char share[32];
+      std::snprintf(share, sizeof share, "%g", b["share"].get<double>());
+      rows.push_back({std::string(2 * static_cast<std::size_t>(b["depth"].get<int>()), ' ') +
+                          b["path"].get<std::string>(),
+                      share, fr, names(b.value("owners", json::array())), names(b["members"])});
+    }
+    table({"BUDGET", "SHARE", "OF CLUSTER", "OWNERS", "MEMBERS"}, rows);
+    return kOk;
+  }
+  if (sub == "rm" || sub == "remove") {
+    if (a.pos.size() < 2) die(kUsage, "budget rm PATH");
+    auto r = request(c, "DELETE", "/api/v1/budgets?path=" + qs_escape(a.pos[1]));
+    for (const auto& p : r["removed"]) std::printf("removed %s\n", p.get<std::string>().c_str());
+    return kOk;
+  }
+  if (sub == "set") {
+    if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b] [--owners c,d]");
+    json body = {{"path", a.pos[1]}};
+    if (a.has("share")) {
+      body["share"] = parse_number("--share", a.get("share"));
+    }
+    for (const char* list : {"members", "owners"}) {
+      if (!a.has(list)) continue;
+      json m = json::array();
+      std::string s = a.get(list);
+      std::size_t st = 0;
+      while (st < s.size()) {
+        auto comma = s.find(',', st);
+        if (comma == std::string::npos) comma = s.size();
+        if (comma > st) m.push_back(s.substr(st, comma - st));
+        st = comma + 1;
+      }
+      body[list] = m;
+    }
+    auto r = request(c, "POST", "/api/v1/budgets", &body);
+    std::printf("budget %s: share %g\n", r["path"].get<std::string>().c_str(),
+                r["share"].get<double>());
+    return kOk;
+  }
+  if (sub == "usage") {
+    std::string q = "/api/v1/usage?" + period_query(a) + "&by=" + qs_escape(a.get("by", "budget"));
+    if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
+    auto r = request(c, "GET", q);
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+      return kOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& x : r["rows"]) {
+      char al[32], un[32];
+      std::snprintf(al, sizeof al, "%.1f", x["allocated_gpu_seconds"].get<double>() / 3600);
+      std::snprintf(un, sizeof un, "%.1f", x["unallocated_gpu_seconds"].get<double>() / 3600);
+      rows.push_back(
+          {x.contains("user") ? x["user"].get<std::string>() : x["budget"].get<std::string>(), al,
+           un});
+    }
+    table({a.get("by", "budget") == "user" ? "USER" : "BUDGET", "ALLOCATED GPU-H",
+           "UNALLOCATED GPU-H"},
+          rows);
+    return kOk;
+  }
+  die(kUsage, "budget: tree, set, rm or usage");
+}
+
+int cmd_report(const Args& a, const Conn& c) {
+  std::string q = "/api/v1/report?" + period_query(a);
+  if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
+  const auto fmt = a.has("json") ? "json" : a.get("format", "text");
+  if (fmt != "json" && fmt != "csv" && fmt != "text") die(kUsage, "--format: text, csv or json");
+  auto r = request(c, "GET", q);
+  if (fmt == "json") {
+    std::printf("%s\n", r.dump(2).c_str());
+    return kOk;
+  }
+  const auto& av = r["availability"];
+  const auto& oc = r["occupancy"];
+  const auto& im = r["impact"];
+  const auto& ut = r["utilization"];
+  if (fmt == "csv") {
+    std::printf("section,name,metric,value\n");
+    auto line = [](const std::string& sec, const std::string& name, const char* metric,
+                   const json& v) {
+      std::printf("%s,%s,%s,%s\n", sec.c_str(), name.c_str(), metric, num(v).c_str());
+    };
+    const std::string scope = r.value("scope", "/");
+    line("all", scope, "availability", av["value"]);
+    line("all", scope, "occupancy", oc["value"]);
+    line("all", scope, "occupancy_allocated", oc["allocated"]);
+    line("all", scope, "occupancy_unallocated", oc["unallocated"]);
+    line("all", scope, "impact_mean", im["mean"]);
+    line("all", scope, "impact_min", im["min"]);
+    line("all", scope, "budgets_owed", im["budgets_owed"]);
+    line("all", scope, "budgets_at_least_95", im["budgets_at_least_95"]);
+    line("all", scope, "utilization", ut["value"]);
+    line("all", scope, "jobs_measured", ut["jobs_measured"]);
+    line("all", scope, "jobs_without_telemetry", ut["jobs_without_telemetry"]);
+    for (const auto& [name, cl] : r["clusters"].items()) {
+      for (const char* k :
+           {"availability", "occupancy", "occupancy_allocated", "occupancy_unallocated",
+            "total_gpu_seconds", "available_gpu_seconds"}) {
+        line("cluster", name, k, cl[k]);
+      }
+    }
+    for (const auto& b : r["budgets"]) {
+      for (const char* k :
+           {"owed_gpu_seconds", "owed_capped_gpu_seconds", "demand_gpu_seconds",
+            "allocated_gpu_seconds", "unallocated_gpu_seconds", "delivered_fraction", "impact",
+            "utilization", "jobs_measured", "jobs_without_telemetry"}) {
+        line("budget", b["budget"].get<std::string>(), k, b[k]);
+      }
+    }
+    return kOk;
+  }
+  auto when = [](long long t) {
+    std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+    return std::string(buf);
+  };
+  std::printf("%s: %s to %s UTC\n", r.value("scope", "/").c_str(),
+              when(r["from"].get<long long>()).c_str(), when(r["to"].get<long long>()).c_str());
+  std::printf("availability  %-7s healthy and ready GPU-time / total GPU-time\n",
+              pct(av["value"]).c_str());
+  std::printf("occupancy     %-7s assigned / available GPU-time (allocated %s, unallocated %s)\n",
+              pct(oc["value"]).c_str(), pct(oc["allocated"]).c_str(),
+              pct(oc["unallocated"]).c_str());
+  if (im["budgets_owed"].get<int>() > 0) {
+    std::printf(
+        "impact        %-7s mean over %d budgets owed GPU-time; worst %s (%s); %d at >= 95%%\n",
+        pct(im["mean"]).c_str(), im["budgets_owed"].get<int>(), pct(im["min"]).c_str(),
+        im["min_budget"].get<std::string>().c_str(), im["budgets_at_least_95"].get<int>());
+  } else {
+    std::printf("impact        -       no budget was owed GPU-time (no demand)\n");
+  }
+  std::printf(
+      "utilization   %-7s measured GPU use / assigned, %d jobs measured, %d without "
+      "telemetry (left out)\n\n",
+      pct(ut["value"]).c_str(), ut["jobs_measured"].get<int>(),
+      ut["jobs_without_telemetry"].get<int>());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& b : r["budgets"]) {
+    rows.push_back({b["budget"], hours(b["owed_gpu_seconds"]), hours(b["owed_capped_gpu_seconds"]),
+                    hours(b["allocated_gpu_seconds"]), hours(b["unallocated_gpu_seconds"]),
+                    pct(b["impact"]), pct(b["utilization"])});
+  }
+  table({"BUDGET", "SHARE GPU-H", "OWED GPU-H", "ALLOCATED GPU-H", "UNALLOCATED GPU-H", "IMPACT",
+         "UTILIZATION"},
+        rows);
+  return kOk;
+}
+
+int cmd_nodes(const Args& a, const Conn& c) {
+  auto r = request(c, "GET", "/api/v1/nodes");
+  if (a.has("json")) {
+    std::printf("%s\n", r["nodes"].dump(2).c_str());
+    return kOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& n : r["nodes"]) {
+    rows.push_back({n["name"], n["cluster"], n["model"], std::to_string(n["gpus"].get<int>()),
+                    n["block"],
+                    n["health"].get<std::string>() + (n["cordoned"].get<bool>() ? ",cordoned" : ""),
+                    n["simulated"].get<bool>() ? "simulated" : "agent", n["health_reason"]});
+  }
+  table({"NAME", "CLUSTER", "MODEL", "GPUS", "BLOCK", "HEALTH", "KIND", "REASON"}, rows);
+  return kOk;
+}
+
+int cmd_node_op(const Args& a, const Conn& c, const std::string& op) {
+  if (a.pos.empty()) die(kUsage, op + ": give a node name");
+  json body = json::object();
+  if (a.has("reason")) body["reason"] = a.get("reason");
+  auto r = request(c, "POST", "/api/v1/nodes/" + a.pos[0] + "/" + op, &body);
+  std::printf("node %s: %s%s\n", a.pos[0].c_str(), r["health"].get<std::string>().c_str(),
+              r["cordoned"].get<bool>() ? ", cordoned" : "");
+  if (op == "drain") tell_drain(c, a.pos[0]);
+  return kOk;
+}
+
+int cmd_token(const Args& a, const Conn& c) {
+  const std::string sub = a.pos.empty() ? "ls" : a.pos[0];
+  if (sub == "ls") {
+    auto r = request(c, "GET", "/api/v1/tokens");
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+      return kOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& t : r["tokens"]) {
+      rows.push_back({std::to_string(t["id"].get<long long>()), t["name"], t["role"], t["subject"],
+                      t["scope"], t["revoked"].get<bool>() ? "revoked" : "valid"});
+    }
+    table({"ID", "NAME", "ROLE", "SUBJECT", "SCOPE", "STATUS"}, rows);
+    return kOk;
+  }
+  if (sub == "create") {
+    if (a.pos.size() < 2 || !a.has("role")) {
+      die(kUsage,
+          "token create NAME --role admin|manager|user|agent|metrics [--scope PATH|NODE] "
+          "[--subject USER]");
+    }
+    json body = {{"name", a.pos[1]}, {"role", a.get("role")}};
+    if (a.has("scope")) body["scope"] = a.get("scope");
+    if (a.has("subject")) body["subject"] = a.get("subject");
+    auto r = request(c, "POST", "/api/v1/tokens", &body);
+    std::printf("%s\n", r["token"].get<std::string>().c_str());
+    std::fprintf(stderr, "token %lld for %s (%s): shown once, keep it safe\n",
+                 r["id"].get<long long>(), r["subject"].get<std::string>().c_str(),
+                 r["role"].get<std::string>().c_str());
+    return kOk;
+  }
+  if (sub == "revoke") {
+    if (a.pos.size() < 2) die(kUsage, "token revoke ID");
+    parse_count("token id", a.pos[1]);
+    request(c, "DELETE", "/api/v1/tokens/" + a.pos[1]);
+    std::printf("token %s revoked\n", a.pos[1].c_str());
+    return kOk;
+  }
+  die(kUsage, "token: ls, create or revoke");
+}
+
+}  // namespace allot::cli::client

@@ -1,0 +1,374 @@
+// The client commands about jobs: submit, ls, show, why, cancel, logs.
+#include <httplib.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/client_common.h"
+#include "cli/commands.h"
+#include "cli/contract.h"
+#include "cli/flags.h"
+
+namespace allot::cli::client {
+
+namespace {
+
+// A YAML job spec holds the fields of POST /jobs, with a few written the way people write them:
+// durations ("2h") for min_runtime and expected_duration, sizes ("64G") for memory (memory_mib),
+// gpus for gpus_per_node, model/cluster for one-entry models/clusters, env values of any scalar.
+json from_yaml_spec(const std::string& file, json body) {
+  if (!body.is_object()) die(kUsage, file + ": a job spec is a mapping of fields");
+  for (const char* k : {"min_runtime", "expected_duration"}) {
+    if (body.contains(k) && body[k].is_string()) {
+      body[k] = parse_duration(file + ": " + k, body[k].get<std::string>());
+    }
+  }
+  auto rename = [&](const char* from, const char* to) {
+    if (!body.contains(from)) return;
+    if (body.contains(to)) die(kUsage, file + ": give " + from + " or " + to + ", not both");
+    body[to] = body[from];
+    body.erase(from);
+  };
+  rename("gpus", "gpus_per_node");
+  rename("memory", "memory_mib");
+  if (body.contains("memory_mib") && body["memory_mib"].is_string()) {
+    body["memory_mib"] = parse_mib(file + ": memory", body["memory_mib"].get<std::string>());
+  }
+  for (const char* k : {"model", "cluster"}) {
+    if (body.contains(k) && body[k].is_string()) {
+      body[std::string(k) + "s"] = json::array({body[k]});
+      body.erase(k);
+    }
+  }
+  if (body.contains("env") && body["env"].is_object()) {
+    for (auto& [k, v] : body["env"].items()) {
+      if (v.is_number_integer()) v = std::to_string(v.get<long long>());
+      if (v.is_number_float()) v = json(v).dump();
+      if (v.is_boolean()) v = v.get<bool>() ? "true" : "false";
+    }
+  }
+  if (body.contains("command") && body["command"].is_string()) {
+    body["command"] = json::array({"/bin/sh", "-c", body["command"]});
+  }
+  if (body.contains("command") && body["command"].is_array()) {
+    for (auto& v : body["command"]) {
+      if (v.is_number_integer()) v = std::to_string(v.get<long long>());
+      if (v.is_number_float()) v = json(v).dump();
+    }
+  }
+  return body;
+}
+
+json job_events(const Conn& c, const std::string& id) {
+  auto ev = request(c, "GET", "/api/v1/jobs/" + id + "/events");
+  return ev.value("events", json::array());
+}
+
+// After a submit: the job's class once a cycle decided it (a few seconds at most), or what stands
+// in the way of an allocated start, so that nobody learns of a lost contract from a preemption.
+void tell_class(const Conn& c, const std::string& id, const json& submitted) {
+  const long long wanted = submitted["spec"].value("min_runtime", 0LL);
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    auto j = request(c, "GET", "/api/v1/jobs/" + id);
+    const auto state = j.value("state", "");
+    const long long now = static_cast<long long>(std::time(nullptr));
+    if (state == "starting" || state == "running") {
+      if (j.value("allocated", false)) {
+        std::printf("  started allocated: protected until %s\n",
+                    local_time(j.value("protected_until", 0LL), now).c_str());
+      } else {
+        const auto cause = unallocated_cause(job_events(c, id));
+        std::printf("  started UNALLOCATED%s: preemptible at any time\n",
+                    cause.empty() ? "" : (" (" + cause + ")").c_str());
+      }
+      return;
+    }
+    if (state != "pending" && state != "requeued") {
+      std::printf("  %s: %s\n", state.c_str(), j.value("reason", "").c_str());
+      return;
+    }
+    auto w = request(c, "GET", "/api/v1/jobs/" + id + "/why");
+    if (w.value("code", "") == "not-yet-considered") continue;
+    std::string limit;
+    const auto text = w.value("explanation", "");
+    for (std::size_t st = 0; st < text.size();) {
+      auto end = text.find("; ", st);
+      if (end == std::string::npos) end = text.size();
+      const auto part = text.substr(st, end - st);
+      if (part.find("would run unallocated") != std::string::npos) limit = part;
+      st = end + 2;
+    }
+    if (wanted > 0 && !w.value("funded", true)) {
+      std::printf("  may start unallocated: %s\n",
+                  limit.empty() ? "its budget cannot fund the contract now" : limit.c_str());
+    }
+    std::printf("  waiting (%s): see 'allot why %s'\n", w.value("code", "").c_str(), id.c_str());
+    return;
+  }
+  std::printf("  not yet considered by the scheduler: 'allot why %s' tells its class\n",
+              id.c_str());
+}
+
+int need_id(const Args& a, const char* cmd) {
+  if (a.pos.empty()) die(kUsage, std::string(cmd) + ": give a job id");
+  parse_count("job id", a.pos[0]);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_submit(const Args& a, const Conn& c) {
+  json body = json::object();
+  if (!a.pos.empty()) {
+    try {
+      body = yaml_to_json(YAML::LoadFile(a.pos[0]));
+    } catch (const std::exception& e) {
+      die(kUsage, a.pos[0] + ": " + e.what());
+    }
+    body = from_yaml_spec(a.pos[0], body);
+  }
+  if (a.has("budget")) body["budget"] = a.get("budget");
+  if (a.has("name")) body["name"] = a.get("name");
+  if (a.has("gpus")) body["gpus_per_node"] = parse_count("--gpus", a.get("gpus"));
+  if (a.has("nodes")) body["nodes"] = parse_count("--nodes", a.get("nodes"));
+  if (a.has("gpu-milli")) body["gpu_milli"] = parse_count("--gpu-milli", a.get("gpu-milli"));
+  if (a.has("min-runtime"))
+    body["min_runtime"] = parse_duration("--min-runtime", a.get("min-runtime"));
+  if (a.has("expected"))
+    body["expected_duration"] = parse_duration("--expected", a.get("expected"));
+  if (a.has("priority")) body["priority"] = a.get("priority");
+  if (a.has("kind")) body["kind"] = a.get("kind");
+  if (a.has("model")) body["models"] = {a.get("model")};
+  if (a.has("cluster")) body["clusters"] = {a.get("cluster")};
+  if (a.has("resumable")) body["resumable"] = true;
+  if (a.has("key")) body["idempotency_key"] = a.get("key");
+  if (a.has("workdir")) body["workdir"] = a.get("workdir");
+  // Like sbatch: a job starts where it was submitted from (a path the nodes share), unless told.
+  if (!body.contains("workdir")) {
+    std::error_code ec;
+    const auto cwd = std::filesystem::current_path(ec);
+    if (!ec && cwd.is_absolute()) body["workdir"] = cwd.string();
+  }
+  if (a.has("memory")) body["memory_mib"] = parse_mib("--memory", a.get("memory"));
+  if (a.has("cpus")) body["cpus"] = parse_number("--cpus", a.get("cpus"));
+  if (a.has("container")) body["container"] = a.get("container");
+  for (const auto& kv : a.env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) die(kUsage, "--env: '" + kv + "' is not NAME=VALUE");
+    if (!body.contains("env") || !body["env"].is_object()) body["env"] = json::object();
+    body["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!a.rest.empty()) body["command"] = a.rest;
+  // Said, not left out: the server refuses an empty command where a node runs real processes.
+  if (!body.contains("command")) body["command"] = json::array();
+  if (!body.contains("idempotency_key")) body["idempotency_key"] = random_key();
+  if (!body.contains("budget"))
+    die(kUsage, "submit: give --budget /org/team (or budget: in the YAML)");
+  auto r = request(c, "POST", "/api/v1/jobs", &body);
+  if (a.has("json")) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return kOk;
+  }
+  const auto id = std::to_string(r["id"].get<unsigned long long>());
+  std::printf("submitted job %s (%s)\n  %s\n", id.c_str(), r["state"].get<std::string>().c_str(),
+              contract_promise(r).c_str());
+  std::fflush(stdout);
+  tell_class(c, id, r);
+  return kOk;
+}
+
+int cmd_ls(const Args& a, const Conn& c) {
+  std::string q = "/api/v1/jobs?order=desc&limit=" + a.get("limit", "50");
+  if (a.has("state"))
+    q += "&state=" + qs_escape(a.get("state"));
+  else if (!a.has("all"))
+    q += "&state=pending,starting,running,preempting,requeued";
+  if (a.has("owner")) q += "&owner=" + qs_escape(a.get("owner"));
+  if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
+  auto r = request(c, "GET", q);
+  if (a.has("json")) {
+    std::printf("%s\n", r["jobs"].dump(2).c_str());
+    return kOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  const long long now = static_cast<long long>(std::time(nullptr));
+  for (const auto& j : r["jobs"]) {
+    const auto id = std::to_string(j["id"].get<unsigned long long>());
+    const auto state = j["state"].get<std::string>();
+    std::string reason = j["reason"];
+    if (state == "pending" || state == "requeued") {
+      // A waiting job's reason is the scheduler's, not "submitted".
+      auto w = request(c, "GET", "/api/v1/jobs/" + id + "/why");
+      reason = w.value("code", "") + ": " + w.value("explanation", "");
+    }
+    rows.push_back({id, j["name"], j["owner"], j["budget"], state, gpus_of(j), job_class(j),
+                    protection_left(j, now), ago(j["submit_time"].get<long long>()), reason});
+  }
+  table({"ID", "NAME", "OWNER", "BUDGET", "STATE", "GPUS", "CLASS", "PROTECTED", "AGE", "REASON"},
+        rows);
+  return kOk;
+}
+
+int cmd_show(const Args& a, const Conn& c) {
+  need_id(a, "show");
+  auto r = request(c, "GET", "/api/v1/jobs/" + a.pos[0]);
+  if (a.has("json")) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return kOk;
+  }
+  std::printf("job %s  %s\n", a.pos[0].c_str(), r["name"].get<std::string>().c_str());
+  for (const char* k :
+       {"owner", "budget", "state", "reason", "allocated", "runs", "cluster", "exit_code"}) {
+    if (r.contains(k))
+      std::printf("  %-10s %s\n", k,
+                  r[k].is_string() ? r[k].get<std::string>().c_str() : r[k].dump().c_str());
+  }
+  // The contract, in words: what `allocated` and `protected_until` mean for this job now.
+  const long long now = static_cast<long long>(std::time(nullptr));
+  std::string contract = job_class(r);
+  const auto left = protection_left(r, now);
+  if (left != "-" && left != "no") {
+    contract += ", protected until " + local_time(r.value("protected_until", 0LL), now) +
+                (left == "ended" ? " (ended)" : " (" + left + " left)");
+  }
+  std::printf("  %-10s %s\n", "class", contract.c_str());
+  std::printf("  %-10s %s\n", "spec", r["spec"].dump().c_str());
+  if (r.contains("placement") && r["placement"].is_array() && !r["placement"].empty()) {
+    std::map<std::string, std::string> per_node;  // node -> "0,1,2"
+    std::vector<std::string> order;
+    for (const auto& g : r["placement"]) {
+      const auto node = g.value("node", "");
+      if (!per_node.count(node)) order.push_back(node);
+      auto& s = per_node[node];
+      s += (s.empty() ? "" : ",") + std::to_string(g.value("gpu", 0));
+    }
+    std::string text;
+    for (const auto& n : order) text += (text.empty() ? "" : "  ") + n + " [" + per_node[n] + "]";
+    std::printf("  %-10s %s\n", "gpus", text.c_str());
+  }
+  // What the job's GPUs really did (telemetry from its agents), and what that suggests.
+  auto t = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/telemetry");
+  if (t.contains("current") && t["current"].is_object()) {
+    const auto& u = t["current"];
+    std::printf(
+        "telemetry (run %d): %d samples over %.0f s: GPU use %.0f%% mean, %.0f%% peak; memory "
+        "peak %lld of %lld MiB; CPU %.0f%% (100 = one core); I/O wait %.0f%%\n",
+        u.value("run", 0), u.value("samples", 0), u.value("seconds", 0.0),
+        u.value("gpu_util_mean", 0.0), u.value("gpu_util_peak", 0.0),
+        static_cast<long long>(u.value("mem_used_peak_mib", std::int64_t{0})),
+        static_cast<long long>(u.value("mem_total_mib", std::int64_t{0})),
+        u.value("cpu_pct_mean", 0.0), u.value("io_wait_pct_mean", 0.0));
+  }
+  for (const auto& f : t.value("flags", json::array())) {
+    std::printf("  %s: %s\n", f.value("flag", "").c_str(), f.value("hint", "").c_str());
+  }
+  auto ev = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/events");
+  std::printf("events:\n");
+  for (const auto& e : ev["events"]) {
+    std::printf("  %s  %-10s -> %-10s %s\n", local_time(e["time"].get<long long>(), now).c_str(),
+                e["from"].get<std::string>().c_str(), e["to"].get<std::string>().c_str(),
+                e["reason"].get<std::string>().c_str());
+  }
+  return kOk;
+}
+
+int cmd_why(const Args& a, const Conn& c) {
+  need_id(a, "why");
+  auto r = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/why");
+  if (a.has("json")) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return kOk;
+  }
+  const auto state = r["state"].get<std::string>();
+  std::printf("job %s is %s: %s\n", a.pos[0].c_str(), state.c_str(),
+              r["explanation"].get<std::string>().c_str());
+  auto job = request(c, "GET", "/api/v1/jobs/" + a.pos[0]);
+  const auto events = job_events(c, a.pos[0]);
+  const long long now = static_cast<long long>(std::time(nullptr));
+  if (state == "starting" || state == "running" || state == "preempting") {
+    for (const auto& line : running_story(job, events, now)) {
+      std::printf("  %s\n", line.c_str());
+    }
+    // A drain stops each job as it reaches its minimum runtime: say when, for this one.
+    std::set<std::string> nodes;
+    for (const auto& g : job.value("placement", json::array())) nodes.insert(g.value("node", ""));
+    for (const auto& n : nodes) {
+      auto node = request(c, "GET", "/api/v1/nodes/" + qs_escape(n));
+      const auto health = node.value("health", "");
+      if (health != "draining" && health != "unhealthy") continue;
+      const long long stop = drain_stop_time(job, now);
+      const auto why = node.value("health_reason", "");
+      const std::string when = stop <= now ? std::string("now")
+                                           : "at " + local_time(stop, now) +
+                                                 (job.value("allocated", false)
+                                                      ? ", when its protection ends"
+                                                      : ", when it has run its minimum runtime");
+      std::printf("  its node %s is %s%s: the job is stopped %s\n", n.c_str(), health.c_str(),
+                  why.empty() ? "" : (" (" + why + ")").c_str(), when.c_str());
+    }
+  } else if (state == "pending" || state == "requeued") {
+    const auto stop = last_stop(events);
+    if (!stop.empty()) std::printf("  last stopped: %s\n", stop.c_str());
+    std::printf("  %s\n", contract_promise(job).c_str());
+  }
+  return kOk;
+}
+
+int cmd_cancel(const Args& a, const Conn& c) {
+  need_id(a, "cancel");
+  json body = json::object();
+  if (a.has("reason")) body["reason"] = a.get("reason");
+  auto r = request(c, "POST", "/api/v1/jobs/" + a.pos[0] + "/cancel", &body);
+  std::printf("job %s %s\n", a.pos[0].c_str(), r["state"].get<std::string>().c_str());
+  return kOk;
+}
+
+// `allot logs JOB`: the job's output as its agents uploaded it; -f follows until the run ended
+// and every byte is in.
+int cmd_logs(const Args& a, const Conn& c) {
+  need_id(a, "logs");
+  std::string base = "/api/v1/jobs/" + a.pos[0] +
+                     "/logs?stream=" + std::string(a.has("stderr") ? "stderr" : "stdout");
+  if (a.has("node")) base += "&node=" + qs_escape(a.get("node"));
+  if (a.has("run")) base += "&run=" + std::to_string(parse_count("--run", a.get("run")));
+  httplib::Client cli(c.addr);
+  configure(cli, c);
+  const httplib::Headers h = {{"Authorization", "Bearer " + c.token}};
+  long long offset = 0;
+  for (;;) {
+    auto r = cli.Get((base + "&offset=" + std::to_string(offset)).c_str(), h);
+    if (!r) unreachable(c, r.error());
+    if (r->status >= 400) refused(r->status, r->body);
+    const long long start = std::atoll(r->get_header_value("Allot-Offset").c_str());
+    if (start > offset) {
+      std::fprintf(stderr,
+                   "allot: [%lld bytes dropped here: the server keeps the first and the "
+                   "last 32 MiB of a stream]\n",
+                   start - offset);
+    }
+    std::fwrite(r->body.data(), 1, r->body.size(), stdout);
+    std::fflush(stdout);
+    offset = std::atoll(r->get_header_value("Allot-Next-Offset").c_str());
+    const bool complete = r->get_header_value("Allot-Complete") == "true";
+    if (!r->body.empty()) continue;  // more may be there already
+    if (complete || !a.has("follow")) break;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return kOk;
+}
+
+}  // namespace allot::cli::client

@@ -1,0 +1,219 @@
+// The agent protocol (docs/agent-protocol.md): a node's assignments, its reports on runs, and its
+// GPU and job telemetry. Log uploads are in api_logs.cpp.
+
+#include <map>
+
+#include "server/api_impl.h"
+
+namespace allot::server {
+
+void ApiServer::Impl::install_agent_routes() {
+  // ---- the agent protocol ----
+  route("GET", "/api/v1/agent/nodes/{name}/assignments",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          check_query(req, {});
+          const auto name = agent_call(req, p);
+          auto snap = ctl->snapshot();
+          const int grace = ctl->options().stop_grace_seconds;
+          json out = {{"node", name},
+                      {"lease_seconds", ctl->options().lease_seconds},
+                      {"server_time", ctl->now()},
+                      {"run", json::array()},
+                      {"stop", json::array()}};
+          auto it = snap->assignments.find(name);
+          if (it != snap->assignments.end()) {
+            static const json kNoSpec = json::object();
+            for (const auto& r : it->second.run) {
+              const json& spec = r.spec && r.spec->is_object() ? *r.spec : kNoSpec;
+              out["run"].push_back({{"job", r.job},
+                                    {"run", r.run},
+                                    {"state", r.state},
+                                    {"gpus", r.gpus},
+                                    {"gpu_milli", r.milli},
+                                    {"command", spec.value("command", json::array())},
+                                    {"env", spec.value("env", json::object())},
+                                    {"workdir", spec.value("workdir", "")},
+                                    {"memory_mib", spec.value("memory_mib", 0)},
+                                    {"cpus", spec.value("cpus", json(0))},
+                                    {"container", spec.value("container", "")},
+                                    {"owner", r.owner},
+                                    {"budget", r.budget},
+                                    {"name", r.name},
+                                    {"kind", spec.value("kind", "batch")},
+                                    {"resumable", spec.value("resumable", false)},
+                                    {"grace_seconds", grace},
+                                    {"rank", r.rank},
+                                    {"nodes", r.nodes ? json(*r.nodes) : json::array()},
+                                    {"rendezvous", r.rendezvous}});
+            }
+            for (const auto& s : it->second.stop) {
+              out["stop"].push_back({{"job", s.job}, {"run", s.run}, {"grace_seconds", grace}});
+            }
+          }
+          send(res, 200, out);
+        });
+  route(
+      "POST", "/api/v1/agent/nodes/{name}/reports",
+      [this](const httplib::Request& req, httplib::Response& res) {
+        auto p = authenticate(req);
+        const std::string name = req.matches[1];
+        require(can_act_for_node(p, name), "act for node " + name);
+        auto body = parse_body(req, {"reports"});
+        auto reps = body.find("reports");
+        if (reps == body.end() || !reps->is_array() || reps->size() > 1000) {
+          throw HttpError{400, "reports", "required: a list of at most 1000 reports"};
+        }
+        // Validate all before applying any.
+        each_entry(
+            body, "reports", 1000, "", {"job", "run", "event", "exit_code", "signal"},
+            [&](const json& r, const std::string& where) {
+              integer_in(r, "job", 1, INT64_MAX, where, true);
+              integer_in(r, "run", 1, 1 << 30, where, true);
+              auto ev = r.value("event", "");
+              if (ev != "started" && ev != "exited" && ev != "preempted" && ev != "lost") {
+                throw HttpError{400, where + "event", "must be started, exited, preempted or lost"};
+              }
+              integer_in(r, "exit_code", -1024, 1024, where, ev == "exited");
+              integer_in(r, "signal", 1, 128, where);
+            });
+        if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+        json out = {{"results", json::array()}};
+        for (const auto& r : *reps) {
+          std::optional<int> code, sig;
+          if (r.contains("exit_code")) code = r["exit_code"].get<int>();
+          if (r.contains("signal")) sig = r["signal"].get<int>();
+          auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
+                                     r["event"].get<std::string>(), code, sig);
+          if (x.error.empty()) {
+            if (logs && r["event"] == "started") {
+              // Which nodes held this run, recorded while it is current: later log uploads for
+              // it are taken from those nodes only.
+              const auto id = r["job"].get<JobId>();
+              const int run = r["run"].get<int>();
+              if (auto job = store->job(id); job && job->runs == run) {
+                logs->set_nodes(id, run, placement_nodes(job->placement_json));
+              }
+            }
+            out["results"].push_back({{"job", r["job"]}, {"state", x.state}});
+          } else {
+            out["results"].push_back({{"job", r["job"]}, {"error", x.error}});
+          }
+        }
+        send(res, 200, out);
+      });
+  route("POST", "/api/v1/agent/nodes/{name}/telemetry",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          const std::string name = req.matches[1];
+          require(can_act_for_node(p, name), "act for node " + name);
+          auto body = parse_body(req, {"time", "gpus", "jobs"});
+          integer_in(body, "time", 0, INT64_MAX / 2, "");
+          json gpus = json::array();
+          each_entry(body, "gpus", 64, "",
+                     {"index", "util_pct", "mem_used_mib", "mem_total_mib", "temp_c", "power_w",
+                      "ecc_uncorrected", "healthy"},
+                     [&](const json& g, const std::string& w) {
+                       json o = {{"index", integer_in(g, "index", 0, 63, w, true).value()}};
+                       if (auto v = number_in(g, "util_pct", 0, 100, w)) o["util_pct"] = *v;
+                       if (auto v = integer_in(g, "mem_used_mib", 0, kMaxMib, w)) {
+                         o["mem_used_mib"] = *v;
+                       }
+                       if (auto v = integer_in(g, "mem_total_mib", 0, kMaxMib, w)) {
+                         o["mem_total_mib"] = *v;
+                       }
+                       if (auto v = number_in(g, "temp_c", -100, 300, w)) o["temp_c"] = *v;
+                       if (auto v = number_in(g, "power_w", 0, 100000, w)) o["power_w"] = *v;
+                       if (auto v = integer_in(g, "ecc_uncorrected", 0, INT64_MAX / 2, w)) {
+                         o["ecc_uncorrected"] = *v;
+                       }
+                       if (auto h = g.find("healthy"); h != g.end()) {
+                         if (!h->is_boolean()) {
+                           throw HttpError{400, w + "healthy", "must be true or false"};
+                         }
+                         o["healthy"] = *h;
+                       }
+                       gpus.push_back(std::move(o));
+                     });
+          struct Part {
+            JobId job;
+            int run;
+            json entry;
+          };
+          std::vector<Part> parts;
+          each_entry(body, "jobs", 1024, "",
+                     {"job", "run", "samples", "seconds", "gpu_util_mean", "gpu_util_peak",
+                      "mem_used_peak_mib", "mem_total_mib", "cpu_pct_mean", "io_wait_pct_mean"},
+                     [&](const json& j, const std::string& w) {
+                       Part part{
+                           static_cast<JobId>(integer_in(j, "job", 1, INT64_MAX, w, true).value()),
+                           static_cast<int>(integer_in(j, "run", 1, 1 << 30, w, true).value()), j};
+                       integer_in(j, "samples", 0, 86400, w, true);
+                       number_in(j, "seconds", 0, 86400, w, true);
+                       number_in(j, "gpu_util_mean", 0, 100, w);
+                       number_in(j, "gpu_util_peak", 0, 100, w);
+                       integer_in(j, "mem_used_peak_mib", 0, 64 * kMaxMib, w);
+                       integer_in(j, "mem_total_mib", 0, 64 * kMaxMib, w);
+                       number_in(j, "cpu_pct_mean", 0, 102400, w);
+                       number_in(j, "io_wait_pct_mean", 0, 100, w);
+                       parts.push_back(std::move(part));
+                     });
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+          const auto now = ctl->now();
+          ctl->set_node_telemetry(name, json{{"time", now}, {"gpus", gpus}}.dump());
+          // Each entry counts for the job's current run on this node only.
+          auto snap = ctl->snapshot();
+          std::map<JobId, const AssignedRun*> here;
+          if (auto it = snap->assignments.find(name); it != snap->assignments.end()) {
+            for (const auto& r : it->second.run) here[r.job] = &r;
+          }
+          store::WriteBatch batch;
+          json ignored = json::array();
+          for (const auto& part : parts) {
+            auto it = here.find(part.job);
+            if (it == here.end() || it->second->run != part.run) {
+              ignored.push_back(
+                  {{"job", part.job},
+                   {"run", part.run},
+                   {"reason", it == here.end() ? "not running on this node" : "stale run"}});
+              continue;
+            }
+            const auto& r = *it->second;
+            const auto& j = part.entry;
+            const double gpus_here =
+                static_cast<double>(r.gpus.size()) * static_cast<double>(r.milli) / 1000.0;
+            const auto samples = j["samples"].get<std::int64_t>();
+            const double secs = j["seconds"].get<double>();
+            const double nodes = r.nodes && !r.nodes->empty() ? double(r.nodes->size()) : 1.0;
+            const double util = j.value("gpu_util_mean", 0.0);
+            store::TelemetryRecord d;
+            d.job = part.job;
+            d.run = part.run;
+            d.budget = r.budget;
+            d.samples = samples;
+            d.seconds = secs / nodes;
+            d.gpu_seconds = secs * gpus_here;
+            d.used_gpu_seconds = secs * gpus_here * util / 100.0;
+            d.util_sum = util * static_cast<double>(samples);
+            d.util_peak = j.value("gpu_util_peak", 0.0);
+            d.mem_peak_mib = j.value("mem_used_peak_mib", std::int64_t{0});
+            d.mem_total_mib = j.value("mem_total_mib", std::int64_t{0});
+            d.cpu_sum = j.value("cpu_pct_mean", 0.0) * static_cast<double>(samples);
+            d.io_sum = j.value("io_wait_pct_mean", 0.0) * static_cast<double>(samples);
+            d.first_time = now - static_cast<core::Time>(secs);
+            d.last_time = now;
+            batch.push_back(store::op::AddTelemetry{d});
+          }
+          if (!batch.empty()) {
+            auto st = store->write(std::move(batch));
+            if (!st.ok()) throw HttpError{503, "store", st.error().reason};
+          }
+          send(res, 200,
+               {{"ok", true},
+                {"accepted", parts.size() - ignored.size()},
+                {"ignored", ignored},
+                {"lease_seconds", ctl->options().lease_seconds}});
+        });
+}
+
+}  // namespace allot::server

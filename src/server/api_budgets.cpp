@@ -1,0 +1,127 @@
+// The budget tree over HTTP: listing, creating and changing (share, members, owners), removing,
+// and the audit log of changes to it.
+
+#include <cmath>
+
+#include "server/api_impl.h"
+
+namespace allot::server {
+
+namespace {
+
+constexpr double kMinShare = 1e-6, kMaxShare = 1e6;  // a budget's share (POST /budgets)
+
+}  // namespace
+
+void ApiServer::Impl::install_budget_routes() {
+  // ---- budgets ----
+  route("GET", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
+    auto p = authenticate(req);
+    not_agent(p);
+    auto snap = ctl->snapshot();
+    const auto& tree = *snap->budgets;
+    json out = {{"budgets", json::array()}};
+    for (core::BudgetId id = 0; id < tree.size(); ++id) {
+      const auto& n = tree.node(id);
+      if (n.removed || !can_see_budget(p, n.path, snap->members)) continue;
+      json b = {{"path", n.path}, {"share", n.share}, {"depth", n.depth}};
+      auto m = snap->members.find(n.path);
+      b["members"] = m == snap->members.end() ? json::array() : json(m->second);
+      auto o = snap->owners.find(n.path);
+      b["owners"] = o == snap->owners.end() ? json::array() : json(o->second);
+      json fr = json::object();
+      for (const auto& [name, cid] : snap->cluster_ids) fr[name] = tree.allocated_fraction(id, cid);
+      b["fraction"] = fr;
+      out["budgets"].push_back(b);
+    }
+    send(res, 200, out);
+  });
+
+  route("POST", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
+    auto p = authenticate(req);
+    auto body = parse_body(req, {"path", "share", "members", "owners"});
+    auto path = str_field(body, "path", true, 512);
+    if (!valid_budget_path(path) || path == "/") {
+      throw HttpError{400, "path", "must be a budget path like /org/team"};
+    }
+    std::optional<double> share;
+    if (auto it = body.find("share"); it != body.end()) {
+      // Positive and far from the denormals (1e-320) and -0.0: a share is a weight among
+      // siblings, and one a trillion times another still normalises to an ordinary double.
+      if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < kMinShare ||
+          it->get<double>() > kMaxShare) {
+        throw HttpError{400, "share", "must be a number between 0.000001 and 1000000"};
+      }
+      share = it->get<double>();
+    }
+    auto users = [&](const char* f) -> std::optional<std::vector<std::string>> {
+      auto it = body.find(f);
+      if (it == body.end()) return std::nullopt;
+      if (!it->is_array() || it->size() > 1000) {
+        throw HttpError{400, f, "must be a list of at most 1000 user names"};
+      }
+      std::vector<std::string> out;
+      for (const auto& m : *it) {
+        if (!m.is_string() || !valid_name(m.get<std::string>())) {
+          throw HttpError{400, f, "entries must be user names"};
+        }
+        out.push_back(m.get<std::string>());
+      }
+      return out;
+    };
+    auto members = users("members");
+    auto owners = users("owners");
+    if (!share && !members && !owners) {
+      throw HttpError{400, "share", "give a share, members or owners"};
+    }
+    require(can_manage_budget(p, path), "change budget " + path);
+    auto r = ctl->set_budget(path, share, members, p.subject, owners, p.token_id);
+    if (!r.ok()) check(r.error());
+    send(res, 200,
+         {{"path", r.value().path},
+          {"share", r.value().share},
+          {"members", r.value().members},
+          {"owners", r.value().owners}});
+  });
+
+  route("DELETE", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
+    auto p = authenticate(req);
+    check_query(req, {"path"});
+    auto path = req.get_param_value("path");
+    if (!req.has_param("path")) throw HttpError{400, "path", "required: the budget to remove"};
+    if (!valid_budget_path(path) || path == "/") {
+      throw HttpError{400, "path", "must be a budget path like /org/team"};
+    }
+    require(can_manage_budget(p, path), "remove budget " + path);
+    auto r = ctl->remove_budget(path, p.subject, p.token_id);
+    if (!r.ok()) {
+      const bool missing = r.error().reason.rfind("no budget", 0) == 0;
+      check(r.error(), missing ? 404 : 409);
+    }
+    send(res, 200, {{"path", path}, {"removed", r.value()}});
+  });
+
+  route("GET", "/api/v1/budgets/audit",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          check_query(req, {"path", "limit"});
+          auto path = req.has_param("path") ? req.get_param_value("path") : std::string("/");
+          if (!valid_budget_path(path)) throw HttpError{400, "path", "not a budget path"};
+          require(can_see_budget_usage(p, path), "read the audit log of " + path);
+          auto limit = static_cast<int>(query_int(req, "limit", 100, 1, 1000));
+          json out = {{"entries", json::array()}};
+          for (const auto& a : store->audit(path == "/" ? "" : path, limit)) {
+            out["entries"].push_back({{"id", a.id},
+                                      {"time", a.time},
+                                      {"actor", a.actor},
+                                      {"actor_token", a.actor_token},
+                                      {"path", a.path},
+                                      {"field", a.field},
+                                      {"old", a.old_value},
+                                      {"new", a.new_value}});
+          }
+          send(res, 200, out);
+        });
+}
+
+}  // namespace allot::server

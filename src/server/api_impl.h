@@ -1,0 +1,259 @@
+// The API server's insides, shared by the files that register its routes (api_*.cpp; one file
+// per group of routes, listed in install()). Not for use outside src/server/api*.cpp.
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "server/api.h"
+#include "server/api_fields.h"
+#include "server/api_json.h"
+#include "server/auth.h"
+#include "server/edge.h"
+#include "server/event_server.h"
+#include "server/http_server.h"
+#include "server/job_spec.h"
+#include "server/logs.h"
+#include "server/prometheus.h"
+
+namespace allot::server {
+
+using json = nlohmann::json;
+namespace op = store::op;
+
+// The regular expression cpp-httplib matches for an OpenAPI path ("/jobs/{id}").
+std::string to_regex(const std::string& path);
+
+// What the routes share: the store, the controller, the token cache, the log store and the
+// submission quota. Handlers run on the HTTP workers (and submit() on the event loops) at once:
+// what they share is either safe to share (store, controller, quota) or under token_mu.
+struct ApiServer::Impl {
+  // Set before serving starts and only read while it serves. Null when the Impl only lists its
+  // routes (ApiServer::routes()).
+  store::Store* store;  // thread-safe itself
+  Controller* ctl;      // thread-safe itself
+  ApiOptions opts;
+  std::unique_ptr<httplib::Server> svr;  // HTTPS: serves; HTTP: a RequestProcessor for `events`
+  std::unique_ptr<EventServer> events;   // plain HTTP
+  std::thread thread;                    // HTTPS: the accepting thread
+  std::unique_ptr<LogStore> logs;        // thread-safe itself; null without a logs directory
+  std::vector<Route> routes;             // every route install() registered, in order
+
+  // Thread-safe itself.
+  SubmitQuota quota;
+
+  std::mutex token_mu;
+  // Guarded by token_mu.
+  std::unordered_map<std::string, Principal> token_cache;  // secret -> principal
+
+  Impl(store::Store* s, Controller* c, ApiOptions o)
+      : store(s), ctl(c), opts(std::move(o)), quota(opts.submit_limits) {
+    if (!opts.logs_dir.empty()) logs = std::make_unique<LogStore>(opts.logs_dir);
+  }
+
+  json node_out(const store::NodeRecord& n) { return node_json(n, ctl->node_telemetry(n.name)); }
+  // An agent call: checks the token may act for the node and that the node exists, and counts as
+  // contact with it.
+  std::string agent_call(const httplib::Request& req, const Principal& p) {
+    std::string name = req.matches[1];
+    require(can_act_for_node(p, name), "act for node " + name);
+    if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+    return name;
+  }
+
+  static void send_error(httplib::Response& res, int status, const std::string& field,
+                         const std::string& reason) {
+    json e = {{"error", {{"status", status}, {"field", field}, {"reason", reason}}}};
+    res.status = status;
+    res.set_content(dump_json(e), "application/json");
+  }
+  static void send(httplib::Response& res, int status, const json& body) {
+    res.status = status;
+    res.set_content(dump_json(body), "application/json");
+  }
+  static void send_text(httplib::Response& res, int status, const std::string& body) {
+    res.status = status;
+    res.set_content(body, "application/json");
+  }
+
+  // Records a token's minting or revocation in the audit log; a failed write is said in the
+  // server's log but does not undo the change it records.
+  void audit_token(const Principal& p, const std::string& old_value, const std::string& new_value) {
+    store::AuditEntry e{0, ctl->now(), p.subject, "/", "token", old_value, new_value, p.token_id};
+    auto st = store->write({op::AddAudit{e}});
+    if (!st.ok()) std::fprintf(stderr, "allot: audit: %s\n", st.error().message().c_str());
+  }
+
+  // A metrics token (role "metrics") is refused everywhere but GET /metrics (`metrics_ok`).
+  Principal authenticate(const httplib::Request& req, bool metrics_ok = false) {
+    auto h = req.get_header_value("Authorization");
+    if (h.size() < 8 || h.compare(0, 7, "Bearer ") != 0) {
+      throw HttpError{401, "Authorization", "missing: send 'Authorization: Bearer <token>'"};
+    }
+    auto secret = h.substr(7);
+    if (secret.size() > 256) throw HttpError{401, "Authorization", "invalid token"};
+    // Valid tokens seen since the last revocation, by secret: the store keeps only hashes, and
+    // this spares a SHA-256 per request (the secret is in this process's memory anyway while
+    // the request is). Bounded; cleared by every revocation.
+    Principal p;
+    bool cached = false;
+    {
+      std::lock_guard lk(token_mu);
+      auto it = token_cache.find(secret);
+      if (it != token_cache.end()) {
+        p = it->second;
+        cached = true;
+      }
+    }
+    if (!cached) {
+      auto t = store->token_by_hash(sha256_hex(secret));
+      if (!t || t->revoked) throw HttpError{401, "Authorization", "invalid or revoked token"};
+      p = Principal{t->id, t->role, t->subject, t->scope, {}};
+      std::lock_guard lk(token_mu);
+      if (token_cache.size() >= 10000) token_cache.clear();
+      token_cache.emplace(std::move(secret), p);
+    }
+    if (p.role == "metrics" && !metrics_ok) {
+      throw HttpError{403, "Authorization", "a metrics token only reads GET /metrics"};
+    }
+    // What it manages follows the budgets' owners as they are now.
+    if (p.role == "manager" || p.role == "user") {
+      auto snap = ctl->snapshot();
+      add_managed(p, snap->owned_by);
+    }
+    return p;
+  }
+
+  // The body's JSON object (api_fields.h), of `known` fields only.
+  static json parse_body(const httplib::Request& req, const std::set<std::string>& known,
+                         bool empty_ok = false) {
+    return server::parse_body(req.body, known, empty_ok);
+  }
+  static void check_query(const httplib::Request& req, const std::set<std::string>& known) {
+    for (const auto& [k, v] : req.params) {
+      if (!known.count(k)) throw HttpError{400, k, "unknown query parameter"};
+      if (v.size() > 512) throw HttpError{400, k, "too long"};
+    }
+  }
+  static std::int64_t query_int(const httplib::Request& req, const std::string& name,
+                                std::int64_t def, std::int64_t lo, std::int64_t hi) {
+    if (!req.has_param(name)) return def;
+    const auto v = req.get_param_value(name);
+    std::size_t pos = 0;
+    std::int64_t out = 0;
+    try {
+      out = std::stoll(v, &pos);
+    } catch (...) {
+      pos = 0;
+    }
+    if (pos == 0 || pos != v.size() || out < lo || out > hi) {
+      throw HttpError{
+          400, name,
+          "must be an integer between " + std::to_string(lo) + " and " + std::to_string(hi)};
+    }
+    return out;
+  }
+  static void check(const core::Error& e, int status = 400) {
+    throw HttpError{status, e.field, e.reason};
+  }
+
+  // Runs fn(); what it throws becomes the answer in `res` (an HttpError's status, field and
+  // reason, or 500).
+  template <typename F>
+  static void answering(httplib::Response& res, F fn) {
+    try {
+      fn();
+    } catch (const HttpError& e) {
+      send_error(res, e.status, e.field, e.reason);
+      if (e.retry_after > 0) res.set_header("Retry-After", std::to_string(e.retry_after));
+    } catch (const std::exception& e) {
+      send_error(res, 500, "", e.what());
+    } catch (...) {
+      send_error(res, 500, "", "internal error");
+    }
+  }
+
+  template <typename F>
+  void route(const std::string& method, const std::string& path, F fn) {
+    auto handler = [fn, this, method, path](const httplib::Request& req, httplib::Response& res) {
+      const auto began = std::chrono::steady_clock::now();
+      answering(res, [&] { fn(req, res); });
+      if (opts.prometheus) opts.prometheus->request(method, path, res.status, seconds_since(began));
+    };
+    routes.push_back({method, path});
+    if (!svr) return;  // listing only
+    auto re = to_regex(path);
+    if (method == "GET") svr->Get(re, handler);
+    if (method == "POST") svr->Post(re, handler);
+    if (method == "DELETE") svr->Delete(re, handler);
+  }
+
+  store::JobRecord visible_job(const Principal& p, const std::string& id_text) {
+    JobId id = 0;
+    try {
+      id = std::stoull(id_text);
+    } catch (...) {
+      throw HttpError{400, "id", "must be a job id"};
+    }
+    auto j = store->job(id);
+    if (!j || !can_see_job(p, *j)) throw HttpError{404, "id", "no such job"};
+    return *j;
+  }
+  // The edge's checks (edge.h) for a request that does not pass through cpp-httplib's routing.
+  static void refuse_at_edge(const httplib::Request& req) {
+    if (auto why = check_request(req)) throw HttpError{400, why->field, why->reason};
+  }
+  static void require(bool ok, const std::string& what) {
+    if (!ok) throw HttpError{403, "", "not allowed: " + what};
+  }
+  // Usage and reports: administrators read all, managers their subtrees, and everyone the
+  // budgets they belong to (their own standing, like Slurm's sshare).
+  static bool can_read_usage(const Principal& p, const std::string& scope, const Members& members) {
+    return can_see_budget_usage(p, scope) ||
+           (p.is_human() && !p.subject.empty() && is_member(members, scope, p.subject));
+  }
+  // The scope of a usage or report request that names none: everything for administrators, else
+  // the first budget the caller manages, else the first it belongs to; so that a plain request
+  // answers with what its caller may see rather than a 403 for "/".
+  static std::string default_scope(const Principal& p, const Members& members) {
+    if (p.is_admin()) return "/";
+    if (!p.manages.empty()) return p.manages.front();
+    if (p.is_human()) {
+      for (const auto& [budget, users] : members) {
+        if (std::find(users.begin(), users.end(), p.subject) != users.end()) return budget;
+      }
+    }
+    return "/";
+  }
+  static void not_agent(const Principal& p) {
+    require(p.role != "agent", "node agent tokens only use the agent and heartbeat routes");
+  }
+
+  // POST /api/v1/jobs. Everything is checked on the caller's thread; the job is then written
+  // and `reply` is called from the store's thread once it is durable (201), or at once when it is
+  // refused. A retried submit (its idempotency key taken) answers with the job it made (200).
+  void submit(const httplib::Request& req, EventServer::Reply reply);
+
+  // Registers every route: one line per group below, each group in its own file.
+  void install();
+  void install_identity_routes();   // api_tokens.cpp: health, whoami
+  void install_job_routes();        // api_jobs.cpp
+  void install_job_log_routes();    // api_logs.cpp: reading a job's logs
+  void install_budget_routes();     // api_budgets.cpp
+  void install_node_routes();       // api_nodes.cpp
+  void install_usage_routes();      // api_usage.cpp: usage and report
+  void install_agent_routes();      // api_agent.cpp: the agent protocol
+  void install_agent_log_routes();  // api_logs.cpp: agents uploading logs
+  void install_token_routes();      // api_tokens.cpp
+};
+
+}  // namespace allot::server

@@ -1,0 +1,268 @@
+// Jobs over HTTP: submitting (answered from the event loop, see submit()), listing, reading one,
+// cancelling, and why it waits, its events and its telemetry. Its logs are in api_logs.cpp.
+
+#include <future>
+
+#include "server/api_impl.h"
+#include "server/lifecycle.h"
+#include "server/telemetry.h"
+
+namespace allot::server {
+
+void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply reply) {
+  httplib::Response res;
+  bool written = false;
+  answering(res, [&] {
+    refuse_at_edge(req);
+    auto p = authenticate(req);
+    not_agent(p);
+    const bool limited = !p.is_admin();
+    if (const int wait = limited ? quota.take(p.subject, SubmitQuota::Clock::now()) : 0) {
+      const auto& l = quota.limits();
+      throw HttpError{429, "",
+                      p.subject + " is over the submission rate: " + number_text(l.rate) +
+                          " a second, bursts of " + number_text(l.burst),
+                      wait};
+    }
+    refuse_deep(req.body);
+    auto body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) throw HttpError{400, "body", "is not valid JSON"};
+    if (body.is_object() && !body.contains("idempotency_key") &&
+        req.has_header("Idempotency-Key")) {
+      body["idempotency_key"] = req.get_header_value("Idempotency-Key");
+    }
+    auto snap = ctl->snapshot();
+    auto parsed =
+        parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets, snap->policy);
+    if (!parsed.ok()) check(parsed.error());
+    auto& pj = parsed.value();
+    require(can_submit(p, pj.budget, snap->members),
+            "submit to " + pj.budget + " (ask its manager to add you as a member)");
+    // A request that no node could ever hold is refused now rather than waiting forever. A
+    // command left out altogether stays accepted (API clients that run on simulated nodes);
+    // one given empty (the CLI sends [] when none follows "--") is a mistake.
+    const auto cmd = body.find("command");
+    const bool command_empty =
+        cmd != body.end() && cmd->is_array() &&
+        (cmd->empty() || !(*cmd)[0].is_string() || (*cmd)[0].get<std::string>().empty());
+    std::vector<std::string> cluster_names;
+    for (const auto& c : snap->clusters) cluster_names.push_back(c.name);
+    if (auto fits = check_satisfiable(pj.spec, command_empty, snap->node_shapes, *snap->catalog,
+                                      cluster_names);
+        !fits.ok()) {
+      check(fits.error());
+    }
+    if (limited) {
+      auto w = snap->waiting_by_owner.find(p.subject);
+      const std::int64_t waiting = w == snap->waiting_by_owner.end() ? 0 : w->second;
+      if (!quota.add_waiting(p.subject, snap->version, waiting)) {
+        throw HttpError{429, "",
+                        p.subject + " has " + std::to_string(quota.limits().max_waiting) +
+                            " jobs waiting, the most allowed: submit more as they start",
+                        30};
+      }
+    }
+    // No look-up first: the store's unique (owner, key) index refuses a second job with the
+    // key, and only then is the existing job read (a retried submit is the rare case).
+    auto job = std::make_shared<std::pair<store::JobRecord, core::JobSpec>>();
+    auto& [rec, spec] = *job;
+    rec.id = ctl->next_job_id();
+    rec.owner = p.subject;
+    rec.idempotency_key = pj.idempotency_key;
+    rec.name = pj.name;
+    rec.budget = pj.budget;
+    rec.spec_json = pj.canonical_json;
+    rec.state = "pending";
+    rec.reason = "submitted";
+    rec.submit_time = ctl->now();
+    rec.updated_at = rec.submit_time;
+    spec = std::move(pj.spec);
+    spec.id = rec.id;
+    spec.owner = rec.owner;
+    spec.submit_time = rec.submit_time;
+    // Its creation event ("" -> pending, "submitted", at submit_time) comes with the row.
+    store->write_async({op::InsertJob{rec}}, [this, job, reply](core::Status st) {
+      httplib::Response res;
+      answering(res, [&] {
+        auto& [rec, spec] = *job;
+        if (st.ok()) {
+          send_text(res, 201, job_text(rec));
+          ctl->submitted(std::move(rec), std::move(spec));
+        } else {
+          auto existing = st.error().field == "idempotency_key"
+                              ? store->job_by_key(rec.owner, rec.idempotency_key)
+                              : std::nullopt;
+          if (!existing) throw HttpError{503, "store", st.error().reason};
+          if (existing->spec_json != rec.spec_json || existing->budget != rec.budget) {
+            throw HttpError{409, "idempotency_key",
+                            "already used for job " + std::to_string(existing->id) +
+                                " with a different request"};
+          }
+          send_text(res, 200, job_text(*existing));
+        }
+      });
+      reply(std::move(res));
+    });
+    written = true;
+  });
+  if (!written) reply(std::move(res));
+}
+
+void ApiServer::Impl::install_job_routes() {
+  // Answered by submit(): from the event loop at once, without waiting for the commit; here for
+  // HTTPS (a thread per connection) and any such request the loop passes on (with a query).
+  route("POST", "/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    std::promise<httplib::Response> answer;
+    auto answered = answer.get_future();
+    submit(req, [&answer](httplib::Response r) { answer.set_value(std::move(r)); });
+    res = answered.get();
+  });
+
+  route("GET", "/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    auto p = authenticate(req);
+    not_agent(p);
+    check_query(req, {"state", "owner", "budget", "after", "limit", "order"});
+    store::JobQuery q;
+    if (req.has_param("state")) {
+      const auto v = req.get_param_value("state");
+      std::size_t start = 0;
+      while (start <= v.size()) {
+        auto comma = v.find(',', start);
+        if (comma == std::string::npos) comma = v.size();
+        auto s = v.substr(start, comma - start);
+        if (!parse_job_status(s)) throw HttpError{400, "state", "unknown state '" + s + "'"};
+        q.states.push_back(s);
+        start = comma + 1;
+      }
+    }
+    q.owner = req.get_param_value("owner");
+    if (!q.owner.empty() && !valid_name(q.owner)) throw HttpError{400, "owner", "not a user name"};
+    q.budget = req.get_param_value("budget");
+    if (!q.budget.empty() && !valid_budget_path(q.budget)) {
+      throw HttpError{400, "budget", "not a budget path"};
+    }
+    if (!q.budget.empty()) {
+      // A budget without children (now or ever: removed ones included) is matched exactly.
+      const auto& tree = *ctl->snapshot()->budgets;
+      bool children = false;
+      for (core::BudgetId id = 0; id < tree.size() && !children; ++id) {
+        const auto& n = tree.node(id);
+        children = n.path.size() > q.budget.size() &&
+                   n.path.compare(0, q.budget.size(), q.budget) == 0 &&
+                   n.path[q.budget.size()] == '/';
+      }
+      q.budget_subtree = children;
+    }
+    q.after = static_cast<JobId>(query_int(req, "after", 0, 0, INT64_MAX));
+    q.limit = static_cast<int>(query_int(req, "limit", 100, 1, 1000));
+    auto order = req.get_param_value("order");
+    if (!order.empty() && order != "asc" && order != "desc") {
+      throw HttpError{400, "order", "must be asc or desc"};
+    }
+    q.descending = order == "desc";
+    if (!p.is_admin()) {
+      if (p.manages.empty()) {
+        if (!q.owner.empty() && q.owner != p.subject) {
+          throw HttpError{403, "owner", "users see only their own jobs"};
+        }
+        q.owner = p.subject;
+      } else {
+        q.budgets_within = p.manages;
+        q.owner_or_within = p.subject;
+      }
+    }
+    auto rows = store->jobs(q);
+    std::string out = "{\"jobs\":[";
+    out.reserve(rows.size() * 600 + 64);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (i) out += ',';
+      append_job(out, rows[i]);
+    }
+    out += "],\"next\":";
+    out += static_cast<int>(rows.size()) == q.limit ? std::to_string(rows.back().id) : "null";
+    out += '}';
+    send_text(res, 200, out);
+  });
+
+  route("GET", "/api/v1/jobs/{id}", [this](const httplib::Request& req, httplib::Response& res) {
+    auto p = authenticate(req);
+    send_text(res, 200, job_text(visible_job(p, req.matches[1])));
+  });
+
+  route("POST", "/api/v1/jobs/{id}/cancel",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          auto body = parse_body(req, {"reason"}, true);
+          auto reason = str_field(body, "reason", false, 512);
+          auto j = visible_job(p, req.matches[1]);
+          auto r = ctl->cancel(j.id,
+                               "cancelled by " + acting(p) + (reason.empty() ? "" : ": " + reason));
+          if (!r.ok()) check(r.error(), 409);
+          send_text(res, 200, job_text(r.value()));
+        });
+
+  route("GET", "/api/v1/jobs/{id}/why",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          auto j = visible_job(p, req.matches[1]);
+          auto snap = ctl->snapshot();
+          json out = {{"id", j.id}, {"state", j.state}};
+          const bool queued = j.state == "pending" || j.state == "requeued";
+          // The explanation holds if the job has not changed since the cycle that gave it.
+          auto it = snap->why->find(j.id);
+          if (queued && it != snap->why->end() && j.updated_at <= snap->explained_at) {
+            out["code"] = it->second.code;
+            out["explanation"] = it->second.text;
+            out["rank"] = it->second.rank;
+            out["funded"] = it->second.funded;
+            out["expected_start"] = it->second.expected_start == core::kNever
+                                        ? json(nullptr)
+                                        : json(it->second.expected_start);
+          } else if (queued) {
+            out["code"] = "not-yet-considered";
+            out["explanation"] =
+                "submitted after the last scheduling cycle; the next one considers it";
+          } else {
+            out["code"] = j.state;
+            out["explanation"] = j.reason;
+          }
+          send(res, 200, out);
+        });
+
+  route("GET", "/api/v1/jobs/{id}/events",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          auto j = visible_job(p, req.matches[1]);
+          json out = {{"id", j.id}, {"events", json::array()}};
+          for (const auto& e : store->job_events(j.id)) {
+            out["events"].push_back(
+                {{"time", e.time}, {"from", e.from}, {"to", e.to}, {"reason", e.reason}});
+          }
+          send(res, 200, out);
+        });
+
+  route("GET", "/api/v1/jobs/{id}/telemetry",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          check_query(req, {});
+          auto j = visible_job(p, req.matches[1]);
+          auto snap = ctl->snapshot();
+          json out = {{"id", j.id},
+                      {"run", j.runs},
+                      {"current", nullptr},
+                      {"total", nullptr},
+                      {"flags", json::array()}};
+          const auto spec = parsed_or(j.spec_json, json::object());
+          for (const auto& t : store->telemetry(j.id)) {
+            if (t.run == 0) out["total"] = telemetry_json(t);
+            if (t.run != j.runs || j.runs == 0) continue;
+            out["current"] = telemetry_json(t);
+            for (const auto& f : telemetry_flags(t, spec, *snap->catalog)) {
+              out["flags"].push_back({{"flag", f.flag}, {"hint", f.hint}});
+            }
+          }
+          send(res, 200, out);
+        });
+}
+
+}  // namespace allot::server

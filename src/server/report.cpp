@@ -1,0 +1,177 @@
+#include "server/report.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "server/auth.h"
+#include "server/lifecycle.h"
+#include "server/metrics.h"
+
+namespace allot::server {
+
+using json = nlohmann::json;
+
+std::vector<store::LedgerEntry> usage_entries(const store::Store& store, core::Time now,
+                                              core::Time from, core::Time to) {
+  auto entries = store.ledger(from, to);
+  store::JobQuery q;
+  q.states = {"starting", "running", "preempting"};
+  q.limit = 100000;
+  for (const auto& j : store.jobs(q)) {
+    if (j.seg_start > 0 && now > j.seg_start) {
+      entries.push_back(
+          {0, j.id, j.owner, j.budget, j.cluster, j.seg_start, now, j.milli, j.allocated});
+    }
+  }
+  for (auto& e : entries) {
+    e.start = std::max(e.start, from);
+    e.end = std::min(e.end, to);
+  }
+  return entries;
+}
+
+core::Result<json> budget_report(const store::Store& store, const Snapshot& snap, core::Time from,
+                                 core::Time to, const std::string& scope,
+                                 const std::vector<store::LedgerEntry>& entries) {
+  const auto& tree = *snap.budgets;
+  auto ancestors = [](std::string path, auto fn) {
+    for (;;) {
+      fn(path);
+      if (path == "/") break;
+      auto slash = path.rfind('/');
+      path = slash == 0 ? "/" : path.substr(0, slash);
+    }
+  };
+  // Delivered: allocated and unallocated GPU-seconds per budget and its ancestors.
+  std::map<std::string, std::pair<double, double>> used;
+  // Utilization: measured GPU use over the GPU-time measured, from telemetry, for the jobs
+  // measured in the period; jobs that ran without telemetry are left out and counted.
+  struct Util {
+    double used = 0, measured = 0;
+    std::set<JobId> with, without;
+  };
+  std::map<std::string, Util> util;
+  std::set<JobId> measured;
+  for (const auto& t : store.telemetry_between(from, to)) {
+    measured.insert(t.job);
+    ancestors(t.budget, [&](const std::string& b) {
+      auto& u = util[b];
+      u.used += t.used_gpu_seconds;
+      u.measured += t.gpu_seconds;
+      u.with.insert(t.job);
+    });
+  }
+  for (const auto& e : entries) {
+    if (e.end <= e.start) continue;
+    const bool unmeasured = !measured.count(e.job);
+    const double gs = static_cast<double>(e.milli) * static_cast<double>(e.end - e.start) / 1000.0;
+    ancestors(e.budget, [&](const std::string& b) {
+      (e.allocated ? used[b].first : used[b].second) += gs;
+      if (unmeasured) util[b].without.insert(e.job);
+    });
+  }
+  // Availability, occupancy and impact.
+  MetricsInput mi;
+  mi.from = from;
+  mi.to = to;
+  mi.nodes = store.nodes();
+  mi.health = store.node_health(to);
+  mi.ledger = entries;
+  for (const auto& j : store.jobs_overlapping(from, to)) {
+    if (!path_within(j.budget, scope)) continue;
+    auto spec = json::parse(j.spec_json, nullptr, false);
+    if (!spec.is_object()) continue;
+    const auto st = parse_job_status(j.state).value_or(JobStatus::Pending);
+    mi.jobs.push_back({j.budget, j.submit_time, is_terminal(st) ? j.updated_at : to,
+                       static_cast<double>(spec.value("nodes", 1)) *
+                           spec.value("gpus_per_node", 1) * spec.value("gpu_milli", 1000) /
+                           1000.0});
+  }
+  for (core::BudgetId id = 0; id < tree.size(); ++id) {
+    const auto& n = tree.node(id);
+    if (!tree.valid(id) || !tree.is_leaf(id) || id == tree.root() || !path_within(n.path, scope)) {
+      continue;
+    }
+    auto& f = mi.fractions[n.path];
+    for (const auto& [name, cid] : snap.cluster_ids) f[name] = tree.allocated_fraction(id, cid);
+  }
+  {
+    std::set<std::string> clusters;
+    for (const auto& n : mi.nodes) clusters.insert(n.cluster);
+    const auto hours = static_cast<std::size_t>((to - from + core::kHour - 1) / core::kHour);
+    const std::size_t series = 2 * clusters.size() + 2 * mi.fractions.size();
+    if (series > 0 && hours > kMaxReportValues / series) {
+      const auto days = kMaxReportValues / series / 24;
+      return core::Error{"from", "a report over " + std::to_string(mi.fractions.size()) +
+                                     " budgets and " + std::to_string(clusters.size()) +
+                                     " clusters covers at most " + std::to_string(days) +
+                                     " days: ask for a shorter period or a narrower budget"};
+    }
+  }
+  const auto m = compute_metrics(mi);
+
+  auto ratio = [](double a, double b) { return b > 0 ? json(a / b) : json(); };
+  auto cluster_json = [&](const ClusterMetrics& c) {
+    return json{{"availability", ratio(c.available, c.total)},
+                {"occupancy", ratio(c.allocated + c.unallocated, c.available)},
+                {"occupancy_allocated", ratio(c.allocated, c.available)},
+                {"occupancy_unallocated", ratio(c.unallocated, c.available)},
+                {"total_gpu_seconds", c.total},
+                {"available_gpu_seconds", c.available},
+                {"allocated_gpu_seconds", c.allocated},
+                {"unallocated_gpu_seconds", c.unallocated}};
+  };
+  json out = {{"from", from}, {"to", to}, {"scope", scope}, {"clusters", json::object()}};
+  for (const auto& [name, c] : m.clusters) out["clusters"][name] = cluster_json(c);
+  out["availability"] = {{"value", ratio(m.all.available, m.all.total)},
+                         {"available_gpu_seconds", m.all.available},
+                         {"total_gpu_seconds", m.all.total}};
+  out["occupancy"] = {{"value", ratio(m.all.allocated + m.all.unallocated, m.all.available)},
+                      {"allocated", ratio(m.all.allocated, m.all.available)},
+                      {"unallocated", ratio(m.all.unallocated, m.all.available)},
+                      {"assigned_gpu_seconds", m.all.allocated + m.all.unallocated}};
+  const bool owed_any = m.budgets_owed > 0;
+  out["impact"] = {{"mean", owed_any ? json(m.impact_mean) : json()},
+                   {"min", owed_any ? json(m.impact_min) : json()},
+                   {"min_budget", m.impact_min_budget},
+                   {"budgets_owed", m.budgets_owed},
+                   {"budgets_at_least_95", m.budgets_at_95}};
+  const auto& all = util[scope];
+  out["utilization"] = {{"value", ratio(all.used, all.measured)},
+                        {"measured_gpu_seconds", all.measured},
+                        {"used_gpu_seconds", all.used},
+                        {"jobs_measured", all.with.size()},
+                        {"jobs_without_telemetry", all.without.size()}};
+  out["budgets"] = json::array();
+  const double secs = static_cast<double>(to - from);
+  for (core::BudgetId id = 0; id < tree.size(); ++id) {
+    const auto& n = tree.node(id);
+    if (n.removed || !path_within(n.path, scope)) continue;
+    double owed = 0;
+    for (const auto& c : snap.clusters) {
+      auto cid = snap.cluster_ids.at(c.name);
+      owed += tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 * secs;
+    }
+    const auto u = used[n.path];
+    const auto& ut = util[n.path];
+    const auto bm = m.budgets.find(n.path);
+    const bool has = bm != m.budgets.end();
+    out["budgets"].push_back(
+        {{"budget", n.path},
+         {"owed_gpu_seconds", owed},
+         {"allocated_gpu_seconds", u.first},
+         {"unallocated_gpu_seconds", u.second},
+         {"delivered_fraction", owed > 0 ? u.first / owed : 0.0},
+         {"demand_gpu_seconds", has ? bm->second.demand : 0.0},
+         {"owed_capped_gpu_seconds", has ? bm->second.owed : 0.0},
+         {"impact", has && bm->second.owed > 0 ? json(bm->second.impact()) : json()},
+         {"utilization", ratio(ut.used, ut.measured)},
+         {"jobs_measured", ut.with.size()},
+         {"jobs_without_telemetry", ut.without.size()}});
+  }
+  return out;
+}
+
+}  // namespace allot::server

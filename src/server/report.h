@@ -1,0 +1,34 @@
+// GET /report's numbers without HTTP: owed and delivered GPU-time per budget and the four
+// metrics (server/metrics.h), from the store's records and the scheduling loop's snapshot.
+// Stateless; safe from any thread (it only reads the store and an immutable snapshot).
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "server/controller.h"
+#include "store/store.h"
+
+namespace allot::server {
+
+// A report keeps an hourly series per cluster (two) and per leaf budget in scope (two) over its
+// period: at most a leap year, and at most this many hourly values in all (64 MiB).
+constexpr core::Duration kMaxReportPeriod = 366 * core::kDay;
+constexpr std::size_t kMaxReportValues = std::size_t{8} << 20;
+
+// The ledger's entries over [from, to) plus the open segments of jobs running `now`, each
+// clipped to [from, to): what GET /usage and GET /report count.
+std::vector<store::LedgerEntry> usage_entries(const store::Store& store, core::Time now,
+                                              core::Time from, core::Time to);
+
+// The report over [from, to) for the budgets within `scope` (the JSON of GET /report, see
+// docs/api.md). `entries` as usage_entries() gives them. Refused (field "from") when the period
+// holds more hourly values than kMaxReportValues for the budgets and clusters in scope.
+core::Result<nlohmann::json> budget_report(const store::Store& store, const Snapshot& snap,
+                                           core::Time from, core::Time to, const std::string& scope,
+                                           const std::vector<store::LedgerEntry>& entries);
+
+}  // namespace allot::server
