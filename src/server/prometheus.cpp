@@ -10,7 +10,6 @@
 namespace allot::server {
 
 using json = nlohmann::json;
-using prom::Histogram;
 using prom::Labels;
 
 namespace {
