@@ -33,7 +33,7 @@ std::string first_sentence(const std::string& text) {
 bool is_client_command(const std::string& cmd) {
   static const std::vector<std::string> cmds = {"submit",   "ls",     "show",  "why",     "cancel",
                                                 "budget",   "nodes",  "drain", "undrain", "cordon",
-                                                "uncordon", "report", "token", "logs"};
+                                                "uncordon", "report", "token", "logs",    "me"};
   return std::find(cmds.begin(), cmds.end(), cmd) != cmds.end();
 }
 
@@ -99,6 +99,7 @@ int client_main(int argc, char** argv) {
   if (cmd == "report") return client::cmd_report(a, c);
   if (cmd == "token") return client::cmd_token(a, c);
   if (cmd == "logs") return client::cmd_logs(a, c);
+  if (cmd == "me") return client::cmd_me(a, c);
   die(kUsage, "unknown command '" + cmd + "'");
 }
 

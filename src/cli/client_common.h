@@ -73,5 +73,6 @@ int cmd_report(const Args& a, const Conn& c);
 int cmd_nodes(const Args& a, const Conn& c);
 int cmd_node_op(const Args& a, const Conn& c, const std::string& op);
 int cmd_token(const Args& a, const Conn& c);
+int cmd_me(const Args& a, const Conn& c);  // client_standing.cpp
 
 }  // namespace allot::cli::client

@@ -183,6 +183,19 @@ std::vector<CommandSpec> build() {
                  false,
                  "allot " + name + " gpu-07" + (name == "drain" ? " --reason 'fan failure'" : "")});
   }
+  c.push_back({"me",
+               "[options]",
+               "Your standing, like Slurm's sshare: for each budget you belong to or manage, its "
+               "share of the cluster, the GPUs it is owed and holds now, its usage over the "
+               "lookback window, its rank among its siblings, its jobs, owed vs delivered "
+               "GPU-hours this week, and whether a new job would start allocated.",
+               {{"budget", "PATH", "this budget and its children instead of your own"},
+                {"gpus", "N", "the new job to ask about: its GPUs (default 1)"},
+                {"min-runtime", "DURATION", "the new job's minimum runtime (default 1h)"}},
+               0,
+               0,
+               false,
+               "allot me --gpus 8 --min-runtime 4h"});
   {
     CommandSpec r{"report",
                   "[options]",

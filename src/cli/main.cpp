@@ -25,6 +25,7 @@ void usage(FILE* out) {
       "  show, why, logs, cancel   one job: everything, why it waits or stopped, output, stop\n"
       "  budget   tree, set, rm, usage\n"
       "  nodes, drain, undrain, cordon, uncordon   the nodes\n"
+      "  me       your budgets' standing: share, usage, rank, owed vs delivered (like sshare)\n"
       "  report   the four metrics and owed/delivered per budget\n"
       "  token    ls, create, revoke\n"
       "  version  print the version\n"

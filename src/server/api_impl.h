@@ -251,6 +251,7 @@ struct ApiServer::Impl {
   void install_budget_routes();     // api_budgets.cpp
   void install_node_routes();       // api_nodes.cpp
   void install_usage_routes();      // api_usage.cpp: usage and report
+  void install_standing_routes();   // api_standing.cpp: each budget's standing (allot me)
   void install_agent_routes();      // api_agent.cpp: the agent protocol
   void install_agent_log_routes();  // api_logs.cpp: agents uploading logs
   void install_token_routes();      // api_tokens.cpp

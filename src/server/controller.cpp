@@ -268,6 +268,7 @@ void Controller::cycle(bool explain) {
     }
     why_ = std::move(why);
     explained_at_ = now;
+    standing_ = standings();
   }
   write(std::move(batch));
   dirty_ = false;
@@ -280,6 +281,7 @@ void Controller::publish() {
   s->cycles = cycles_;
   s->why = why_;
   s->explained_at = explained_at_;
+  s->standing = standing_;
   if (!budgets_snap_ || budgets_snap_version_ != sched_.budgets().version()) {
     budgets_snap_ = std::make_shared<const core::BudgetTree>(sched_.budgets());
     budgets_snap_version_ = sched_.budgets().version();

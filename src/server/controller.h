@@ -29,6 +29,7 @@
 #include "server/feasibility.h"
 #include "server/lifecycle.h"
 #include "server/observer.h"
+#include "server/standing.h"
 #include "store/store.h"
 
 namespace allot::server {
@@ -123,6 +124,8 @@ struct Snapshot {
   std::size_t running = 0;
   // Jobs waiting (pending or requeued) per owner, for the submission quota (quota.h).
   std::map<std::string, std::int64_t> waiting_by_owner;
+  // Each budget's standing, computed with the explanations (server/standing.h). Shared.
+  std::shared_ptr<const StandingTable> standing;
   std::uint64_t version = 0;  // one more for each snapshot published
 };
 
@@ -225,6 +228,8 @@ class Controller {
   void rebuild();
   void cycle(bool explain);
   void publish();
+  // Each budget's standing now (controller_standing.cpp), for the snapshot.
+  std::shared_ptr<const StandingTable> standings() const;
   void sim_exits(Time now, store::WriteBatch& batch);
   void take_submits(std::vector<std::pair<store::JobRecord, core::JobSpec>>& jobs);
 
@@ -264,6 +269,7 @@ class Controller {
   std::map<std::string, core::ClusterId> cluster_ids_;
   std::shared_ptr<const std::map<JobId, WhyInfo>> why_;
   Time explained_at_ = 0;
+  std::shared_ptr<const StandingTable> standing_;  // computed with the explanations
   std::set<JobId> holding_;  // jobs holding GPUs (starting, running, preempting)
   std::uint64_t cycles_ = 0;
   std::uint64_t published_ = 0;  // snapshots published (Snapshot::version)

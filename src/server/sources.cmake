@@ -11,6 +11,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api_logs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_nodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_tokens.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/api_standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_usage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller.cpp
@@ -18,6 +19,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/controller_jobs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_nodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_restore.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/controller_standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/edge.cpp
   ${CMAKE_CURRENT_LIST_DIR}/event_log.cpp
   ${CMAKE_CURRENT_LIST_DIR}/event_server.cpp
@@ -32,5 +34,6 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/prometheus.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quota.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry.cpp
 )

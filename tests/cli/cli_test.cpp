@@ -352,6 +352,39 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(allot({"token", "revoke", "999999"}).code, 5);
 }
 
+TEST_F(Cli, MeShowsStandingAndWhatANewJobWouldGet) {
+  ASSERT_EQ(allot({"budget", "set", "/me/x", "--share", "1", "--members", "mia"}).code, 0);
+  auto t = allot({"token", "create", "mia-t", "--role", "user", "--subject", "mia"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  const std::string mia = t.out.substr(0, t.out.find('\n'));
+  auto sub = allot({"submit", "--budget", "/me/x", "--gpus", "1", "--min-runtime", "1h", "--json",
+                    "--", "sleep", "1000"},
+                   mia);
+  ASSERT_EQ(sub.code, 0) << sub.err;
+  ASSERT_TRUE(wait_state(id_of(sub), "running"));
+  // Standings are recomputed with the explanations, once a second.
+  std::this_thread::sleep_for(1100ms);
+  auto me = allot({"me", "--gpus", "2", "--min-runtime", "30m"}, mia);
+  ASSERT_EQ(me.code, 0) << me.err;
+  for (const char* k : {"mia: standing at", "/me/x", "STANDING", "RANK",
+                        "A new 2-GPU job with --min-runtime 30m now:", "/me/x: "}) {
+    EXPECT_NE(me.out.find(k), std::string::npos) << k << "\n" << me.out;
+  }
+  auto js = allot({"me", "--json"}, mia);
+  ASSERT_EQ(js.code, 0) << js.err;
+  auto j = json::parse(js.out);
+  ASSERT_EQ(j["budgets"].size(), 1u) << js.out;
+  EXPECT_EQ(j["budgets"][0]["budget"], "/me/x");
+  EXPECT_EQ(j["budgets"][0]["clusters"][0]["running_allocated"], 1) << js.out;
+  EXPECT_TRUE(j["budgets"][0]["clusters"][0]["new_job"].contains("allocated"));
+  // Misspelt flags and budgets the caller may not see are refused.
+  auto typo = allot({"me", "--gpu", "2"}, mia);
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.err.find("--gpus"), std::string::npos) << typo.err;
+  EXPECT_EQ(allot({"me", "--budget", "/"}, mia).code, 4);
+  EXPECT_EQ(allot({"cancel", id_of(sub)}).code, 0);
+}
+
 TEST_F(Cli, ConnectionProblemsSayWhatToFix) {
   auto none = allot({"ls"}, "");
   EXPECT_EQ(none.code, 4);
