@@ -40,6 +40,11 @@ bool is_client_command(const std::string& cmd) {
 int client_main(int argc, char** argv) {
   const std::string cmd = argv[0];
   std::vector<std::string> words(argv + 1, argv + argc);
+  // Errors as JSON for scripts, even those of parsing the flags (stops at "--": the job's own).
+  for (const auto& w : words) {
+    if (w == "--") break;
+    if (w == "--json") client::set_json_errors(true);
+  }
   // budget and token have subcommands, each with its own flags; the first word names it.
   std::string sub;
   if (cmd == "budget" || cmd == "token") {

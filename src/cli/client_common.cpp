@@ -25,8 +25,23 @@
 
 namespace allot::cli::client {
 
-[[noreturn]] void die(int code, const std::string& msg) {
-  std::fprintf(stderr, "allot: %s\n", msg.c_str());
+namespace {
+bool json_errors = false;  // set once by client_main, before any request
+}  // namespace
+
+void set_json_errors(bool on) {
+  json_errors = on;
+}
+
+[[noreturn]] void die(int code, const std::string& msg, int status, const std::string& field) {
+  if (json_errors) {
+    json e = {{"exit_code", code}, {"message", msg}};
+    if (status > 0) e["status"] = status;
+    if (!field.empty()) e["field"] = field;
+    std::fprintf(stderr, "%s\n", json{{"error", e}}.dump().c_str());
+  } else {
+    std::fprintf(stderr, "allot: %s\n", msg.c_str());
+  }
   std::exit(code);
 }
 
@@ -82,15 +97,20 @@ void configure(httplib::Client& cli, const Conn& c) {
 [[noreturn]] void refused(int status, const std::string& body) {
   auto j = json::parse(body, nullptr, false);
   std::string msg = "server refused (" + std::to_string(status) + ")";
-  if (!j.is_discarded() && j.contains("error")) {
-    auto f = j["error"].value("field", "");
-    msg += ": " + (f.empty() ? "" : f + ": ") + j["error"].value("reason", "");
+  std::string field;
+  if (!j.is_discarded() && j.contains("error") && j["error"].is_object()) {
+    const auto& e = j["error"];
+    if (e.contains("field") && e["field"].is_string()) field = e["field"];
+    const auto reason = e.contains("reason") && e["reason"].is_string()
+                            ? e["reason"].get<std::string>()
+                            : std::string();
+    msg += ": " + (field.empty() ? "" : field + ": ") + reason;
   }
   int code = status == 401 || status == 403 ? kAuth
              : status == 404                ? kNotFound
              : status >= 500                ? kServer
                                             : kRefused;
-  die(code, msg);
+  die(code, msg, status, field);
 }
 
 json request(const Conn& c, const std::string& method, const std::string& path, const json* body) {

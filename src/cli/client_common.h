@@ -27,8 +27,12 @@ enum Exit {
   kServer = 6
 };
 
-// Says `msg` on stderr and exits with `code`.
-[[noreturn]] void die(int code, const std::string& msg);
+// Says `msg` on stderr and exits with `code`. Under --json (set_json_errors) the message is one
+// JSON line instead: {"error": {"exit_code", "message", and the server's "status" and "field"
+// when it refused}}.
+[[noreturn]] void die(int code, const std::string& msg, int status = 0,
+                      const std::string& field = "");
+void set_json_errors(bool on);
 
 struct Conn {
   std::string addr, token, cacert;

@@ -385,6 +385,30 @@ TEST_F(Cli, MeShowsStandingAndWhatANewJobWouldGet) {
   EXPECT_EQ(allot({"cancel", id_of(sub)}).code, 0);
 }
 
+TEST_F(Cli, ErrorsAreJsonUnderJson) {
+  auto missing = allot({"show", "987654", "--json"});
+  EXPECT_EQ(missing.code, 5);
+  EXPECT_TRUE(missing.out.empty()) << missing.out;
+  auto e = json::parse(missing.err, nullptr, false);
+  ASSERT_TRUE(e.is_object()) << missing.err;
+  EXPECT_EQ(e["error"]["exit_code"], 5);
+  EXPECT_EQ(e["error"]["status"], 404);
+  auto bad = allot({"submit", "--budget", "/nope/x", "--json", "--", "true"});
+  EXPECT_EQ(bad.code, 1);
+  e = json::parse(bad.err, nullptr, false);
+  ASSERT_TRUE(e.is_object()) << bad.err;
+  EXPECT_EQ(e["error"]["field"], "budget") << bad.err;
+  // Bad usage too: the flag parser's errors.
+  auto typo = allot({"ls", "--stat", "running", "--json"});
+  EXPECT_EQ(typo.code, 2);
+  e = json::parse(typo.err, nullptr, false);
+  ASSERT_TRUE(e.is_object()) << typo.err;
+  EXPECT_EQ(e["error"]["exit_code"], 2);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("--state"), std::string::npos);
+  // Without --json, a line of text.
+  EXPECT_EQ(allot({"show", "987654"}).err.rfind("allot: ", 0), 0u);
+}
+
 TEST_F(Cli, ConnectionProblemsSayWhatToFix) {
   auto none = allot({"ls"}, "");
   EXPECT_EQ(none.code, 4);
