@@ -5,6 +5,7 @@
 
 #include "agent/runner.h"
 #include "cli/commands.h"
+#include "cli/completion.h"
 #include "cli/flags.h"
 
 namespace {
@@ -28,6 +29,7 @@ void usage(FILE* out) {
       "  me       your budgets' standing: share, usage, rank, owed vs delivered (like sshare)\n"
       "  report   the four metrics and owed/delivered per budget\n"
       "  token    ls, create, revoke\n"
+      "  completion  bash|zsh: a shell completion script (source <(allot completion bash))\n"
       "  version  print the version\n"
       "\n"
       "'allot <command> --help' tells more: each command's options, with units and defaults.\n"
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "agent-shim") return allot::agent::shim_main(argc - 1, argv + 1);
   if (cmd == "agent") return allot::cli::agent_main(argc - 1, argv + 1);
+  if (cmd == "completion") return allot::cli::completion_main(argc - 1, argv + 1);
   if (cmd == "demo") return allot::cli::demo_main(argc - 1, argv + 1);
   if (cmd == "sim") return allot::cli::sim_main(argc - 1, argv + 1);
   if (cmd == "server") return allot::cli::server_main(argc - 1, argv + 1);
