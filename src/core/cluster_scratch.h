@@ -283,4 +283,14 @@ struct Scheduler::ClusterScratch {
   }
 };
 
+// Standing s(b) on the pass's projected usage (docs/policy.md §5). Defined here, inline, because
+// the fair-share walk computes it for every key it sorts.
+inline double Scheduler::standing_of(const ClusterScratch& s, BudgetId b,
+                                     MilliGpuSeconds extra) const {
+  const double a = s.allocation[b];
+  const double p = static_cast<double>(s.projected[b] + extra);
+  if (a <= 0.0) return kInf;  // no allocation: never within it, ranked last
+  return p / a;
+}
+
 }  // namespace allot::core
