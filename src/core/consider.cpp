@@ -78,7 +78,7 @@ void Scheduler::waits(ClusterScratch& s, const Explanation& e, CycleResult& out)
 }
 
 // What j's explanation says whatever its turn decides: who it is, where it ranks, whether it is
-// funded (docs/policy.md §3) and how its budget stands.
+// funded (docs/policy.md §6) and how its budget stands.
 Explanation Scheduler::explanation_of(ClusterId c, const ClusterScratch& s, const JobEntry& j,
                                       std::uint32_t rank, std::uint32_t ahead) const {
   Explanation e;
@@ -139,7 +139,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   }
   NodeMask& mask = holder ? own_mask : s.mask;
 
-  // 1. Free GPUs outside the reservations.
+  // §7.2 step 1: free GPUs outside the reservations.
   const ShapeKey key = shape_key(j.spec);
   const std::uint64_t stamp = pool_.generation() * 1000003u + s.mask_version;
   const bool cacheable = !holder && key.models != ~std::uint64_t{0};
@@ -157,7 +157,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
     if (cacheable) memo.failed_at = stamp;
   }
 
-  // 2. Backfill onto reserved GPUs where it cannot delay their holder.
+  // §7.2 step 2: backfill onto reserved GPUs where it cannot delay their holder.
   if (config_.backfill && !s.made.empty()) {
     const Time end_by = j.spec.expected_duration ? now_ + *j.spec.expected_duration : kNever;
     const Time protected_to = e.funded ? now_ + j.spec.min_runtime : now_;
@@ -231,9 +231,9 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
     }
   }
 
-  // 3. Preemption, for funded work only: unallocated victims first, then allocated ones past their
-  // contract whose branch stands worse by the margin.
-  // The first max_preemption_attempts funded blocked jobs in order may preempt this cycle.
+  // §7.2 step 3: preemption (§8), for funded work only: unallocated victims first, then allocated
+  // ones past their contract whose branch stands worse by the margin. The first
+  // max_preemption_attempts funded blocked jobs in order may preempt this cycle.
   if (e.funded && config_.preemption && !s.exposed_nodes.empty() &&
       s.preemption_considered++ < config_.max_preemption_attempts) {
     // The same request from the same budget against the same pool fails the same way.
@@ -252,7 +252,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   explain_wait(c, s, j, e, memo, out);
 }
 
-// 4. j waits. Say why, and plan for the first blocked jobs so they are not starved.
+// §7.2 step 4: j waits. Say why (§10), and plan for the first blocked jobs so they are not starved.
 void Scheduler::explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, Explanation& e,
                              ShapeMemo& memo, CycleResult& out) {
   const Shape& shape = j.spec.shape;

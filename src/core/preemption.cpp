@@ -11,8 +11,9 @@
 
 namespace allot::core {
 
-// GPU-seconds a running job would lose if stopped now: all it did in this run, or for a resumable
-// job at most what it did since its last checkpoint.
+// docs/policy.md section 8, "GPU-seconds lost" (the work at risk): GPU-seconds a running job would
+// lose if stopped now: all it did in this run, or for a resumable job at most what it did since its
+// last checkpoint.
 double Scheduler::work_at_risk(const JobEntry& j) const {
   const Duration ran = now_ - j.run.started;
   const Duration at_risk =
@@ -21,6 +22,9 @@ double Scheduler::work_at_risk(const JobEntry& j) const {
          static_cast<double>(at_risk);
 }
 
+// docs/policy.md section 8, the two tiers: whether requester r may take running v, and why (tier 1:
+// v is unallocated; tier 2: v is allocated, past its contract, and its branch stands worse than
+// r's by the margin).
 bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const JobEntry& r,
                                VictimReason* why) const {
   why->ran_for = now_ - v.run.started;
@@ -90,7 +94,8 @@ bool Scheduler::within_share(const ClusterScratch& s, const JobEntry& v) const {
          fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
 }
 
-// Whether unallocated `v` is work whose loss max_unallocated_loss_ratio limits: it is not resumable
+// docs/policy.md section 8, "Unallocated non-resumable victims that hold a contract": whether
+// unallocated `v` is work whose loss max_unallocated_loss_ratio limits: it is not resumable
 // (resumable work loses at most a checkpoint interval), holds a contract (minimum runtime > 0:
 // demoted past its contract, or started while its budget was over) and is not backfilled onto
 // another job's reservation (evictable by design, or large jobs would starve).
@@ -105,20 +110,48 @@ double Scheduler::contract_gpu_seconds(const JobEntry& r) {
          static_cast<double>(r.spec.min_runtime);
 }
 
-// Whether taking unallocated `v` for `r` stays within max_unallocated_loss_ratio on its own (the
-// total over all victims is checked in try_preempt).
+// docs/policy.md section 8, the same rule per victim: whether taking unallocated `v` for `r` stays
+// within max_unallocated_loss_ratio on its own (the total is losses_within_limits').
 bool Scheduler::unallocated_loss_ok(const JobEntry& v, const JobEntry& r) const {
   return !unallocated_loss_limited(v) || patience_over(r) ||
          work_at_risk(v) <= config_.max_unallocated_loss_ratio * contract_gpu_seconds(r);
 }
 
-// Whether requester `r` has waited unallocated_loss_patience since it was submitted: from then on
-// max_unallocated_loss_ratio no longer holds it back, so no unallocated work squats for long.
+// docs/policy.md section 8, unallocated_loss_patience: whether requester `r` has waited
+// unallocated_loss_patience since it was submitted: from then on max_unallocated_loss_ratio no
+// longer holds it back, so no unallocated work squats for long.
 bool Scheduler::patience_over(const JobEntry& r) const {
   return config_.unallocated_loss_patience > 0 &&
          now_ - r.spec.submit_time >= config_.unallocated_loss_patience;
 }
 
+// docs/policy.md section 8, the loss limits on the chosen victims together: allocated work is not
+// destroyed beyond what the requester is guaranteed to do in its place (max_allocated_loss_ratio),
+// nor is unallocated non-resumable work that holds a contract (max_unallocated_loss_ratio, in
+// all), unless the requester has waited its patience.
+bool Scheduler::losses_within_limits(const std::vector<JobId>& victims, const JobEntry& j) const {
+  if (config_.max_allocated_loss_ratio > 0 || config_.max_unallocated_loss_ratio > 0) {
+    double allocated_lost = 0;
+    double unallocated_lost = 0;
+    for (JobId vid : victims) {
+      const JobEntry& v = jobs_.at(vid);
+      if (v.run.allocated) allocated_lost += work_at_risk(v);
+      if (unallocated_loss_limited(v)) unallocated_lost += work_at_risk(v);
+    }
+    const double contract = contract_gpu_seconds(j);
+    if (config_.max_allocated_loss_ratio > 0 &&
+        allocated_lost > config_.max_allocated_loss_ratio * contract) {
+      return false;
+    }
+    if (!patience_over(j) && unallocated_lost > config_.max_unallocated_loss_ratio * contract) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// docs/policy.md section 8, "Victim choice": the cheapest victims on the cheapest node (or, for a
+// gang, set of nodes in one block), checked by a what-if placement.
 bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
                             CycleResult& out) {
   s.new_requester();
@@ -256,37 +289,16 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
   std::sort(victims.begin(), victims.end());
   victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
   if (victims.empty()) return false;  // it fits without victims only if a search above missed it
-  // Allocated work is not destroyed beyond what the requester is guaranteed to do in its place.
-  // Nor is unallocated non-resumable work that holds a contract (max_unallocated_loss_ratio, in
-  // all), unless the requester has waited its patience.
-  if (config_.max_allocated_loss_ratio > 0 || config_.max_unallocated_loss_ratio > 0) {
-    double allocated_lost = 0;
-    double unallocated_lost = 0;
-    for (JobId vid : victims) {
-      const JobEntry& v = jobs_.at(vid);
-      if (v.run.allocated) allocated_lost += work_at_risk(v);
-      if (unallocated_loss_limited(v)) unallocated_lost += work_at_risk(v);
-    }
-    const double contract = contract_gpu_seconds(j);
-    if (config_.max_allocated_loss_ratio > 0 &&
-        allocated_lost > config_.max_allocated_loss_ratio * contract) {
-      return false;
-    }
-    if (!patience_over(j) && unallocated_lost > config_.max_unallocated_loss_ratio * contract) {
-      return false;
-    }
-  }
+  if (!losses_within_limits(victims, j)) return false;
 
-  // What-if: hand the victims' GPUs back, place, and undo if it still does not fit.
-  const std::uint64_t generation = pool_.generation();
-  for (JobId vid : victims) pool_.release(jobs_.at(vid).run.placement);
+  // What-if: hand the victims' GPUs back and place; the trial undoes itself if it still does not
+  // fit. Kept, the victims' GPUs stay free, and their stops below only record them.
+  PoolTrial trial(pool_);
+  for (JobId vid : victims) trial.release(jobs_.at(vid).run.placement);
   auto p =
       pool_.place(c, shape, j.spec.models, &mask, config_.placement, config_.gang_spans_blocks);
-  for (JobId vid : victims) pool_.take(jobs_.at(vid).run.placement);
-  if (!p) {
-    pool_.restore_generation(generation);
-    return false;
-  }
+  if (!p) return false;
+  trial.keep();
 
   for (JobId vid : victims) {
     JobEntry& v = jobs_.at(vid);
@@ -294,7 +306,7 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
     d.reason = StopReason::Preempted;
     d.for_job = j.spec.id;
     preemptible_by(s, v, j, &d.victim);
-    stop(v, d, out);
+    stop(v, d, out, /*gpus_already_free=*/true);
   }
   start(s, j, std::move(*p), /*allocated=*/true, StartMode::Preempting, victims, out);
   return true;

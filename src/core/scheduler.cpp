@@ -224,10 +224,10 @@ void Scheduler::charge_rate(const JobEntry& j, Milli sign) {
   }
 }
 
-void Scheduler::release(JobEntry& j) {
+void Scheduler::release(JobEntry& j, bool gpus_already_free) {
   if (j.state != JobState::Running) return;
   if (j.run.allocated) charge_rate(j, -1);
-  pool_.release(j.run.placement);
+  if (!gpus_already_free) pool_.release(j.run.placement);
   running_[j.run.cluster].erase(j.spec.id);
   NodeId last = std::numeric_limits<NodeId>::max();
   for (const GpuSlot& g : j.run.placement) {

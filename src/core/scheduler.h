@@ -262,6 +262,7 @@ class Scheduler : private detail::SchedulerState {
   static double contract_gpu_seconds(const JobEntry& requester);
   bool unallocated_loss_ok(const JobEntry& victim, const JobEntry& requester) const;
   bool patience_over(const JobEntry& requester) const;
+  bool losses_within_limits(const std::vector<JobId>& victims, const JobEntry& requester) const;
   int pass_of(const JobSpec& spec) const;
   void waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const;
   struct ShapeMemo;  // what a pass learnt about one request shape
@@ -278,8 +279,10 @@ class Scheduler : private detail::SchedulerState {
                 std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
   void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
              std::vector<JobId> victims, CycleResult& out);
-  void release(JobEntry& j);
-  void stop(JobEntry& j, StopDecision d, CycleResult& out);
+  // Ends j's run: its charge, its GPUs (unless a kept PoolTrial already handed them back, as
+  // preemption's what-if does), its place among the running jobs.
+  void release(JobEntry& j, bool gpus_already_free = false);
+  void stop(JobEntry& j, StopDecision d, CycleResult& out, bool gpus_already_free = false);
   bool try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
                    CycleResult& out);
   bool preempted_enough(const JobEntry& v) const;

@@ -35,10 +35,10 @@ CycleResult Scheduler::cycle(Time now, const CycleOptions& options) {
   return out;
 }
 
-void Scheduler::stop(JobEntry& j, StopDecision d, CycleResult& out) {
+void Scheduler::stop(JobEntry& j, StopDecision d, CycleResult& out, bool gpus_already_free) {
   d.job = j.spec.id;
   d.requeue = j.spec.resumable;
-  release(j);
+  release(j, gpus_already_free);
   j.state = JobState::Stopping;
   j.run.requeue_on_stop = d.requeue;
   out.stops.push_back(d);
@@ -76,6 +76,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   ClusterScratch& s = *scratch_.p;
   s.reset(c, now_);
   s.explain = options.explain_all;
+  // §7 step 3.1: P, A and s for every budget; 3.2: class changes (§6).
   compute_projected(c, s);
   change_classes(c, s, out);
 
@@ -115,8 +116,9 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
     s.exposed_nodes.emplace_back(n, std::make_pair(first, s.exposed.size()));
   }
 
-  // Debug jobs first (they must start within seconds), then everything else, each pass in the
-  // policy's order. Without explain_all the walk ends once nothing further can start.
+  // §7 step 3.3: debug jobs first (they must start within seconds), then everything else, each
+  // pass in the policy's order (§7.1). Without explain_all the walk ends once nothing further can
+  // start.
   std::uint32_t rank = 0;
   // Nothing more can start, reserve or preempt in this pass (anything_can_start): the walk stops
   // without explain_all, and otherwise only explains the rest (explain_rest).
@@ -209,7 +211,8 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
     }
   }
 
-  // What is left idle, and how much of it the largest waiting request cannot use.
+  // §7 step 3.4: what is left idle, and how much of it the largest waiting request cannot use
+  // (§7.3, fragmentation).
   ClusterState state;
   state.cluster = c;
   state.largest_waiting_per_node = s.largest_waiting_per_node;
