@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/queue_order.h"
 #include "core/scheduler.h"
 
 namespace allot::core {
@@ -107,10 +108,6 @@ class ShapeTable {
   std::vector<Slot> slots_;  // a power of two in size, at most half used
   std::size_t used_ = 0;
 };
-
-inline int inverted(Priority p) {
-  return 3 - static_cast<int>(p);
-}
 
 // GPU slots of placement `p` on node n (a placement lists its nodes in order).
 inline int slots_on(const Placement& p, NodeId n) {

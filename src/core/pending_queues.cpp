@@ -56,10 +56,9 @@ void Scheduler::add_pending(JobEntry& j) {
   ++pending_count_;
 }
 
+// The baseline order's first key comes from its registered function (queue_order.h, orders/).
 Scheduler::PendingKey Scheduler::flat_key(const JobEntry& j) const {
-  Time first = 0;
-  if (config_.order == QueueOrder::Priority) first = inverted(j.spec.priority);
-  if (config_.order == QueueOrder::ShortestFirst) first = j.spec.expected_duration.value_or(kNever);
+  const Time first = flat_first_key(config_.order)(j.spec);
   return PendingKey{first, j.spec.submit_time, j.spec.id};
 }
 
