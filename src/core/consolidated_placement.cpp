@@ -6,16 +6,9 @@
 #include <algorithm>
 
 #include "core/gpu_pool.h"
+#include "core/placement_filters.h"
 
 namespace allot::core {
-namespace {
-bool excluded_node(const NodeMask* ex, NodeId n) {
-  return ex && n < ex->size() && (*ex)[n];
-}
-bool accepts(const std::vector<GpuModelId>& models, GpuModelId m) {
-  return models.empty() || std::find(models.begin(), models.end(), m) != models.end();
-}
-}  // namespace
 
 std::optional<Placement> GpuPool::find_consolidated(ClusterId cluster, const Shape& shape,
                                                     const std::vector<GpuModelId>& models,

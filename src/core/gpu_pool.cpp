@@ -2,15 +2,9 @@
 
 #include <algorithm>
 
+#include "core/placement_filters.h"
+
 namespace allot::core {
-namespace {
-bool excluded_node(const NodeMask* ex, NodeId n) {
-  return ex && n < ex->size() && (*ex)[n];
-}
-bool accepts(const std::vector<GpuModelId>& models, GpuModelId m) {
-  return models.empty() || std::find(models.begin(), models.end(), m) != models.end();
-}
-}  // namespace
 
 void GpuPool::add_node(const Node& node) {
   if (nodes_.size() <= node.id) nodes_.resize(node.id + 1);

@@ -211,8 +211,8 @@ class Scheduler : private detail::SchedulerState {
   std::string describe(const StopDecision& s) const;
 
  private:
-  struct ClusterScratch;  // per-cycle working state of one cluster pass
-  class Selector;
+  struct ClusterScratch;  // per-cycle working state of one cluster pass (cluster_scratch.h)
+  class Selector;         // fair-share order (fair_share_walk.h)
   struct ScratchDeleter {
     void operator()(ClusterScratch* s) const;
   };
@@ -228,9 +228,26 @@ class Scheduler : private detail::SchedulerState {
   };
   ScratchBox scratch_;
 
-  bool only_events_decide() const;  // no wake-up can change a decision (next_wakeup)
+  // The private members by seam, each group defined in the file it names (README's tour). Like the
+  // whole class, none is thread-safe: one thread at a time drives a Scheduler.
+
+  // scheduler.cpp: the model and job events.
   void refresh_fractions();
   void charge_rate(const JobEntry& j, Milli sign);
+  // Ends j's run: its charge, its GPUs (unless a kept PoolTrial already handed them back, as
+  // preemption's what-if does), its place among the running jobs.
+  void release(JobEntry& j, bool gpus_already_free = false);
+
+  // pending_queues.cpp: the queues (docs/policy.md §7.1).
+  int pass_of(const JobSpec& spec) const;
+  static PendingKey pending_key(const JobEntry& j);
+  PendingKey flat_key(const JobEntry& j) const;  // its place in flat_ under the policy's order
+  void remove_pending(JobEntry& j);
+  void add_pending(JobEntry& j);
+  void repoint_pending();
+
+  // funding.cpp: standing, funding and class changes (§5, §6); standing_of is inline in
+  // cluster_scratch.h.
   void compute_projected(ClusterId c, ClusterScratch& s) const;
   // Whether `j` would run allocated; if not, the highest budget that stops it is *limiting, and
   // *at_burst_limit (if given) says whether the burst cap did, its contract being affordable.
@@ -238,61 +255,66 @@ class Scheduler : private detail::SchedulerState {
               bool* at_burst_limit = nullptr) const;
   Time protection_end(const JobEntry& j) const;  // for a job made allocated now
   double standing_of(const ClusterScratch& s, BudgetId b, MilliGpuSeconds extra = 0) const;
-  void stop_failed_and_drained(CycleResult& out);
-  void change_classes(ClusterId c, ClusterScratch& s, CycleResult& out);
-  void schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
-                        std::set<JobId>& started);
-  bool anything_can_start(ClusterId c, const ClusterScratch& s) const;
-  bool budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const;
-  bool job_inert(ClusterId c, const ClusterScratch& s, const JobEntry& j) const;
-  bool funded_may_act(const ClusterScratch& s) const;
-  int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
-  const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,
-                              const JobEntry& from) const;
-  static PendingKey pending_key(const JobEntry& j);
-  PendingKey flat_key(const JobEntry& j) const;  // its place in flat_ under the policy's order
   bool within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
                          BudgetId* limiting) const;
   bool within_burst(const ClusterScratch& s, BudgetId leaf, Milli milli, BudgetId* limiting) const;
   bool within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli milli, double factor,
                        bool empty_exempt, BudgetId* limiting) const;
-  int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
+  void change_classes(ClusterId c, ClusterScratch& s, CycleResult& out);
+
+  // scheduler_cycle.cpp: the cycle and each cluster's walk (§7, §9).
+  void stop_failed_and_drained(CycleResult& out);
+  void schedule_cluster(ClusterId c, const CycleOptions& options, CycleResult& out,
+                        std::set<JobId>& started);
+  void stop(JobEntry& j, StopDecision d, CycleResult& out, bool gpus_already_free = false);
+
+  // consider.cpp: one job's turn (§7.2), its start and its explanation (§10).
+  struct ShapeMemo;  // what a pass learnt about one request shape
+  void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
+                std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
+  void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
+             std::vector<JobId> victims, CycleResult& out);
+  void waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const;
+  Explanation explanation_of(ClusterId c, const ClusterScratch& s, const JobEntry& j,
+                             std::uint32_t rank, std::uint32_t ahead) const;
+  void explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, Explanation& e,
+                    ShapeMemo& memo, CycleResult& out);
+  void wait_behind_head(ClusterId c, ClusterScratch& s, const JobEntry& j, std::uint32_t rank,
+                        std::uint32_t ahead, CycleResult& out);
+
+  // preemption.cpp: each §8 rule, and the victim search.
+  bool try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
+                   CycleResult& out);
+  bool preemptible_by(const ClusterScratch& s, const JobEntry& victim, const JobEntry& requester,
+                      VictimReason* why) const;
+  bool may_take(ClusterScratch& s, const JobEntry& victim, const JobEntry& requester) const;
+  bool preempted_enough(const JobEntry& v) const;
+  void held_by_leaf(ClusterId c, std::vector<Milli>& held) const;
+  bool within_share(const ClusterScratch& s, const JobEntry& v) const;
   double work_at_risk(const JobEntry& j) const;
   bool unallocated_loss_limited(const JobEntry& victim) const;
   static double contract_gpu_seconds(const JobEntry& requester);
   bool unallocated_loss_ok(const JobEntry& victim, const JobEntry& requester) const;
   bool patience_over(const JobEntry& requester) const;
-  int pass_of(const JobSpec& spec) const;
-  void waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const;
-  struct ShapeMemo;  // what a pass learnt about one request shape
-  Explanation explanation_of(ClusterId c, const ClusterScratch& s, const JobEntry& j,
-                             std::uint32_t rank, std::uint32_t ahead) const;
+  bool losses_within_limits(const std::vector<JobId>& victims, const JobEntry& requester) const;
+
+  // reservations.cpp: §7.4.
+  Reservation plan_reservation(ClusterId c, ClusterScratch& s, const JobEntry& j,
+                               const NodeMask& mask) const;
+
+  // walk_pruning.cpp: speed only, decisions unchanged.
+  bool only_events_decide() const;  // no wake-up can change a decision (next_wakeup)
+  bool anything_can_start(ClusterId c, const ClusterScratch& s) const;
+  bool budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const;
+  bool job_inert(ClusterId c, const ClusterScratch& s, const JobEntry& j) const;
+  bool funded_may_act(const ClusterScratch& s) const;
+  int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
+  int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
+  const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,
+                              const JobEntry& from) const;
   bool needs_consider(const ClusterScratch& s, const JobEntry& j) const;
   void explain_rest(ClusterId c, ClusterScratch& s, const JobEntry& j, std::uint32_t rank,
                     std::uint32_t ahead, CycleResult& out);
-  void explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, Explanation& e,
-                    ShapeMemo& memo, CycleResult& out);
-  void wait_behind_head(ClusterId c, ClusterScratch& s, const JobEntry& j, std::uint32_t rank,
-                        std::uint32_t ahead, CycleResult& out);
-  void consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
-                std::uint32_t ahead, CycleResult& out, std::set<JobId>& started);
-  void start(ClusterScratch& s, JobEntry& j, Placement p, bool allocated, StartMode mode,
-             std::vector<JobId> victims, CycleResult& out);
-  void release(JobEntry& j);
-  void stop(JobEntry& j, StopDecision d, CycleResult& out);
-  bool try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const NodeMask& mask,
-                   CycleResult& out);
-  bool preempted_enough(const JobEntry& v) const;
-  void held_by_leaf(ClusterId c, std::vector<Milli>& held) const;
-  bool within_share(const ClusterScratch& s, const JobEntry& v) const;
-  bool preemptible_by(const ClusterScratch& s, const JobEntry& victim, const JobEntry& requester,
-                      VictimReason* why) const;
-  bool may_take(ClusterScratch& s, const JobEntry& victim, const JobEntry& requester) const;
-  Reservation plan_reservation(ClusterId c, ClusterScratch& s, const JobEntry& j,
-                               const NodeMask& mask) const;
-  void remove_pending(JobEntry& j);
-  void add_pending(JobEntry& j);
-  void repoint_pending();
 };
 
 // "2h05m", "3d04h", "45s".

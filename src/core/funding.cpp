@@ -1,0 +1,161 @@
+// Funding and class changes (docs/policy.md §5, §6, §12): projected usage, whether a job would run
+// allocated (the lookback allocation, the burst limit, the concurrent cap), and promotion and
+// demotion of running jobs.
+
+#include "core/cluster_scratch.h"
+
+namespace allot::core {
+
+void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
+  const std::size_t n = budgets_.size();
+  s.projected.assign(n, 0);
+  s.rank_extra.assign(n, 0);
+  s.debug_gpus.assign(n, 0);
+  s.allocation.assign(n, 0.0);
+  for (BudgetId b = 0; b < n; ++b) {
+    s.projected[b] = usage_[c].total(b);
+    s.allocation[b] = allocation(c, b);
+  }
+  // Remaining contracts of running allocated jobs count as already spent: a budget can fund a
+  // new contract only if it can still afford all the ones it has promised. Speed only: a cycle
+  // that funds every job, walks no budget tree, preempts nothing and explains nothing never reads
+  // them (the strict baselines), so it skips this walk over every running job.
+  const bool read = s.explain || config_.funding != Funding::Always ||
+                    config_.order == QueueOrder::FairShare || config_.preemption;
+  if (!read) return;
+  for (const auto& [id, entry] : running_[c]) {
+    const JobEntry& j = *entry;
+    if (j.run.allocated && j.spec.kind == JobKind::Debug) {
+      s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
+    }
+    const Time contract_end = j.run.allocated_since + j.spec.min_runtime;
+    if (!j.run.allocated || contract_end <= now_) continue;
+    const MilliGpuSeconds rest = total_milli(j.run.placement) * (contract_end - now_);
+    for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+      s.projected[cur] += rest;
+    }
+  }
+}
+
+bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting,
+                       bool* at_burst_limit) const {
+  *limiting = kNoBudget;
+  if (at_burst_limit) *at_burst_limit = false;
+  if (!budgets_.valid(j.spec.budget)) return false;
+  const Milli milli = j.spec.shape.total_milli();
+  switch (config_.funding) {
+    case Funding::Always:
+      return true;
+    case Funding::ConcurrentCap:
+      // A cap on GPUs held at once: fraction x capacity, counting allocated jobs running now.
+      return within_held_cap(s, j.spec.budget, milli, config_.allocation_limit, false, limiting);
+    case Funding::Lookback:
+      break;
+  }
+  // Debug work is funded whatever its budget's standing (it is small and short by validation), up
+  // to max_debug_gpus_per_budget running at once per budget, so that it starts within seconds.
+  if (config_.debug_always_funded && j.spec.kind == JobKind::Debug && j.spec.min_runtime > 0 &&
+      s.debug_gpus[j.spec.budget] + j.spec.shape.total_gpus() <=
+          config_.max_debug_gpus_per_budget) {
+    return true;
+  }
+  if (!within_allocation(s, j.spec.budget, milli * j.spec.min_runtime, limiting) ||
+      j.spec.min_runtime <= 0) {
+    return false;
+  }
+  const bool ok = within_burst(s, j.spec.budget, milli, limiting);
+  if (at_burst_limit) *at_burst_limit = !ok;
+  return ok;
+}
+
+// Whether every budget from `leaf` up to the root (excluded) holds, with `milli` more, at most
+// burst_limit x its fraction of the cluster in allocated running GPUs. Monotone in `milli`.
+bool Scheduler::within_burst(const ClusterScratch& s, BudgetId leaf, Milli milli,
+                             BudgetId* limiting) const {
+  return config_.burst_limit <= 0 ||
+         within_held_cap(s, leaf, milli, config_.burst_limit, true, limiting);
+}
+
+// Whether every budget from `leaf` up to the root (excluded) would hold, with `milli` more, at
+// most `factor` x its fraction of the cluster in allocated running GPUs; the highest that would not
+// is *limiting. With `empty_exempt`, a budget that holds none may take any one job.
+bool Scheduler::within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli milli, double factor,
+                                bool empty_exempt, BudgetId* limiting) const {
+  const auto& rates = rate_[s.cluster];
+  bool ok = true;
+  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
+    const double cap = factor * fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
+    const Milli held = b < rates.size() ? rates[b] : 0;
+    if ((held > 0 || !empty_exempt) && static_cast<double>(held + milli) > cap) {
+      *limiting = b;
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// Whether every budget from `leaf` up to the root (excluded) can afford a contract of `cost` on top
+// of what it has promised. Monotone in `cost`: if it fails for some cost it fails for every larger
+// one (the sum is exact in integers and its conversion to double never decreases).
+bool Scheduler::within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
+                                  BudgetId* limiting) const {
+  bool ok = true;
+  // Walking up, the last budget found out of allocation is the highest one. The root is the whole
+  // cluster: its limit is physical and placement enforces it.
+  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
+    if (static_cast<double>(s.projected[b] + cost) > config_.allocation_limit * s.allocation[b]) {
+      *limiting = b;
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+Time Scheduler::protection_end(const JobEntry& j) const {
+  return config_.minimum_runtime_contract ? now_ + j.spec.min_runtime : kNever;
+}
+
+void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out) {
+  if (!config_.demote_over_allocation && !config_.promote_when_funded) return;
+  for (const auto& [id, entry] : running_[c]) {
+    JobEntry& j = *entry;
+    const MilliGpuSeconds m = total_milli(j.run.placement);
+    if (j.run.allocated) {
+      if (!config_.demote_over_allocation || now_ < j.run.protected_until ||
+          config_.funding != Funding::Lookback) {
+        continue;
+      }
+      BudgetId over = kNoBudget;
+      for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.node(b).parent) {
+        if (static_cast<double>(s.projected[b]) > config_.allocation_limit * s.allocation[b]) {
+          over = b;  // ends at the highest budget over allocation
+        }
+      }
+      if (over == kNoBudget) continue;
+      charge_rate(j, -1);
+      j.run.allocated = false;
+      j.run.protected_until = now_;
+      out.class_changes.push_back(ClassChange{id, false, now_, over});
+    } else {
+      if (!config_.promote_when_funded || j.run.on_reserved ||
+          (config_.funding == Funding::Lookback && j.spec.min_runtime <= 0)) {
+        continue;
+      }
+      bool on_bad_node = false;
+      for (const GpuSlot& g : j.run.placement) on_bad_node |= !nodes_[g.node].schedulable();
+      if (on_bad_node) continue;
+      BudgetId limiting = kNoBudget;
+      if (!funded(s, j, &limiting)) continue;
+      j.run.allocated = true;
+      j.run.allocated_since = now_;
+      j.run.protected_until = protection_end(j);
+      charge_rate(j, +1);
+      for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+        s.projected[cur] += m * j.spec.min_runtime;
+      }
+      out.class_changes.push_back(ClassChange{id, true, j.run.protected_until, kNoBudget});
+    }
+  }
+}
+
+}  // namespace allot::core
