@@ -192,7 +192,8 @@ struct Scheduler::ClusterScratch {
     int gpus_here;      // its GPU slots on this node
   };
   std::vector<Exposed> exposed;
-  std::vector<Milli> held_all;  // [leaf budget] milli-GPUs running, allocated or not
+  std::vector<Milli>
+      held_all;  // [leaf budget] milli-GPUs running, allocated or not (compute_projected)
   std::vector<std::pair<NodeId, std::pair<std::size_t, std::size_t>>> exposed_nodes;
   // Buffers of try_preempt, reused across attempts.
   struct PreemptCost {

@@ -23,14 +23,20 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   const bool read = s.explain || config_.funding != Funding::Always ||
                     config_.order == QueueOrder::FairShare || config_.preemption;
   if (!read) return;
+  // In the same pass: what each leaf holds, allocated or not, for "victims within their share"
+  // (§8; preemption.cpp's within_share).
+  const bool held = config_.preemption && config_.spare_work_within_share;
+  if (held) s.held_all.assign(n, 0);
   for (const auto& [id, entry] : running_[c]) {
     const JobEntry& j = *entry;
+    const Milli milli = total_milli(j.run.placement);
+    if (held) s.held_all[j.spec.budget] += milli;
     if (j.run.allocated && j.spec.kind == JobKind::Debug) {
       s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
     }
     const Time contract_end = j.run.allocated_since + j.spec.min_runtime;
     if (!j.run.allocated || contract_end <= now_) continue;
-    const MilliGpuSeconds rest = total_milli(j.run.placement) * (contract_end - now_);
+    const MilliGpuSeconds rest = milli * (contract_end - now_);
     for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
       s.projected[cur] += rest;
     }

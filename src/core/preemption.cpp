@@ -77,14 +77,6 @@ bool Scheduler::preempted_enough(const JobEntry& v) const {
   return config_.max_preemptions_per_job > 0 && v.runs > config_.max_preemptions_per_job;
 }
 
-// GPUs (milli) running in each leaf budget of cluster c, allocated or not.
-void Scheduler::held_by_leaf(ClusterId c, std::vector<Milli>& held) const {
-  held.assign(budgets_.size(), 0);
-  for (const auto& [id, entry] : running_[c]) {
-    held[entry->spec.budget] += total_milli(entry->run.placement);
-  }
-}
-
 // docs/policy.md section 8, "Victims within their share": unallocated work of a leaf budget that
 // holds at most its fraction of the cluster (at the start of the cycle) is taken last.
 bool Scheduler::within_share(const ClusterScratch& s, const JobEntry& v) const {

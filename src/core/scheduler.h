@@ -289,7 +289,6 @@ class Scheduler : private detail::SchedulerState {
                       VictimReason* why) const;
   bool may_take(ClusterScratch& s, const JobEntry& victim, const JobEntry& requester) const;
   bool preempted_enough(const JobEntry& v) const;
-  void held_by_leaf(ClusterId c, std::vector<Milli>& held) const;
   bool within_share(const ClusterScratch& s, const JobEntry& v) const;
   double work_at_risk(const JobEntry& j) const;
   bool unallocated_loss_limited(const JobEntry& victim) const;

@@ -95,7 +95,6 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
   // Debug jobs first (they must start within seconds), then everything else; each pass walks the
   // budget tree in fair-share order.
   // Running jobs a funded request could take, per node, cheapest first.
-  if (config_.preemption && config_.spare_work_within_share) held_by_leaf(c, s.held_all);
   for (NodeId n : cluster_nodes_[c]) {
     if (!config_.preemption) break;  // only preemption takes running work
     const std::size_t first = s.exposed.size();
