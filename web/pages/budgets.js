@@ -1,0 +1,96 @@
+// Budgets: the tree with shares and what each share is worth (fraction of each cluster), what
+// each budget holds now (allocated vs unallocated GPUs), and owed vs delivered GPU-hours over the
+// last 7 days. Whoever may change a share edits it here, seeing the new fractions first.
+import { api, me, ApiError } from "../app.js";
+import { h, table, num, gpus, hours, pct } from "../dom.js";
+import { stackedBars, progress } from "../charts.js";
+
+const parentOf = (p) => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
+
+// Fractions of the whole after `path`'s share becomes `share`: each budget's share among its
+// siblings times its parent's fraction (the tree's rule, for one cluster without overrides).
+export function previewFractions(budgets, path, share) {
+  const shareOf = (b) => (b.path === path ? share : b.share);
+  const out = { "/": 1 };
+  for (const b of [...budgets].sort((a, c) => a.depth - c.depth)) {
+    if (b.path === "/") continue;
+    const sibs = budgets.filter((x) => x.path !== "/" && parentOf(x.path) === parentOf(b.path));
+    const sum = sibs.reduce((a, x) => a + shareOf(x), 0);
+    out[b.path] = (out[parentOf(b.path)] ?? 0) * (sum > 0 ? shareOf(b) / sum : 0);
+  }
+  return out;
+}
+
+// Whether the signed-in principal may change this budget's share (the API decides; this only
+// hides controls it would refuse): admins any but the root, managers strictly below what they
+// manage.
+function mayEdit(who, path, budgets) {
+  if (path === "/") return false;
+  if (who.role === "admin") return true;
+  const scopes = [];
+  if (who.role === "manager" && who.scope) scopes.push(who.scope);
+  for (const b of budgets) if ((b.owners || []).includes(who.subject)) scopes.push(b.path);
+  return scopes.some((s) => path.startsWith(s === "/" ? "/" : s + "/"));
+}
+
+function shareEditor(b, budgets, onSaved) {
+  const input = h("input", { type: "number", min: "0.000001", step: "any", value: b.share,
+    size: 6, "aria-label": `share of ${b.path}` });
+  const preview = h("div", { class: "muted preview" });
+  const save = h("button", { type: "button" }, "Save");
+  const msg = h("span", {});
+  input.addEventListener("input", () => {
+    const v = Number(input.value);
+    if (!(v > 0)) return preview.replaceChildren("a share must be a positive number");
+    const before = previewFractions(budgets, b.path, b.share);
+    const after = previewFractions(budgets, b.path, v);
+    const sibs = budgets.filter((x) => x.path !== "/" && parentOf(x.path) === parentOf(b.path));
+    preview.replaceChildren(...sibs.map((x) => h("div", {},
+      `${x.path}: ${pct(before[x.path])} → ${pct(after[x.path])} of the cluster`)));
+  });
+  save.addEventListener("click", async () => {
+    try {
+      await api("/budgets", { path: b.path, share: Number(input.value) });
+      msg.textContent = " saved";
+      onSaved();
+    } catch (e) {
+      msg.textContent = " " + e.message;
+    }
+  });
+  return h("div", { class: "share-edit" }, input, " ", save, msg, preview);
+}
+
+export async function budgetsPage() {
+  const [tree, g, report] = await Promise.all([api("/budgets"), api("/gpus"),
+    api("/report").catch((e) => (e instanceof ApiError ? null : Promise.reject(e)))]);
+  const who = me();
+  const rep = new Map((report ? report.budgets : []).map((r) => [r.budget, r]));
+  const list = tree.budgets;
+  const rows = list.map((b) => {
+    const held = g.budgets[b.path] || { allocated_milli: 0, unallocated_milli: 0 };
+    const r = rep.get(b.path);
+    const frac = Object.entries(b.fraction).map(([c, f]) => `${c} ${pct(f)}`).join(", ");
+    return [h("td", { class: `indent-${Math.min(b.depth, 4)}` }, b.path),
+      mayEdit(who, b.path, list) ? h("td", {}, shareEditor(b, list, () => {})) : num(b.share),
+      frac || "–", num(gpus(held.allocated_milli)), num(gpus(held.unallocated_milli)),
+      num(r ? hours(r.owed_gpu_seconds) : "–"),
+      num(r ? hours(r.allocated_gpu_seconds + r.unallocated_gpu_seconds) : "–"),
+      r && r.owed_gpu_seconds > 0 ? h("td", {}, progress(r.delivered_fraction), " ",
+        pct(r.delivered_fraction)) : "–",
+      (b.members || []).join(", ")];
+  });
+  const heldRows = list.filter((b) => g.budgets[b.path] && b.path !== "/").map((b) => ({
+    label: b.path, parts: [
+      { key: "allocated", value: g.budgets[b.path].allocated_milli / 1000 },
+      { key: "unallocated", value: g.budgets[b.path].unallocated_milli / 1000 }] }));
+  return h("section", { id: "budgets" },
+    h("h1", {}, "Budgets"),
+    table(["Budget", "Share", "Fraction", "Allocated GPUs", "Unallocated GPUs",
+      "Owed GPU-h (7 d)", "Delivered GPU-h", "Allocated ÷ owed", "Members"], rows, { id: "tree" }),
+    h("h2", {}, "GPUs held now"),
+    h("div", { class: "legend" }, h("span", { class: "allocated" }, "allocated"),
+      h("span", { class: "unallocated" }, "unallocated")),
+    heldRows.length ? stackedBars(heldRows, { unit: " GPUs", labelWidth: 200 })
+      : h("p", { class: "muted" }, "No budget holds GPUs now."),
+    report ? "" : h("p", { class: "muted" }, "Usage is not readable with this token."));
+}
