@@ -23,6 +23,13 @@ struct Held {
   int hidden = 0;              // and how many it may not
 };
 
+// A waiting job as GET /queue lists it.
+struct QueueRow {  // NOLINT(bugprone-exception-escape): misreads nlohmann::json's noexcept move
+  store::JobRecord job;
+  json spec;                     // its canonical spec, parsed
+  const WhyInfo* why = nullptr;  // null: not explained yet
+};
+
 std::string job_kind(const json& spec) {
   auto k = spec.find("kind");
   return k != spec.end() && k->is_string() ? k->get<std::string>() : "batch";
@@ -158,12 +165,7 @@ void ApiServer::Impl::install_view_routes() {
       if (!budget.empty() && !path_within(j.budget, budget)) return false;
       return kind.empty() || job_kind(spec) == kind;
     };
-    struct Row {
-      store::JobRecord job;
-      json spec;
-      const WhyInfo* why = nullptr;  // null: not explained yet
-    };
-    std::vector<Row> rows;
+    std::vector<QueueRow> rows;
     auto explained = [&](const store::JobRecord& j) -> const WhyInfo* {
       auto it = why.find(j.id);
       return it != why.end() && j.updated_at <= snap->explained_at ? &it->second : nullptr;
@@ -174,7 +176,7 @@ void ApiServer::Impl::install_view_routes() {
       // length (and the jobs a kind filter skips), not the length of the queue.
       std::vector<std::pair<std::uint32_t, JobId>> order;
       order.reserve(why.size());
-      for (const auto& [id, w] : why) order.push_back({w.rank, id});
+      for (const auto& [id, w] : why) order.emplace_back(w.rank, id);
       std::sort(order.begin(), order.end());
       for (const auto& [rank, id] : order) {
         if (rows.size() == limit) {
@@ -233,7 +235,7 @@ void ApiServer::Impl::install_view_routes() {
         rows.push_back({std::move(j), std::move(spec), nullptr});
         rows.back().why = explained(rows.back().job);
       }
-      std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+      std::stable_sort(rows.begin(), rows.end(), [](const QueueRow& a, const QueueRow& b) {
         // Explained jobs by rank, then the rest by id (their submission order).
         if (!a.why || !b.why) return a.why && !b.why;
         return a.why->rank < b.why->rank;
