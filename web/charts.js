@@ -68,3 +68,36 @@ export function progress(fraction, { width = 120 } = {}) {
     s("rect", { x: 0, y: 1, width, height: 8, rx: 4, class: "bar-idle" }),
     s("rect", { x: 0, y: 1, width: f * width, height: 8, rx: 4, class: "bar-allocated" }));
 }
+
+// Per day, a vertical bar of allocated and unallocated GPU-hours, with a dashed line at what the
+// budget was owed a day: days [{label, allocated, unallocated}].
+export function dailyBars(days, owedPerDay, { width = 560, height = 180 } = {}) {
+  const max = Math.max(1e-9, owedPerDay || 0, ...days.map((d) => d.allocated + d.unallocated));
+  const plotH = height - 30;
+  const slot = (width - 50) / Math.max(1, days.length);
+  const y = (v) => 5 + plotH - (v / max) * plotH;
+  const svg = s("svg", { width, height, role: "img", class: "chart daily" });
+  svg.append(s("line", { x1: 40, x2: width, y1: y(0), y2: y(0), class: "axis", stroke: "#a0aec0" }),
+    s("text", { x: 0, y: y(max) + 10 }, (+max.toFixed(1)).toString()), s("text", { x: 0,
+      y: y(0) }, "0"));
+  days.forEach((d, i) => {
+    const x = 45 + i * slot;
+    let top = y(0);
+    for (const key of ["allocated", "unallocated"]) {
+      const hgt = (d[key] / max) * plotH;
+      if (hgt > 0) {
+        top -= hgt;
+        svg.append(s("rect", { x, y: top, width: slot * 0.7, height: hgt, class: "bar-" + key,
+          "data-key": key, "data-value": d[key] }, s("title", {}, `${d.label} ${key}: ` +
+          `${d[key].toFixed(2)} GPU-h`)));
+      }
+    }
+    svg.append(s("text", { x, y: height - 5 }, d.label));
+  });
+  if (owedPerDay > 0) {
+    svg.append(s("line", { x1: 40, x2: width, y1: y(owedPerDay), y2: y(owedPerDay),
+      stroke: "#c53030", "stroke-dasharray": "4 3", class: "owed" },
+    s("title", {}, `owed ${owedPerDay.toFixed(2)} GPU-h a day`)));
+  }
+  return svg;
+}

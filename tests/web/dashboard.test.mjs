@@ -180,6 +180,18 @@ try {
   const held = await page.$$eval("#budgets rect[data-key=allocated]",
     (rs) => rs.map((r) => Number(r.dataset.value)));
   assert.ok(held.includes(8), "a bar of 8 allocated GPUs: " + held);
+  // A budget's last 7 days: a bar a day, /lab/a's allocated GPU-hours today as /usage has them.
+  await visit("/budgets?budget=/lab/a", "#week");
+  assert.equal(await page.$$eval("#week svg text", (ts) => ts.filter((t) =>
+    /^\d\d-\d\d$/.test(t.textContent)).length), 7, "seven days");
+  const today = await page.$$eval("#week rect[data-key=allocated]",
+    (rs) => rs.map((r) => Number(r.dataset.value)));
+  assert.equal(today.length, 1, "only today has usage: " + today);
+  const usage = await call(`/usage?budget=/&from=${Math.floor(Date.now() / 1000) - 86400}`);
+  const gpuHours = usage.rows.find((r) => r.budget === "/lab/a").allocated_gpu_seconds / 3600;
+  assert.ok(today[0] > 0 && today[0] <= gpuHours + 1e-9, `${today[0]} GPU-h, API ${gpuHours}`);
+  assert.ok(await page.$("#week line.owed"), "the owed line is drawn");
+
   // The admin changes /lab/b's share: the page previews the new fractions, then saves it.
   const editor = 'input[aria-label="share of /lab/b"]';
   await page.click(editor, { clickCount: 3 });

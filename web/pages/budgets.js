@@ -3,7 +3,7 @@
 // last 7 days. Whoever may change a share edits it here, seeing the new fractions first.
 import { api, me, ApiError } from "../app.js";
 import { h, table, num, gpus, hours, pct } from "../dom.js";
-import { stackedBars, progress } from "../charts.js";
+import { stackedBars, progress, dailyBars } from "../charts.js";
 
 const parentOf = (p) => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
 
@@ -52,6 +52,7 @@ function shareEditor(b, budgets, onSaved) {
     try {
       await api("/budgets", { path: b.path, share: Number(input.value) });
       msg.textContent = " saved";
+      save.blur(); // the page refreshes again (not while a field of it has the focus)
       onSaved();
     } catch (e) {
       msg.textContent = " " + e.message;
@@ -60,7 +61,29 @@ function shareEditor(b, budgets, onSaved) {
   return h("div", { class: "share-edit" }, input, " ", save, msg, preview);
 }
 
-export async function budgetsPage() {
+// Allocated and unallocated GPU-hours of `path` each of the last 7 days (GET /usage, one request
+// a day, in the report's scope), against a seventh of what the last 7 days owed it.
+async function lastWeek(path, report, now) {
+  const DAY = 86400;
+  const start = now - 7 * DAY;
+  const days = await Promise.all([...Array(7).keys()].map(async (i) => {
+    const from = start + i * DAY;
+    const u = await api(`/usage?budget=${encodeURIComponent(report.scope)}&from=${from}` +
+      `&to=${from + DAY}`);
+    const row = u.rows.find((r) => r.budget === path) || {};
+    return { label: new Date((from + DAY) * 1000).toISOString().slice(5, 10),
+      allocated: (row.allocated_gpu_seconds || 0) / 3600,
+      unallocated: (row.unallocated_gpu_seconds || 0) / 3600 };
+  }));
+  const r = report.budgets.find((b) => b.budget === path);
+  return h("div", { id: "week" }, h("h2", {}, `${path}: allocation vs usage, last 7 days`),
+    h("div", { class: "legend" }, h("span", { class: "allocated" }, "allocated GPU-h"),
+      h("span", { class: "unallocated" }, "unallocated GPU-h"),
+      h("span", { class: "down" }, "owed a day (dashed)")),
+    dailyBars(days, r ? r.owed_gpu_seconds / 7 / 3600 : 0));
+}
+
+export async function budgetsPage(_m, params) {
   const [tree, g, report] = await Promise.all([api("/budgets"), api("/gpus"),
     api("/report").catch((e) => (e instanceof ApiError ? null : Promise.reject(e)))]);
   const who = me();
@@ -70,7 +93,8 @@ export async function budgetsPage() {
     const held = g.budgets[b.path] || { allocated_milli: 0, unallocated_milli: 0 };
     const r = rep.get(b.path);
     const frac = Object.entries(b.fraction).map(([c, f]) => `${c} ${pct(f)}`).join(", ");
-    return [h("td", { class: `indent-${Math.min(b.depth, 4)}` }, b.path),
+    return [h("td", { class: `indent-${Math.min(b.depth, 4)}` },
+      h("a", { href: "/budgets?budget=" + encodeURIComponent(b.path) }, b.path)),
       mayEdit(who, b.path, list) ? h("td", {}, shareEditor(b, list, () => {})) : num(b.share),
       frac || "–", num(gpus(held.allocated_milli)), num(gpus(held.unallocated_milli)),
       num(r ? hours(r.owed_gpu_seconds) : "–"),
@@ -83,6 +107,10 @@ export async function budgetsPage() {
     label: b.path, parts: [
       { key: "allocated", value: g.budgets[b.path].allocated_milli / 1000 },
       { key: "unallocated", value: g.budgets[b.path].unallocated_milli / 1000 }] }));
+  const chosen = params.get("budget") ||
+    (report && report.budgets.find((r) => r.budget !== "/" && r.budget !== report.scope) ||
+      { budget: report && report.scope }).budget;
+  const week = report && chosen && rep.has(chosen) ? await lastWeek(chosen, report, g.time) : "";
   return h("section", { id: "budgets" },
     h("h1", {}, "Budgets"),
     table(["Budget", "Share", "Fraction", "Allocated GPUs", "Unallocated GPUs",
@@ -92,5 +120,6 @@ export async function budgetsPage() {
       h("span", { class: "unallocated" }, "unallocated")),
     heldRows.length ? stackedBars(heldRows, { unit: " GPUs", labelWidth: 200 })
       : h("p", { class: "muted" }, "No budget holds GPUs now."),
+    week,
     report ? "" : h("p", { class: "muted" }, "Usage is not readable with this token."));
 }
