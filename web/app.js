@@ -43,6 +43,19 @@ export async function api(path, body) {
   return (res.headers.get("Content-Type") || "").includes("json") ? res.json() : res.text();
 }
 
+// Answers that cost the server a scan of history (/report, /usage over 100,000 jobs take
+// seconds): kept for maxAgeMs, and shared while in flight, so that the 5 s refresh does not
+// pile requests up behind one another.
+const slow = new Map();
+export function cached(key, maxAgeMs, path) {
+  const c = slow.get(key);
+  if (c && performance.now() - c.at < maxAgeMs) return c.answer;
+  const answer = api(path);
+  slow.set(key, { at: performance.now(), answer });
+  answer.catch(() => slow.delete(key));
+  return answer;
+}
+
 // The signed-in principal (GET /whoami), read once per sign-in.
 let whoami = null;
 export const me = () => whoami;
@@ -120,6 +133,7 @@ function signInForm(main, why) {
 
 function signOut(why) {
   sessionStorage.removeItem(TOKEN_KEY);
+  slow.clear();
   whoami = null;
   clearTimeout(timer);
   ++shown;

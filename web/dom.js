@@ -58,3 +58,11 @@ export function withJobLinks(text) {
   out.push(text.slice(last));
   return out;
 }
+
+// A part of a page shown when `answer` comes (a slow read), without holding up the rest.
+export function later(answer, render, what = "Loading…") {
+  const el = h("div", { class: "later" }, h("p", { class: "muted" }, what));
+  answer.then((v) => el.replaceChildren(render(v)),
+    (e) => el.replaceChildren(h("p", { class: "muted" }, String(e.message))));
+  return el;
+}

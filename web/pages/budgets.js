@@ -1,8 +1,8 @@
 // Budgets: the tree with shares and what each share is worth (fraction of each cluster), what
 // each budget holds now (allocated vs unallocated GPUs), and owed vs delivered GPU-hours over the
 // last 7 days. Whoever may change a share edits it here, seeing the new fractions first.
-import { api, me, ApiError } from "../app.js";
-import { h, table, num, gpus, hours, pct } from "../dom.js";
+import { api, cached, me } from "../app.js";
+import { h, table, num, gpus, hours, pct, later } from "../dom.js";
 import { stackedBars, progress, dailyBars } from "../charts.js";
 
 const parentOf = (p) => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
@@ -68,8 +68,8 @@ async function lastWeek(path, report, now) {
   const start = now - 7 * DAY;
   const days = await Promise.all([...Array(7).keys()].map(async (i) => {
     const from = start + i * DAY;
-    const u = await api(`/usage?budget=${encodeURIComponent(report.scope)}&from=${from}` +
-      `&to=${from + DAY}`);
+    const u = await cached(`usage-${i}`, 60000, `/usage?budget=` +
+      `${encodeURIComponent(report.scope)}&from=${from}&to=${from + DAY}`);
     const row = u.rows.find((r) => r.budget === path) || {};
     return { label: new Date((from + DAY) * 1000).toISOString().slice(5, 10),
       allocated: (row.allocated_gpu_seconds || 0) / 3600,
@@ -83,43 +83,55 @@ async function lastWeek(path, report, now) {
     dailyBars(days, r ? r.owed_gpu_seconds / 7 / 3600 : 0));
 }
 
+// Owed vs delivered over the last 7 days, per budget (GET /report).
+function standing(report, list) {
+  const rep = new Map(report.budgets.map((r) => [r.budget, r]));
+  return h("div", {}, h("h2", {}, "Owed vs delivered, last 7 days"),
+    table(["Budget", "Owed GPU-h", "Allocated GPU-h", "Unallocated GPU-h", "Allocated ÷ owed",
+      "Impact"], list.filter((b) => rep.has(b.path)).map((b) => {
+      const r = rep.get(b.path);
+      return [h("td", { class: `indent-${Math.min(b.depth, 4)}` }, b.path),
+        num(hours(r.owed_gpu_seconds)), num(hours(r.allocated_gpu_seconds)),
+        num(hours(r.unallocated_gpu_seconds)),
+        r.owed_gpu_seconds > 0 ? h("td", {}, progress(r.delivered_fraction), " ",
+          pct(r.delivered_fraction)) : "–", num(pct(r.impact))];
+    }), { id: "standing" }));
+}
+
 export async function budgetsPage(_m, params) {
-  const [tree, g, report] = await Promise.all([api("/budgets"), api("/gpus"),
-    api("/report").catch((e) => (e instanceof ApiError ? null : Promise.reject(e)))]);
+  const [tree, g] = await Promise.all([api("/budgets"), api("/gpus")]);
+  // The history (seconds over 100,000 jobs) comes later, once a minute.
+  const report = cached("report-week", 60000, "/report");
   const who = me();
-  const rep = new Map((report ? report.budgets : []).map((r) => [r.budget, r]));
   const list = tree.budgets;
   const rows = list.map((b) => {
     const held = g.budgets[b.path] || { allocated_milli: 0, unallocated_milli: 0 };
-    const r = rep.get(b.path);
     const frac = Object.entries(b.fraction).map(([c, f]) => `${c} ${pct(f)}`).join(", ");
     return [h("td", { class: `indent-${Math.min(b.depth, 4)}` },
       h("a", { href: "/budgets?budget=" + encodeURIComponent(b.path) }, b.path)),
-      mayEdit(who, b.path, list) ? h("td", {}, shareEditor(b, list, () => {})) : num(b.share),
-      frac || "–", num(gpus(held.allocated_milli)), num(gpus(held.unallocated_milli)),
-      num(r ? hours(r.owed_gpu_seconds) : "–"),
-      num(r ? hours(r.allocated_gpu_seconds + r.unallocated_gpu_seconds) : "–"),
-      r && r.owed_gpu_seconds > 0 ? h("td", {}, progress(r.delivered_fraction), " ",
-        pct(r.delivered_fraction)) : "–",
-      (b.members || []).join(", ")];
+    mayEdit(who, b.path, list) ? h("td", {}, shareEditor(b, list, () => {})) : num(b.share),
+    frac || "–", num(gpus(held.allocated_milli)), num(gpus(held.unallocated_milli)),
+    (b.members || []).join(", ")];
   });
   const heldRows = list.filter((b) => g.budgets[b.path] && b.path !== "/").map((b) => ({
     label: b.path, parts: [
       { key: "allocated", value: g.budgets[b.path].allocated_milli / 1000 },
       { key: "unallocated", value: g.budgets[b.path].unallocated_milli / 1000 }] }));
-  const chosen = params.get("budget") ||
-    (report && report.budgets.find((r) => r.budget !== "/" && r.budget !== report.scope) ||
-      { budget: report && report.scope }).budget;
-  const week = report && chosen && rep.has(chosen) ? await lastWeek(chosen, report, g.time) : "";
+  const weekOf = (r) => {
+    const chosen = params.get("budget") ||
+      (r.budgets.find((b) => b.budget !== "/" && b.budget !== r.scope) || { budget: r.scope }).budget;
+    return r.budgets.some((b) => b.budget === chosen) ? lastWeek(chosen, r, g.time)
+      : Promise.resolve("");
+  };
   return h("section", { id: "budgets" },
     h("h1", {}, "Budgets"),
-    table(["Budget", "Share", "Fraction", "Allocated GPUs", "Unallocated GPUs",
-      "Owed GPU-h (7 d)", "Delivered GPU-h", "Allocated ÷ owed", "Members"], rows, { id: "tree" }),
+    table(["Budget", "Share", "Fraction", "Allocated GPUs now", "Unallocated GPUs now",
+      "Members"], rows, { id: "tree" }),
     h("h2", {}, "GPUs held now"),
     h("div", { class: "legend" }, h("span", { class: "allocated" }, "allocated"),
       h("span", { class: "unallocated" }, "unallocated")),
     heldRows.length ? stackedBars(heldRows, { unit: " GPUs", labelWidth: 200 })
       : h("p", { class: "muted" }, "No budget holds GPUs now."),
-    week,
-    report ? "" : h("p", { class: "muted" }, "Usage is not readable with this token."));
+    later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
+    later(report.then(weekOf), (w) => w, "Loading the last 7 days…"));
 }
