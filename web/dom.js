@@ -63,6 +63,7 @@ export function withJobLinks(text) {
 export function later(answer, render, what = "Loading…") {
   const el = h("div", { class: "later" }, h("p", { class: "muted" }, what));
   answer.then((v) => el.replaceChildren(render(v)),
-    (e) => el.replaceChildren(h("p", { class: "muted" }, String(e.message))));
+    (e) => el.replaceChildren(h("p", { class: "muted" }, String(e.message))))
+    .finally(() => el.classList.add("done"));
   return el;
 }

@@ -100,8 +100,8 @@ function standing(report, list) {
 
 export async function budgetsPage(_m, params) {
   const [tree, g] = await Promise.all([api("/budgets"), api("/gpus")]);
-  // The history (seconds over 100,000 jobs) comes later, once a minute.
-  const report = cached("report-week", 60000, "/report");
+  // The history (seconds over 100,000 jobs) comes later, read at most once in 5 minutes.
+  const report = cached("report-week", 300000, "/report");
   const who = me();
   const list = tree.budgets;
   const rows = list.map((b) => {

@@ -8,7 +8,7 @@ export async function mePage() {
   const jobsQ = new URLSearchParams({ limit: "100", order: "desc" });
   if (who.role === "admin") jobsQ.set("owner", who.subject);
   const [tree, jobs] = await Promise.all([api("/budgets"), api("/jobs?" + jobsQ)]);
-  const report = cached("report-week", 60000, "/report");
+  const report = cached("report-week", 300000, "/report");
   const mine = tree.budgets.filter((b) => (b.members || []).includes(who.subject) ||
     (b.owners || []).includes(who.subject) || (who.scope && b.path === who.scope));
   const as = (b) => ((b.owners || []).includes(who.subject) || b.path === who.scope ? "manager"
