@@ -173,14 +173,15 @@ try {
   assert.equal(cells.filter((s) => s === "allocated").length, 8);
   assert.equal(cells.filter((s) => s === "idle").length, 8);
   await shot("nodes");
-  // Cordoned, local-02 drains: its free GPUs turn draining and the row says how far it got.
-  await call("/nodes/local-02/cordon", {});
-  await visit("/nodes", "[data-node=local-02] .drain");
-  const drained = await page.$$eval("[data-node=local-02] .gpu", (gs) => gs.map((g) =>
+  // Cordoned, the free node drains: its GPUs turn draining and the row says how far it got.
+  const free = (await call("/gpus")).nodes.find((n) => n.busy_gpus === 0).name;
+  await call(`/nodes/${free}/cordon`, {});
+  await visit("/nodes", `[data-node=${free}] .drain`);
+  const drained = await page.$$eval(`[data-node=${free}] .gpu`, (gs) => gs.map((g) =>
     g.dataset.state));
   assert.deepEqual(drained, Array(8).fill("draining"));
-  assert.match(await text("[data-node=local-02] .drain"), /8\/8 free, drained/);
-  await call("/nodes/local-02/uncordon", {});
+  assert.match(await text(`[data-node=${free}] .drain`), /8\/8 free, drained/);
+  await call(`/nodes/${free}/uncordon`, {});
 
   // Budgets: the tree, and the GPUs /lab/a holds now as a bar of the chart.
   await visit("/budgets", "#tree");
