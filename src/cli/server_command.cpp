@@ -395,6 +395,7 @@ int serve(ServerArgs a, bool up) {
     std::printf("jobs run as you (uid %u), in the directory they were submitted from\n",
                 static_cast<unsigned>(::geteuid()));
   }
+  std::printf("dashboard: %s/ (sign in with a token; docs/dashboard.md)\n", addr.c_str());
   std::printf("metrics: %s/metrics (an admin or metrics token; docs/metrics.md)\n", addr.c_str());
   if (!admin.empty()) {
     if (up) {

@@ -60,6 +60,7 @@ void ApiServer::Impl::install() {
   install_agent_routes();
   install_agent_log_routes();
   install_token_routes();
+  install_dashboard_routes();
 }
 
 ApiServer::ApiServer(store::Store& store, Controller& controller, ApiOptions options)

@@ -255,6 +255,8 @@ struct ApiServer::Impl {
   void install_agent_routes();      // api_agent.cpp: the agent protocol
   void install_agent_log_routes();  // api_logs.cpp: agents uploading logs
   void install_token_routes();      // api_tokens.cpp
+  void install_dashboard_routes();  // api_dashboard.cpp: the web dashboard, and its views
+  void install_view_routes();       // api_views.cpp: read-only views the dashboard needs
 };
 
 }  // namespace allot::server

@@ -5,6 +5,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_agent.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_budgets.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/api_dashboard.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_fields.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_jobs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_json.cpp
@@ -13,6 +14,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api_tokens.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_usage.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/api_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_budgets.cpp
@@ -36,4 +38,5 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/web_assets.cpp
 )

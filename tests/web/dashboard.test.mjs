@@ -1,0 +1,261 @@
+// The dashboard in a real headless Chromium against a real `allot up` (server and two local
+// nodes whose agents run jobs as processes): sign in with a token, visit every page and check
+// what it shows against what the API says. A preemption is made on purpose, so that the
+// preempted job's page must link the job that took its GPUs.
+//
+//   node dashboard.test.mjs <path to the allot binary> [artifacts dir]
+// Exit 0: passed; 77: skipped (no chromium); anything else: failed.
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import assert from "node:assert/strict";
+
+const SKIP = 77;
+const allotBin = process.argv[2];
+const artifacts = process.argv[3] || join(tmpdir(), "allot-dashboard-artifacts");
+const chromium = process.env.CHROMIUM || ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+  .find((p) => existsSync(p));
+if (!chromium) {
+  console.log("SKIP: no chromium (apt-get install chromium, or set CHROMIUM=/path)");
+  process.exit(SKIP);
+}
+let puppeteer;
+try {
+  puppeteer = (await import("puppeteer-core")).default;
+} catch (e) {
+  console.error("puppeteer-core is not installed: run scripts/install-deps (npm ci in tests/web)");
+  process.exit(1);
+}
+assert.ok(allotBin && existsSync(allotBin), "give the allot binary as the first argument");
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(what, fn, ms = 20000) {
+  const end = Date.now() + ms;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${last && (last.message ? last.message + (last.cause ? " " + last.cause : "") : JSON.stringify(last))})`);
+}
+
+const dir = mkdtempSync(join(tmpdir(), "allot-dashboard-"));
+mkdirSync(artifacts, { recursive: true });
+const up = spawn(allotBin, ["up", "--port", "0", "--data", join(dir, "allot.db"),
+  "--addr-file", join(dir, "addr"), "--nodes", "2", "--tick-ms", "100", "--backend", "fake"],
+{ stdio: ["ignore", "pipe", "pipe"] });
+let upLog = "";
+up.stdout.on("data", (d) => (upLog += d));
+up.stderr.on("data", (d) => (upLog += d));
+
+let browser;
+let page;
+const problems = [];
+let failed = false;
+try {
+  const base = (await until("the server's address", () => existsSync(join(dir, "addr")) &&
+    readFileSync(join(dir, "addr"), "utf8").trim())).replace(/\/$/, "");
+  const admin = await until("the admin token", () =>
+    readFileSync(join(dir, "allot.db.admin-token"), "utf8").trim());
+  const call = async (path, body, token = admin) => {
+    const res = await fetch(base + "/api/v1" + path, {
+      method: body ? "POST" : "GET",
+      headers: { Authorization: "Bearer " + token, "Content-Type": "application/json" },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const out = await res.json();
+    if (!res.ok) throw new Error(`${path}: ${res.status} ${JSON.stringify(out)}`);
+    return out;
+  };
+  await until("both nodes", async () => (await call("/nodes")).nodes.length === 2);
+  await call("/budgets", { path: "/lab/a", share: 3, members: ["ann"] });
+  await call("/budgets", { path: "/lab/b", share: 1, members: ["bo"] });
+  const ann = (await call("/tokens", { name: "ann-web", role: "user", subject: "ann" })).token;
+  const bo = (await call("/tokens", { name: "bo-web", role: "user", subject: "bo" })).token;
+  const submit = (token, body) => call("/jobs", { command: ["sleep", "300"], ...body }, token);
+  const jobState = async (id) => (await call(`/jobs/${id}`)).state;
+
+  // bo's job takes the whole cluster without a minimum runtime: unallocated, preemptible.
+  const victim = await submit(bo, { idempotency_key: "v", name: "sweep", budget: "/lab/b",
+    nodes: 2, gpus_per_node: 8, resumable: true });
+  await until("the sweep to run", async () => (await jobState(victim.id)) === "running");
+  // ann's funded job takes half of it back; then a second one of hers waits.
+  const taker = await submit(ann, { idempotency_key: "t", name: "train", budget: "/lab/a",
+    nodes: 1, gpus_per_node: 8, min_runtime: 600 });
+  await until("the train job to run", async () => (await jobState(taker.id)) === "running");
+  const waiter = await submit(ann, { idempotency_key: "w", name: "eval", budget: "/lab/a",
+    nodes: 2, gpus_per_node: 8, kind: "interactive" });
+  const queue = await until("both waiting jobs explained", async () => {
+    const q = await call("/queue");
+    return q.jobs.length === 2 && q.jobs.every((j) => j.code !== "not-yet-considered") && q;
+  });
+  const waitWhy = queue.jobs.find((j) => j.id === waiter.id);
+  assert.ok(waitWhy, "the eval job waits");
+  const events = (await call(`/jobs/${victim.id}/events`)).events;
+  assert.ok(events.some((e) => e.reason.includes(`job ${taker.id}`)),
+    "the sweep's events name the job that preempted it: " + JSON.stringify(events));
+
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: [...(process.getuid && process.getuid() === 0 ? ["--no-sandbox"] : []),
+      "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  page = await browser.newPage();
+  await page.setViewport({ width: 1400, height: 1000 });
+  page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });
+  page.on("pageerror", (e) => problems.push("page: " + e.message));
+  // A refresh in flight when the test moves to another page is aborted, which is no fault.
+  page.on("requestfailed", (r) => {
+    if (r.failure()?.errorText !== "net::ERR_ABORTED") problems.push("request: " + r.url());
+  });
+  const text = (sel) => page.$eval(sel, (e) => e.textContent);
+  const shot = (name) => page.screenshot({ path: join(artifacts, name + ".png"), fullPage: true });
+  const visit = async (path, sel) => {
+    await page.goto(base + path);
+    await page.waitForSelector(sel, { timeout: 10000 });
+  };
+
+  // Sign in: the form first, then the token, kept in this tab's sessionStorage.
+  await visit("/", "#token");
+  await shot("signin");
+  await page.type("#token", admin);
+  await page.click("#signin");
+  await page.waitForSelector("#cluster", { timeout: 10000 });
+  assert.equal(await page.evaluate(() => document.cookie), "", "no cookie is set");
+  assert.match(await text("#who"), /admin/);
+
+  // Cluster: GPUs by state per model, and the queue by reason.
+  const byModel = await text("#by-model");
+  assert.match(byModel, /H100/, "the by-model table names the GPU model: " + byModel);
+  // Cluster, model, then allocated, unallocated, idle, draining, down: the train job holds 8.
+  const states = await page.$$eval("#by-model tbody td", (tds) => tds.map((t) => t.textContent));
+  assert.deepEqual(states.slice(2), ["8", "0", "8", "0", "0"], JSON.stringify(states));
+  assert.match(await text("#by-reason"), new RegExp(waitWhy.code));
+  await shot("cluster");
+
+  // Queue: the waiting job with its reason and rank; the running one with its class.
+  await visit("/queue", "#waiting");
+  const waitingText = await text("#waiting");
+  assert.match(waitingText, new RegExp(`${waiter.id} eval`));
+  assert.ok(waitingText.includes(waitWhy.explanation), "the reason in words: " + waitingText);
+  assert.match(await text("#running"), new RegExp(`${taker.id} train.*allocated`));
+  await shot("queue");
+  // Filters: the interactive kind leaves only the eval job.
+  await visit("/queue?kind=interactive", "#waiting");
+  const rows = await page.$$eval("#waiting tbody tr", (trs) => trs.map((t) => t.textContent));
+  assert.equal(rows.length, 1);
+  assert.match(rows[0], /eval/);
+
+  // Job: the waiting job says why; the preempted one links the job that took its GPUs.
+  await visit(`/jobs/${waiter.id}`, "#why-code");
+  assert.equal(await text("#why-code"), waitWhy.code);
+  await visit(`/jobs/${taker.id}`, "#job-class");
+  assert.equal(await text("#job-class"), "allocated");
+  await visit(`/jobs/${victim.id}`, "#events");
+  const links = await page.$$eval("#events a", (as) => as.map((a) => a.getAttribute("href")));
+  assert.ok(links.includes(`/jobs/${taker.id}`), "the preemption links its cause: " + links);
+  await shot("job");
+  await page.click(`#events a[href="/jobs/${taker.id}"]`);
+  await page.waitForFunction((id) => document.querySelector("h1")?.textContent.startsWith(
+    `Job ${id} `), { timeout: 10000 }, taker.id);
+
+  // Nodes: both nodes' GPUs, coloured by state (the train job holds 8, the rest are idle).
+  await visit("/nodes", ".node");
+  const cells = await page.$$eval(".gpu", (gs) => gs.map((g) => g.dataset.state));
+  assert.equal(cells.length, 16);
+  assert.equal(cells.filter((s) => s === "allocated").length, 8);
+  assert.equal(cells.filter((s) => s === "idle").length, 8);
+  await shot("nodes");
+  // Cordoned, the free node drains: its GPUs turn draining and the row says how far it got.
+  const free = (await call("/gpus")).nodes.find((n) => n.busy_gpus === 0).name;
+  await call(`/nodes/${free}/cordon`, {});
+  await visit("/nodes", `[data-node=${free}] .drain`);
+  const drained = await page.$$eval(`[data-node=${free}] .gpu`, (gs) => gs.map((g) =>
+    g.dataset.state));
+  assert.deepEqual(drained, Array(8).fill("draining"));
+  assert.match(await text(`[data-node=${free}] .drain`), /8\/8 free, drained/);
+  await call(`/nodes/${free}/uncordon`, {});
+
+  // Budgets: the tree, and the GPUs /lab/a holds now as a bar of the chart.
+  await visit("/budgets", "#tree");
+  assert.match(await text("#tree"), /\/lab\/a/);
+  const held = await page.$$eval("#budgets rect[data-key=allocated]",
+    (rs) => rs.map((r) => Number(r.dataset.value)));
+  assert.ok(held.includes(8), "a bar of 8 allocated GPUs: " + held);
+  // A budget's last 7 days: a bar a day, /lab/a's allocated GPU-hours today as /usage has them.
+  await visit("/budgets?budget=/lab/a", "#week");
+  assert.equal(await page.$$eval("#week svg text", (ts) => ts.filter((t) =>
+    /^\d\d-\d\d$/.test(t.textContent)).length), 7, "seven days");
+  const today = await page.$$eval("#week rect[data-key=allocated]",
+    (rs) => rs.map((r) => Number(r.dataset.value)));
+  assert.equal(today.length, 1, "only today has usage: " + today);
+  const usage = await call(`/usage?budget=/&from=${Math.floor(Date.now() / 1000) - 86400}`);
+  const gpuHours = usage.rows.find((r) => r.budget === "/lab/a").allocated_gpu_seconds / 3600;
+  assert.ok(today[0] > 0 && today[0] <= gpuHours + 1e-9, `${today[0]} GPU-h, API ${gpuHours}`);
+  assert.ok(await page.$("#week line.owed"), "the owed line is drawn");
+
+  // The admin changes /lab/b's share: the page previews the new fractions, then saves it.
+  const editor = 'input[aria-label="share of /lab/b"]';
+  await page.click(editor, { clickCount: 3 });
+  await page.type(editor, "2");
+  const preview = await page.$eval(editor, (el) => el.parentElement.querySelector(".preview")
+    .textContent);
+  assert.ok(preview.includes("/lab/b: 20.0% → 33.3%") && preview.includes("/lab/a: 60.0% → 50.0%"),
+    "the preview shows the new fractions: " + preview);
+  await shot("budgets");
+  await page.$eval(editor, (el) => el.parentElement.querySelector("button").click());
+  await until("the new share", async () =>
+    (await call("/budgets")).budgets.find((b) => b.path === "/lab/b").share === 2);
+  const audit = await call("/budgets/audit?path=/lab/b");
+  assert.ok(audit.entries.some((e) => e.field === "share" && Number(e.new) === 2),
+    "the audit log has the change: " + JSON.stringify(audit.entries));
+
+  // Me, as ann: her budget and her jobs.
+  await page.click("#signout");
+  await page.waitForSelector("#token");
+  await page.type("#token", ann);
+  await page.click("#signin");
+  // Signing in again shows the page the tab was on (budgets), now as ann sees it.
+  await page.waitForFunction(() => document.getElementById("who").textContent.startsWith("ann") &&
+    document.getElementById("budgets"), { timeout: 10000 });
+  assert.ok(!(await text("#tree")).includes("/lab/b"), "ann does not see /lab/b");
+  await visit("/me", "#my-jobs");
+  assert.match(await text("#my-budgets"), /\/lab\/a/);
+  const mine = await text("#my-jobs");
+  assert.match(mine, /train/);
+  assert.match(mine, /eval/);
+  assert.ok(!mine.includes("sweep"), "bo's job is not ann's");
+  await shot("me");
+
+  // A wrong token is refused with the API's reason, back at the form.
+  await page.click("#signout");
+  await page.type("#token", "allot_wrong");
+  await page.click("#signin");
+  await page.waitForSelector(".signin .error", { timeout: 10000 });
+  problems.splice(0, problems.length, ...problems.filter((p) => !/401/.test(p)));
+  assert.deepEqual(problems, [], "no console errors");
+  console.log(`dashboard: every page checked; screenshots in ${artifacts}`);
+} catch (e) {
+  failed = true;
+  console.error(e);
+  if (page) {
+    console.error("--- the page at " + page.url() + " ---\n" +
+      (await page.$eval("main", (m) => m.innerText).catch(() => "(unreadable)")));
+    await page.screenshot({ path: join(artifacts, "failure.png"), fullPage: true }).catch(() => {});
+  }
+  console.error("--- console ---\n" + problems.join("\n"));
+  console.error("--- allot up ---\n" + upLog.slice(-4000));
+} finally {
+  if (browser) await browser.close();
+  up.kill("SIGTERM");
+  await new Promise((r) => (up.exitCode !== null ? r() : up.once("exit", r)));
+  if (!failed) rmSync(dir, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);

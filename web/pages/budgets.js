@@ -1,0 +1,137 @@
+// Budgets: the tree with shares and what each share is worth (fraction of each cluster), what
+// each budget holds now (allocated vs unallocated GPUs), and owed vs delivered GPU-hours over the
+// last 7 days. Whoever may change a share edits it here, seeing the new fractions first.
+import { api, cached, me } from "../app.js";
+import { h, table, num, gpus, hours, pct, later } from "../dom.js";
+import { stackedBars, progress, dailyBars } from "../charts.js";
+
+const parentOf = (p) => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
+
+// Fractions of the whole after `path`'s share becomes `share`: each budget's share among its
+// siblings times its parent's fraction (the tree's rule, for one cluster without overrides).
+export function previewFractions(budgets, path, share) {
+  const shareOf = (b) => (b.path === path ? share : b.share);
+  const out = { "/": 1 };
+  for (const b of [...budgets].sort((a, c) => a.depth - c.depth)) {
+    if (b.path === "/") continue;
+    const sibs = budgets.filter((x) => x.path !== "/" && parentOf(x.path) === parentOf(b.path));
+    const sum = sibs.reduce((a, x) => a + shareOf(x), 0);
+    out[b.path] = (out[parentOf(b.path)] ?? 0) * (sum > 0 ? shareOf(b) / sum : 0);
+  }
+  return out;
+}
+
+// Whether the signed-in principal may change this budget's share (the API decides; this only
+// hides controls it would refuse): admins any but the root, managers strictly below what they
+// manage.
+function mayEdit(who, path, budgets) {
+  if (path === "/") return false;
+  if (who.role === "admin") return true;
+  const scopes = [];
+  if (who.role === "manager" && who.scope) scopes.push(who.scope);
+  for (const b of budgets) if ((b.owners || []).includes(who.subject)) scopes.push(b.path);
+  return scopes.some((s) => path.startsWith(s === "/" ? "/" : s + "/"));
+}
+
+function shareEditor(b, budgets, onSaved) {
+  const input = h("input", { type: "number", min: "0.000001", step: "any", value: b.share,
+    size: 6, "aria-label": `share of ${b.path}` });
+  const preview = h("div", { class: "muted preview" });
+  const save = h("button", { type: "button" }, "Save");
+  const msg = h("span", {});
+  input.addEventListener("input", () => {
+    const v = Number(input.value);
+    if (!(v > 0)) return preview.replaceChildren("a share must be a positive number");
+    const before = previewFractions(budgets, b.path, b.share);
+    const after = previewFractions(budgets, b.path, v);
+    const sibs = budgets.filter((x) => x.path !== "/" && parentOf(x.path) === parentOf(b.path));
+    preview.replaceChildren(...sibs.map((x) => h("div", {},
+      `${x.path}: ${pct(before[x.path])} → ${pct(after[x.path])} of the cluster`)));
+  });
+  save.addEventListener("click", async () => {
+    try {
+      await api("/budgets", { path: b.path, share: Number(input.value) });
+      msg.textContent = " saved";
+      save.blur(); // the page refreshes again (not while a field of it has the focus)
+      onSaved();
+    } catch (e) {
+      msg.textContent = " " + e.message;
+    }
+  });
+  return h("div", { class: "share-edit" }, input, " ", save, msg, preview);
+}
+
+// Allocated and unallocated GPU-hours of `path` each of the last 7 days (GET /usage, one request
+// a day, in the report's scope), against a seventh of what the last 7 days owed it.
+async function lastWeek(path, report, now) {
+  const DAY = 86400;
+  const start = now - 7 * DAY;
+  const days = await Promise.all([...Array(7).keys()].map(async (i) => {
+    const from = start + i * DAY;
+    const u = await cached(`usage-${i}`, 60000, `/usage?budget=` +
+      `${encodeURIComponent(report.scope)}&from=${from}&to=${from + DAY}`);
+    const row = u.rows.find((r) => r.budget === path) || {};
+    return { label: new Date((from + DAY) * 1000).toISOString().slice(5, 10),
+      allocated: (row.allocated_gpu_seconds || 0) / 3600,
+      unallocated: (row.unallocated_gpu_seconds || 0) / 3600 };
+  }));
+  const r = report.budgets.find((b) => b.budget === path);
+  return h("div", { id: "week" }, h("h2", {}, `${path}: allocation vs usage, last 7 days`),
+    h("div", { class: "legend" }, h("span", { class: "allocated" }, "allocated GPU-h"),
+      h("span", { class: "unallocated" }, "unallocated GPU-h"),
+      h("span", { class: "down" }, "owed a day (dashed)")),
+    dailyBars(days, r ? r.owed_gpu_seconds / 7 / 3600 : 0));
+}
+
+// Owed vs delivered over the last 7 days, per budget (GET /report).
+function standing(report, list) {
+  const rep = new Map(report.budgets.map((r) => [r.budget, r]));
+  return h("div", {}, h("h2", {}, "Owed vs delivered, last 7 days"),
+    table(["Budget", "Owed GPU-h", "Allocated GPU-h", "Unallocated GPU-h", "Allocated ÷ owed",
+      "Impact"], list.filter((b) => rep.has(b.path)).map((b) => {
+      const r = rep.get(b.path);
+      return [h("td", { class: `indent-${Math.min(b.depth, 4)}` }, b.path),
+        num(hours(r.owed_gpu_seconds)), num(hours(r.allocated_gpu_seconds)),
+        num(hours(r.unallocated_gpu_seconds)),
+        r.owed_gpu_seconds > 0 ? h("td", {}, progress(r.delivered_fraction), " ",
+          pct(r.delivered_fraction)) : "–", num(pct(r.impact))];
+    }), { id: "standing" }));
+}
+
+export async function budgetsPage(_m, params) {
+  const [tree, g] = await Promise.all([api("/budgets"), api("/gpus")]);
+  // The history (seconds over 100,000 jobs) comes later, read at most once in 5 minutes.
+  const report = cached("report-week", 300000, "/report");
+  const who = me();
+  const list = tree.budgets;
+  const rows = list.map((b) => {
+    const held = g.budgets[b.path] || { allocated_milli: 0, unallocated_milli: 0 };
+    const frac = Object.entries(b.fraction).map(([c, f]) => `${c} ${pct(f)}`).join(", ");
+    return [h("td", { class: `indent-${Math.min(b.depth, 4)}` },
+      h("a", { href: "/budgets?budget=" + encodeURIComponent(b.path) }, b.path)),
+    mayEdit(who, b.path, list) ? h("td", {}, shareEditor(b, list, () => {})) : num(b.share),
+    frac || "–", num(gpus(held.allocated_milli)), num(gpus(held.unallocated_milli)),
+    (b.members || []).join(", ")];
+  });
+  const heldRows = list.filter((b) => g.budgets[b.path] && b.path !== "/").map((b) => ({
+    label: b.path, parts: [
+      { key: "allocated", value: g.budgets[b.path].allocated_milli / 1000 },
+      { key: "unallocated", value: g.budgets[b.path].unallocated_milli / 1000 }] }));
+  const weekOf = (r) => {
+    const chosen = params.get("budget") ||
+      (r.budgets.find((b) => b.budget !== "/" && b.budget !== r.scope) || { budget: r.scope }).budget;
+    return r.budgets.some((b) => b.budget === chosen) ? lastWeek(chosen, r, g.time)
+      : Promise.resolve("");
+  };
+  return h("section", { id: "budgets" },
+    h("h1", {}, "Budgets"),
+    table(["Budget", "Share", "Fraction", "Allocated GPUs now", "Unallocated GPUs now",
+      "Members"], rows, { id: "tree" }),
+    h("h2", {}, "GPUs held now"),
+    h("div", { class: "legend" }, h("span", { class: "allocated" }, "allocated"),
+      h("span", { class: "unallocated" }, "unallocated")),
+    heldRows.length ? stackedBars(heldRows, { unit: " GPUs", labelWidth: 200 })
+      : h("p", { class: "muted" }, "No budget holds GPUs now."),
+    later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
+    later(report.then(weekOf), (w) => w, "Loading the last 7 days…"));
+}

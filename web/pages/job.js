@@ -1,0 +1,89 @@
+// Job: what was asked (spec), what was promised (contract), what happened (runs and events, with
+// the job that took its GPUs linked), how well it used them (telemetry) and what it printed.
+import { api, apiResponse, ApiError } from "../app.js";
+import { h, table, num, when, pct, withJobLinks } from "../dom.js";
+import { timeline, sparkBars } from "../charts.js";
+
+const kv = (pairs) => h("dl", { class: "kv" },
+  pairs.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")]));
+
+// The last lines of stdout: read a MiB at a time from the start (the API reads forward from an
+// offset) until the end, keeping the last MiB; at most 16 reads.
+async function logTail(j) {
+  if (j.runs === 0) return h("p", { class: "muted", id: "log" }, "Not started: no log yet.");
+  const MIB = 1 << 20;
+  let offset = 0;
+  let last = "";
+  try {
+    for (let i = 0; i < 16; ++i) {
+      const res = await apiResponse(`/jobs/${j.id}/logs?stream=stdout&offset=${offset}`);
+      const bytes = await res.arrayBuffer();
+      if (bytes.byteLength) last = new TextDecoder().decode(bytes);
+      const next = Number(res.headers.get("Allot-Next-Offset"));
+      if (!(next > offset) || bytes.byteLength < MIB) break;
+      offset = next;
+    }
+  } catch (e) {
+    if (e instanceof ApiError) return h("p", { class: "muted", id: "log" }, "No logs: " + e.message);
+    throw e;
+  }
+  return h("pre", { class: "log", id: "log" }, last.split("\n").slice(-60).join("\n") || "(empty)");
+}
+
+export async function jobPage(m) {
+  const id = m[1];
+  const [j, why, ev, tel, gpus] = await Promise.all([api(`/jobs/${id}`), api(`/jobs/${id}/why`),
+    api(`/jobs/${id}/events`), api(`/jobs/${id}/telemetry`), api("/gpus")]);
+  const now = gpus.time;
+  const spec = j.spec;
+  const events = ev.events.map((e) => ({ time: e.time, kind: e.to,
+    label: `${when(e.time)} ${e.from || "–"} → ${e.to}: ${e.reason}` }));
+  const waiting = j.state === "pending" || j.state === "requeued";
+  const t = tel.current || tel.total;
+  // Per-GPU utilization now, from the nodes' latest samples, for the GPUs this job holds.
+  const mine = [];
+  for (const slot of j.placement || []) {
+    const n = gpus.nodes.find((x) => x.name === slot.node);
+    const sample = n && Array.isArray(n.telemetry) && n.telemetry.find((g) => g.index === slot.gpu);
+    if (sample && typeof sample.util_pct === "number") mine.push(sample.util_pct);
+  }
+  return h("section", { id: "job" },
+    h("h1", {}, `Job ${j.id} ${j.name}`),
+    kv([["State", h("b", { id: "job-state" }, j.state)], ["Reason", withJobLinks(j.reason)],
+      ["Owner", j.owner], ["Budget", j.budget], ["Submitted", when(j.submit_time)]]),
+    h("h2", {}, waiting ? "Why it waits" : "Now"),
+    kv([["Code", h("span", { id: "why-code" }, why.code)],
+      ["Explanation", withJobLinks(why.explanation)],
+      ...(waiting ? [["Rank", why.rank], ["Expected start", when(why.expected_start)]] : [])]),
+    h("h2", {}, "Contract"),
+    kv([["Class", j.runs > 0 ? h("span", { id: "job-class",
+      class: "badge " + (j.allocated ? "allocated" : "unallocated") },
+    j.allocated ? "allocated" : "unallocated") : "not started"],
+    ["Minimum runtime", `${spec.min_runtime ?? 0} s`],
+    ["Protected until", j.runs > 0 && j.protected_until > j.run_start ? when(j.protected_until)
+      : "not protected"],
+    ["Priority", spec.priority], ["Resumable", String(!!spec.resumable)],
+    ["Expected duration", spec.expected_duration ? `${spec.expected_duration} s` : "–"]]),
+    h("h2", {}, "Spec"),
+    kv([["Kind", spec.kind], ["Shape", `${spec.nodes} × ${spec.gpus_per_node} GPUs` +
+      (spec.gpu_milli && spec.gpu_milli !== 1000 ? ` (${spec.gpu_milli / 1000} each)` : "")],
+    ["Models", (spec.models || []).join(", ") || "any"],
+    ["Clusters", (spec.clusters || []).join(", ") || "any"],
+    ["Command", (spec.command || []).join(" ")],
+    ["Placement", (j.placement || []).map((p) => `${p.node}:${p.gpu}`).join(" ") || "–"]]),
+    h("h2", {}, `Runs and events (${j.runs} runs)`),
+    timeline(events, Math.max(now, ...events.map((e) => e.time))),
+    table(["Time", "From", "To", "Reason"], ev.events.map((e) =>
+      [when(e.time), e.from || "–", e.to, h("span", {}, withJobLinks(e.reason))]), { id: "events" }),
+    h("h2", {}, "Telemetry"),
+    t ? kv([["GPU use (mean / peak)", `${t.gpu_util_mean?.toFixed?.(1) ?? "–"}% / ` +
+      `${t.gpu_util_peak ?? "–"}%`], ["Utilization", pct(t.utilization)],
+    ["Memory peak", `${t.mem_used_peak_mib} of ${t.mem_total_mib} MiB`],
+    ["CPU / I/O wait", `${t.cpu_pct_mean?.toFixed?.(1) ?? "–"}% / ` +
+      `${t.io_wait_pct_mean?.toFixed?.(1) ?? "–"}%`],
+    ["GPU use now, per GPU", mine.length ? sparkBars(mine) : "–"],
+    ...tel.flags.map((f) => [f.flag, f.hint])])
+      : h("p", { class: "muted" }, "No telemetry yet (simulated nodes send none)."),
+    h("h2", {}, "Log tail (stdout)"),
+    await logTail(j));
+}

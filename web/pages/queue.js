@@ -1,0 +1,51 @@
+// Queue: what waits, in fair-share order, and why; what runs, in which class and until when it
+// is protected from preemption.
+import { api, go } from "../app.js";
+import { h, table, num, when, ago } from "../dom.js";
+
+export async function queuePage(_m, params) {
+  const q = new URLSearchParams();
+  for (const k of ["budget", "owner", "kind"]) if (params.get(k)) q.set(k, params.get(k));
+  q.set("limit", "500");
+  const running = new URLSearchParams({ state: "starting,running,preempting", limit: "1000" });
+  if (params.get("budget")) running.set("budget", params.get("budget"));
+  if (params.get("owner")) running.set("owner", params.get("owner"));
+  const [waiting, run] = await Promise.all([api("/queue?" + q), api("/jobs?" + running)]);
+  const kind = params.get("kind");
+  const runs = run.jobs.filter((j) => !kind || (j.spec.kind || "batch") === kind);
+  const now = waiting.time;
+
+  const field = (name, label) => h("label", {}, label,
+    h("input", { name, value: params.get(name) || "", size: 14 }));
+  const kindSel = h("select", { name: "kind" }, ["", "batch", "interactive", "debug", "inference"]
+    .map((k) => h("option", { value: k, selected: k === (kind || "") }, k || "any")));
+  const form = h("form", { class: "filters", id: "filters" }, field("budget", "Budget"),
+    field("owner", "User"), h("label", {}, "Kind", kindSel), h("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const f = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v) f.set(k, v);
+    go("/queue" + (f.toString() ? "?" + f : ""));
+  });
+
+  return h("section", { id: "queue" },
+    h("h1", {}, "Queue"), form,
+    h("h2", {}, `Waiting (${waiting.jobs.length}${waiting.truncated ? "+" : ""} shown of ` +
+      `${waiting.waiting} in the queue)`),
+    waiting.jobs.length ? table(["Rank", "Job", "User", "Budget", "Kind", "GPUs", "Waiting",
+      "Reason", "Expected start"], waiting.jobs.map((j) => [
+      num(j.rank ?? "–"), h("a", { href: `/jobs/${j.id}` }, `${j.id} ${j.name}`), j.owner,
+      j.budget, j.kind, num(j.nodes * j.gpus_per_node), ago(j.submit_time, now),
+      h("span", { class: "reason", title: j.code }, h("b", {}, j.code), " ", j.explanation),
+      when(j.expected_start)]), { id: "waiting" }) : h("p", { class: "muted" }, "Nothing waits."),
+    h("h2", {}, `Running (${runs.length})`),
+    runs.length ? table(["Job", "User", "Budget", "Kind", "State", "Class", "Running",
+      "Protected until"], runs.map((j) => [
+      h("a", { href: `/jobs/${j.id}` }, `${j.id} ${j.name}`), j.owner, j.budget,
+      j.spec.kind || "batch", j.state,
+      h("span", { class: "badge " + (j.allocated ? "allocated" : "unallocated") },
+        j.allocated ? "allocated" : "unallocated"),
+      ago(j.run_start, now),
+      j.protected_until > now ? when(j.protected_until) : "not protected"]), { id: "running" })
+      : h("p", { class: "muted" }, "Nothing runs."));
+}
