@@ -253,7 +253,10 @@ struct ApiServer::Impl {
   void install_usage_routes();      // api_usage.cpp: usage and report
   void install_agent_routes();      // api_agent.cpp: the agent protocol
   void install_agent_log_routes();  // api_logs.cpp: agents uploading logs
-  void install_token_routes();      // api_tokens.cpp
+  // Whether `node` may still write logs and reports for run `run` of job `id`: it holds the run
+  // now, or held it and the run ended at most opts.agent_write_grace_seconds ago (api_logs.cpp).
+  bool writes_for_run(const std::string& node, JobId id, int run);
+  void install_token_routes();  // api_tokens.cpp
 };
 
 }  // namespace allot::server
