@@ -437,13 +437,14 @@ TEST(SubmitLimitsApi, AdministratorsSetThemPerBudget) {
   EXPECT_EQ(set.body["submit_limits"], raised);
   h.sync();
   bool listed = false;
-  for (const auto& b : h.get("/api/v1/budgets").body["budgets"]) {
+  const auto budgets = h.get("/api/v1/budgets");
+  for (const auto& b : budgets.body["budgets"]) {
     if (b["path"] == "/lab/big") listed = b.value("submit_limits", json()).dump() == raised.dump();
     if (b["path"] == "/lab/a") {
       EXPECT_FALSE(b.contains("submit_limits")) << b.dump();
     }
   }
-  EXPECT_TRUE(listed) << h.get("/api/v1/budgets").body.dump();
+  EXPECT_TRUE(listed) << budgets.body.dump();
   auto audit = h.get("/api/v1/budgets/audit?path=/lab/big").body["entries"];
   bool audited = false;
   for (const auto& e : audit) {
