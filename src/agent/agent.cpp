@@ -242,6 +242,11 @@ bool Agent::try_register() {
   reg.devices = devices_;
   reg.backend = backend_->name();
   reg.isolation = runner_->isolation();
+  const Isolation& iso = runner_->capabilities();
+  reg.jobs_as_owner = iso.jobs_as_owner;
+  reg.cgroup_limits = iso.cgroup_why_not.empty();
+  reg.cgroup_why_not = iso.cgroup_why_not;
+  reg.gpu_devices = iso.devices_cgroup.empty() ? "none" : "cgroup";
   reg.version = kVersion;
   auto body = registration_body(reg);
   if (!body.ok()) {

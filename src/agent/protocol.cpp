@@ -189,13 +189,20 @@ core::Result<json> registration_body(const Registration& r) {
                        {"pci_bus_id", d.pci_bus_id},
                        {"mig", mig}});
   }
-  json body = {
-      {"name", r.name},
-      {"cluster", r.cluster.empty() ? "default" : r.cluster},
-      {"model", model},
-      {"gpus", static_cast<int>(r.devices.size())},
-      {"devices", devices},
-      {"agent", {{"version", r.version}, {"backend", r.backend}, {"isolation", r.isolation}}}};
+  json body = {{"name", r.name},
+               {"cluster", r.cluster.empty() ? "default" : r.cluster},
+               {"model", model},
+               {"gpus", static_cast<int>(r.devices.size())},
+               {"devices", devices},
+               {"agent",
+                {{"version", r.version},
+                 {"backend", r.backend},
+                 {"isolation", r.isolation},
+                 {"achieved",
+                  {{"jobs_as_owner", r.jobs_as_owner},
+                   {"cgroup_limits", r.cgroup_limits},
+                   {"cgroup_why_not", r.cgroup_why_not},
+                   {"gpu_devices", r.gpu_devices}}}}}};
   if (!r.block.empty()) body["block"] = r.block;
   if (!r.address.empty()) body["address"] = r.address;
   if (!r.labels.empty()) body["labels"] = r.labels;

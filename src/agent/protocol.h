@@ -62,6 +62,12 @@ struct Registration {
   std::map<std::string, std::string> labels;
   std::vector<GpuDevice> devices;  // all of one model
   std::string backend, isolation, version;
+  // What isolation the node achieved, reported apart from the description so that operators
+  // (GET /nodes, `allot nodes`) can tell nodes apart without parsing prose.
+  bool jobs_as_owner = false;
+  bool cgroup_limits = false;        // memory and cpu limits by cgroup v2
+  std::string cgroup_why_not;        // when not
+  std::string gpu_devices = "none";  // none | cgroup
 };
 
 // The body of POST /nodes. Fails when the node has no GPU or GPUs of several models.

@@ -344,6 +344,15 @@ Runner::Runner(RunnerOptions options) : impl_(new Impl) {
   iso.cpu_limit = impl_->plan.cpu;
   iso.devices_cgroup = impl_->plan.devices_parent;
   iso.description = describe(impl_->plan, iso, impl_->options.rlimit_gpu_jobs);
+  iso.jobs_as_owner = impl_->options.run_as_owner;
+  if (iso.cgroup.empty()) {
+    iso.cgroup_why_not = impl_->plan.v2_note.empty() ? "no cgroup v2" : impl_->plan.v2_note;
+  } else if (!iso.memory_limit || !iso.cpu_limit) {
+    iso.cgroup_why_not = std::string("cgroup v2 at ") + iso.cgroup + " without the " +
+                         (!iso.memory_limit && !iso.cpu_limit ? "memory and cpu controllers"
+                          : !iso.memory_limit                 ? "memory controller"
+                                                              : "cpu controller");
+  }
 }
 
 Runner::~Runner() {

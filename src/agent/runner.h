@@ -77,6 +77,9 @@ struct Isolation {
   bool cpu_limit = false;      // by cgroup v2 cpu.max
   std::string devices_cgroup;  // cgroup v1 devices directory; "" = GPU devices not isolated
   std::string description;     // what isolation() says
+  bool jobs_as_owner = false;  // each job runs as its owner's account (RunnerOptions)
+  // Why jobs do not get both cgroup v2 limits (memory and cpu); "" when they do.
+  std::string cgroup_why_not;
 };
 
 struct RunnerOptions {

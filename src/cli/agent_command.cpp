@@ -9,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/secrets.h"
 
 namespace allot::cli {
 namespace {
@@ -18,7 +19,12 @@ void usage(FILE* out) {
       out,
       "usage: allot agent [options]\n"
       "  --server URL           the server (default: $ALLOT_ADDR, else http://127.0.0.1:7400)\n"
-      "  --token T | --token-file F   the node's agent token (default: $ALLOT_TOKEN)\n"
+      "  --token-file FILE      the node's agent token, the file's first line; the file must\n"
+      "                         be private to its owner (mode 0600)\n"
+      "                         (default: $ALLOT_TOKEN, which is removed from the agent's\n"
+      "                         environment once read)\n"
+      "  --token T              discouraged: other local users see it in ps until the agent\n"
+      "                         blanks it at start; use --token-file\n"
       "  --node NAME            this node's name: the token's scope (default: the host name)\n"
       "  --cluster NAME         cluster to join (default 'default')\n"
       "  --block NAME           topology block (NVLink domain, rack) for gang placement\n"
@@ -65,7 +71,9 @@ int agent_main(int argc, char** argv) {
   bool kill_on_exit = false;
   std::string run_jobs_as;  // "" = by whether the agent is root
   if (const char* e = std::getenv("ALLOT_ADDR")) o.server.url = e;
-  if (const char* e = std::getenv("ALLOT_TOKEN")) o.server.token = e;
+  // Read once, then gone: jobs get an allowlisted environment anyway, but /proc/<agent>/environ
+  // would keep showing it to anyone who can read it.
+  o.server.token = take_secret_from_env("ALLOT_TOKEN");
   o.node = host_name();
   o.state_dir = "/var/lib/allot/agent";
   for (int i = 1; i < argc; ++i) {
@@ -95,13 +103,17 @@ int agent_main(int argc, char** argv) {
       o.server.url = next();
     } else if (k == "--token") {
       o.server.token = next();
+      blank_argument(argv[i]);
+      std::fprintf(stderr,
+                   "allot agent: --token puts the token where other local users can read it "
+                   "(ps, /proc): use --token-file with a 0600 file\n");
     } else if (k == "--token-file") {
-      const std::string path = next();
-      std::ifstream in(path);
-      if (!in || !std::getline(in, o.server.token)) {
-        std::fprintf(stderr, "allot agent: cannot read a token from %s\n", path.c_str());
+      auto t = read_token_file(next());
+      if (!t.error.empty()) {
+        std::fprintf(stderr, "allot agent: --token-file: %s\n", t.error.c_str());
         return 2;
       }
+      o.server.token = t.token;
     } else if (k == "--node") {
       o.node = next();
     } else if (k == "--cluster") {
@@ -182,7 +194,8 @@ int agent_main(int argc, char** argv) {
   if (o.server.url.find("://") == std::string::npos) o.server.url = "http://" + o.server.url;
   if (o.server.token.empty()) {
     std::fprintf(stderr,
-                 "allot agent: no token: give --token or --token-file (an admin creates one with "
+                 "allot agent: no token: give --token-file or set ALLOT_TOKEN (an admin creates "
+                 "one with "
                  "'allot token create agent-%s --role agent --scope %s')\n",
                  o.node.c_str(), o.node.c_str());
     return 2;

@@ -105,6 +105,29 @@ void tell_drain(const Conn& c, const std::string& node) {
 
 }  // namespace
 
+// A budget's own submission limits, as ", rate 5/s, burst 20, 100 waiting" ("" when it has
+// none: the server's apply).
+static std::string limits_text(const json& l) {
+  if (!l.is_object()) return "";
+  std::string out;
+  char buf[64];
+  if (l.contains("rate")) {
+    std::snprintf(buf, sizeof buf, ", rate %g/s", l["rate"].get<double>());
+    out += buf;
+  }
+  if (l.contains("burst")) {
+    std::snprintf(buf, sizeof buf, ", burst %g", l["burst"].get<double>());
+    out += buf;
+  }
+  if (l.contains("max_waiting")) out += ", " + l["max_waiting"].dump() + " waiting";
+  return out;
+}
+
+static std::string limits_of(const json& budget) {
+  const auto t = limits_text(budget.value("submit_limits", json()));
+  return t.empty() ? "-" : t.substr(2);
+}
+
 int cmd_budget(const Args& a, const Conn& c) {
   const std::string sub = a.pos.empty() ? "tree" : a.pos[0];
   if (sub == "tree") {
@@ -132,9 +155,10 @@ int cmd_budget(const Args& a, const Conn& c) {
       std::snprintf(share, sizeof share, "%g", b["share"].get<double>());
       rows.push_back({std::string(2 * static_cast<std::size_t>(b["depth"].get<int>()), ' ') +
                           b["path"].get<std::string>(),
-                      share, fr, names(b.value("owners", json::array())), names(b["members"])});
+                      share, fr, names(b.value("owners", json::array())), names(b["members"]),
+                      limits_of(b)});
     }
-    table({"BUDGET", "SHARE", "OF CLUSTER", "OWNERS", "MEMBERS"}, rows);
+    table({"BUDGET", "SHARE", "OF CLUSTER", "OWNERS", "MEMBERS", "LIMITS"}, rows);
     return kOk;
   }
   if (sub == "rm" || sub == "remove") {
@@ -162,9 +186,16 @@ int cmd_budget(const Args& a, const Conn& c) {
       }
       body[list] = m;
     }
+    if (a.has("server-limits")) body["submit_limits"] = nullptr;
+    for (const auto& [flag, field] : {std::pair<const char*, const char*>{"submit-rate", "rate"},
+                                      {"submit-burst", "burst"},
+                                      {"max-waiting-jobs", "max_waiting"}}) {
+      if (a.has(flag))
+        body["submit_limits"][field] = parse_number("--" + std::string(flag), a.get(flag));
+    }
     auto r = request(c, "POST", "/api/v1/budgets", &body);
-    std::printf("budget %s: share %g\n", r["path"].get<std::string>().c_str(),
-                r["share"].get<double>());
+    std::printf("budget %s: share %g%s\n", r["path"].get<std::string>().c_str(),
+                r["share"].get<double>(), limits_text(r.value("submit_limits", json())).c_str());
     return kOk;
   }
   if (sub == "usage") {
@@ -281,6 +312,17 @@ int cmd_report(const Args& a, const Conn& c) {
   return kOk;
 }
 
+// What a node's agent achieved, in a few words: whose account jobs run as, whether cgroup v2
+// limits them, and how GPUs are kept apart ("-" when the agent did not say).
+static std::string isolation_of(const json& node) {
+  const auto agent = node.find("agent");
+  if (agent == node.end() || !agent->is_object() || !agent->contains("achieved")) return "-";
+  const auto& h = (*agent)["achieved"];
+  return std::string(h.value("jobs_as_owner", false) ? "as-owner" : "as-agent") +
+         (h.value("cgroup_limits", false) ? ",cgroup" : ",no-cgroup") +
+         ",gpus:" + h.value("gpu_devices", std::string("none"));
+}
+
 int cmd_nodes(const Args& a, const Conn& c) {
   auto r = request(c, "GET", "/api/v1/nodes");
   if (a.has("json")) {
@@ -289,12 +331,13 @@ int cmd_nodes(const Args& a, const Conn& c) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& n : r["nodes"]) {
-    rows.push_back({n["name"], n["cluster"], n["model"], std::to_string(n["gpus"].get<int>()),
-                    n["block"],
-                    n["health"].get<std::string>() + (n["cordoned"].get<bool>() ? ",cordoned" : ""),
-                    n["simulated"].get<bool>() ? "simulated" : "agent", n["health_reason"]});
+    rows.push_back(
+        {n["name"], n["cluster"], n["model"], std::to_string(n["gpus"].get<int>()), n["block"],
+         n["health"].get<std::string>() + (n["cordoned"].get<bool>() ? ",cordoned" : ""),
+         n["simulated"].get<bool>() ? "simulated" : "agent", isolation_of(n), n["health_reason"]});
   }
-  table({"NAME", "CLUSTER", "MODEL", "GPUS", "BLOCK", "HEALTH", "KIND", "REASON"}, rows);
+  table({"NAME", "CLUSTER", "MODEL", "GPUS", "BLOCK", "HEALTH", "KIND", "ISOLATION", "REASON"},
+        rows);
   return kOk;
 }
 

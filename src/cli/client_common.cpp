@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/contract.h"
 #include "cli/flags.h"
+#include "cli/secrets.h"
 
 namespace allot::cli::client {
 
@@ -68,14 +69,20 @@ Conn connection(const Args& a) {
     return cfg.count(key) ? cfg[key] : std::string();
   };
   c.addr = pick("addr", "ALLOT_ADDR", "addr");
-  c.token = pick("token", "ALLOT_TOKEN", "token");
+  if (a.has("token-file")) {
+    auto t = read_token_file(a.get("token-file"));
+    if (!t.error.empty()) die(kUsage, "--token-file: " + t.error);
+    c.token = t.token;
+  } else {
+    c.token = pick("token", "ALLOT_TOKEN", "token");
+  }
   c.cacert = pick("cacert", "ALLOT_CACERT", "cacert");
   c.insecure = a.has("insecure");
   if (c.addr.empty()) c.addr = "http://127.0.0.1:7400";
   if (c.addr.find("://") == std::string::npos) c.addr = "http://" + c.addr;
   if (c.token.empty()) {
     die(kAuth,
-        "no token: pass --token, set ALLOT_TOKEN, or put 'token = ...' in "
+        "no token: pass --token-file, set ALLOT_TOKEN, or put 'token = ...' in "
         "~/.config/allot/config (allot server/up prints an admin token at start)");
   }
   return c;

@@ -13,7 +13,10 @@ const std::vector<std::string> kStates = {"pending",    "starting", "running",
 std::vector<FlagSpec> common_flags() {
   return {
       {"addr", "URL", "the server (default: $ALLOT_ADDR, the config file, http://127.0.0.1:7400)"},
-      {"token", "TOKEN", "the API token (default: $ALLOT_TOKEN, then the config file)"},
+      {"token-file", "FILE",
+       "read the API token from FILE, private to its owner (mode 0600) (default: $ALLOT_TOKEN, "
+       "then the config file)"},
+      {"token", "TOKEN", "the API token; discouraged: other local users see it in ps"},
       {"cacert", "FILE", "CA certificate to trust for an https server (default: $ALLOT_CACERT)"},
       {"insecure", "", "do not verify the server's TLS certificate"},
       {"json", "", "print the server's JSON answer instead of text"},
@@ -130,7 +133,14 @@ std::vector<CommandSpec> build() {
                "Create or change a budget (admins, and managers within their subtree).",
                {{"share", "X", "its weight among its siblings (default 1)"},
                 {"members", "a,b", "the users who may submit to it"},
-                {"owners", "c,d", "the users who manage it and the budgets under it"}},
+                {"owners", "c,d", "the users who manage it and the budgets under it"},
+                {"submit-rate", "N",
+                 "admins: submissions a second per user here and below (0: no limit; "
+                 "default: the server's)"},
+                {"submit-burst", "N", "admins: submissions at once per user here and below"},
+                {"max-waiting-jobs", "N",
+                 "admins: jobs waiting per user when submitting here and below (0: no limit)"},
+                {"server-limits", "", "admins: drop this budget's own limits"}},
                1,
                1,
                false,

@@ -63,6 +63,7 @@ struct ServerArgs {
   int local_nodes = 0;  // allot up: node agents in this process (fake GPUs without a real one)
   std::string backend = "auto";
   server::SubmitLimits submit;  // per principal (server/quota.h)
+  int max_connections_per_address = 256;
   // The event log (server/event_log.h): "-" stderr, "off" none; allot server: stderr, up: off.
   std::string event_log;
   // GET /metrics without a token on an address of its own (server/prometheus.h); "" none.
@@ -114,6 +115,8 @@ void usage(bool up) {
       "                       limit); --submit-burst N at once (default 1000); beyond: 429\n"
       "  --max-waiting-jobs N jobs waiting per user (default 10000; 0 = no limit); beyond: 429\n"
       "                       (administrators' tokens are not limited)\n"
+      "  --max-connections-per-address N  open connections from one address (default 256;\n"
+      "                       0 = no limit); beyond: 429 and closed\n"
       "  --event-log FILE     one JSON line per job transition, stop, node health and budget\n"
       "                       change, appended to FILE; '-' stderr, 'off' none (default: %s)\n"
       "  --metrics-listen HOST:PORT  also serve GET /metrics there without a token (on the\n"
@@ -188,6 +191,8 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.submit.burst = std::max(1, number("a count"));
     } else if (k == "--max-waiting-jobs") {
       a.submit.max_waiting = number("a count");
+    } else if (k == "--max-connections-per-address") {
+      a.max_connections_per_address = number("a count");
     } else if (k == "--event-log") {
       a.event_log = next("a file, '-' or 'off'");
       if (a.event_log.empty()) {
@@ -342,6 +347,7 @@ int serve(ServerArgs a, bool up) {
   ao.tls_key = a.tls_key;
   ao.threads = a.threads;
   ao.submit_limits = a.submit;
+  ao.max_connections_per_address = static_cast<std::size_t>(a.max_connections_per_address);
   ao.logs_dir = a.data + ".logs";
   ao.prometheus = metrics;
   server::ApiServer api(st, ctl, ao);

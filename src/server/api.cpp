@@ -121,6 +121,7 @@ core::Result<int> ApiServer::start() {
     eo.loops = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
     eo.workers = o.threads;
     eo.max_body = o.max_body;
+    eo.max_connections_per_address = o.max_connections_per_address;
     impl_->events =
         std::make_unique<EventServer>(static_cast<RequestProcessor&>(svr), eo, &Impl::send_error);
     // Every route needs a token: without a usable one a body is not waited for.

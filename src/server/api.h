@@ -34,9 +34,14 @@ struct ApiOptions {
   // Seconds after a run's end when its logs count as complete even without the agent's final
   // post.
   int logs_settle_seconds = 30;
+  // How long after a run ends the nodes that held it may still upload its logs and report on it
+  // (docs/agent.md, "Writing under a lease"); after that, 403 like any run it never held.
+  int agent_write_grace_seconds = 300;
   // Per principal: submissions a second and jobs waiting (429 beyond; administrators are not
   // limited).
   SubmitLimits submit_limits;
+  // Open connections from one address on the plain-HTTP server (event_server.h); 0: no limit.
+  std::size_t max_connections_per_address = 256;
   // GET /metrics (server/prometheus.h), also told each request's route, status and latency.
   // Null: /metrics answers 503.
   std::shared_ptr<ServerMetrics> prometheus;

@@ -85,6 +85,12 @@ void ApiServer::Impl::install_agent_routes() {
           if (r.contains("signal")) sig = r["signal"].get<int>();
           auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
                                      r["event"].get<std::string>(), code, sig);
+          if (x.error.empty() && r["event"] != "started" &&
+              !writes_for_run(name, r["job"].get<JobId>(), r["run"].get<int>())) {
+            // A run this node held, ended longer ago than the grace period: a repeated report
+            // that changed nothing, answered as for any job that is not the node's.
+            x = {"", "not a job on node " + name};
+          }
           if (x.error.empty()) {
             if (logs && r["event"] == "started") {
               // Which nodes held this run, recorded while it is current: later log uploads for

@@ -11,6 +11,23 @@ namespace {
 
 constexpr double kMinShare = 1e-6, kMaxShare = 1e6;  // a budget's share (POST /budgets)
 
+// A budget's own submission limits (POST /budgets "submit_limits"), validated, as stored: only
+// the fields given; the others stay the server's.
+std::string budget_limits_json(const json& l) {
+  if (!l.is_object() || l.empty()) {
+    throw HttpError{400, "submit_limits",
+                    "must be null or an object of rate, burst and max_waiting"};
+  }
+  known_fields(l, {"rate", "burst", "max_waiting"}, "submit_limits");
+  json out = json::object();
+  if (auto v = number_in(l, "rate", 0, 1e6, "submit_limits.")) out["rate"] = *v;
+  if (auto v = number_in(l, "burst", 1, 1e7, "submit_limits.")) out["burst"] = *v;
+  if (auto v = integer_in(l, "max_waiting", 0, 1'000'000'000, "submit_limits.")) {
+    out["max_waiting"] = *v;
+  }
+  return out.dump();
+}
+
 }  // namespace
 
 void ApiServer::Impl::install_budget_routes() {
@@ -29,6 +46,9 @@ void ApiServer::Impl::install_budget_routes() {
       b["members"] = m == snap->members.end() ? json::array() : json(m->second);
       auto o = snap->owners.find(n.path);
       b["owners"] = o == snap->owners.end() ? json::array() : json(o->second);
+      if (auto l = snap->submit_limits.find(n.path); l != snap->submit_limits.end()) {
+        b["submit_limits"] = json::parse(l->second, nullptr, false);
+      }
       json fr = json::object();
       for (const auto& [name, cid] : snap->cluster_ids) fr[name] = tree.allocated_fraction(id, cid);
       b["fraction"] = fr;
@@ -39,7 +59,7 @@ void ApiServer::Impl::install_budget_routes() {
 
   route("POST", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    auto body = parse_body(req, {"path", "share", "members", "owners"});
+    auto body = parse_body(req, {"path", "share", "members", "owners", "submit_limits"});
     auto path = str_field(body, "path", true, 512);
     if (!valid_budget_path(path) || path == "/") {
       throw HttpError{400, "path", "must be a budget path like /org/team"};
@@ -71,17 +91,29 @@ void ApiServer::Impl::install_budget_routes() {
     };
     auto members = users("members");
     auto owners = users("owners");
-    if (!share && !members && !owners) {
-      throw HttpError{400, "share", "give a share, members or owners"};
+    std::optional<std::string> limits;
+    if (auto it = body.find("submit_limits"); it != body.end()) {
+      // Raising what a budget's users may submit is the administrators' (a manager could
+      // otherwise lift the limits that protect everyone else from its own subtree).
+      if (!p.is_admin()) {
+        throw HttpError{403, "submit_limits", "only administrators set a budget's limits"};
+      }
+      limits = it->is_null() ? std::string() : budget_limits_json(*it);
+    }
+    if (!share && !members && !owners && !limits) {
+      throw HttpError{400, "share", "give a share, members, owners or submit_limits"};
     }
     require(can_manage_budget(p, path), "change budget " + path);
-    auto r = ctl->set_budget(path, share, members, p.subject, owners, p.token_id);
+    auto r = ctl->set_budget(path, share, members, p.subject, owners, p.token_id, limits);
     if (!r.ok()) check(r.error());
-    send(res, 200,
-         {{"path", r.value().path},
-          {"share", r.value().share},
-          {"members", r.value().members},
-          {"owners", r.value().owners}});
+    json out = {{"path", r.value().path},
+                {"share", r.value().share},
+                {"members", r.value().members},
+                {"owners", r.value().owners}};
+    if (!r.value().submit_limits.empty()) {
+      out["submit_limits"] = json::parse(r.value().submit_limits, nullptr, false);
+    }
+    send(res, 200, out);
   });
 
   route("DELETE", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {

@@ -257,6 +257,9 @@ struct ApiServer::Impl {
   void install_token_routes();      // api_tokens.cpp
   void install_dashboard_routes();  // api_dashboard.cpp: the web dashboard, and its views
   void install_view_routes();       // api_views.cpp: read-only views the dashboard needs
+  // Whether `node` may still write logs and reports for run `run` of job `id`: it holds the run
+  // now, or held it and the run ended at most opts.agent_write_grace_seconds ago (api_logs.cpp).
+  bool writes_for_run(const std::string& node, JobId id, int run);
 };
 
 }  // namespace allot::server

@@ -17,13 +17,6 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     auto p = authenticate(req);
     not_agent(p);
     const bool limited = !p.is_admin();
-    if (const int wait = limited ? quota.take(p.subject, SubmitQuota::Clock::now()) : 0) {
-      const auto& l = quota.limits();
-      throw HttpError{429, "",
-                      p.subject + " is over the submission rate: " + number_text(l.rate) +
-                          " a second, bursts of " + number_text(l.burst),
-                      wait};
-    }
     refuse_deep(req.body);
     auto body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) throw HttpError{400, "body", "is not valid JSON"};
@@ -38,6 +31,31 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     auto& pj = parsed.value();
     require(can_submit(p, pj.budget, snap->members),
             "submit to " + pj.budget + " (ask its manager to add you as a member)");
+    // The limits of the nearest budget on the path that has its own (set by an administrator),
+    // with a token bucket of its own per user; else the server's.
+    SubmitLimits limits = quota.limits();
+    std::string bucket = p.subject, where;
+    for (std::string b = pj.budget; limited && !b.empty() && b != "/";
+         b = b.substr(0, b.rfind('/'))) {
+      auto l = snap->submit_limits.find(b);
+      if (l == snap->submit_limits.end()) continue;
+      const auto own = json::parse(l->second, nullptr, false);
+      if (own.is_object()) {
+        limits.rate = own.value("rate", limits.rate);
+        limits.burst = own.value("burst", limits.burst);
+        limits.max_waiting = own.value("max_waiting", limits.max_waiting);
+      }
+      bucket = p.subject + " " + b;  // a space: in no name, so no principal's own bucket
+      where = " in " + b;
+      break;
+    }
+    if (const int wait = limited ? quota.take(bucket, SubmitQuota::Clock::now(), limits) : 0) {
+      throw HttpError{429, "",
+                      p.subject + " is over the submission rate" + where + ": " +
+                          number_text(limits.rate) + " a second, bursts of " +
+                          number_text(limits.burst),
+                      wait};
+    }
     // A request that no node could ever hold is refused now rather than waiting forever. A
     // command left out altogether stays accepted (API clients that run on simulated nodes);
     // one given empty (the CLI sends [] when none follows "--") is a mistake.
@@ -55,10 +73,11 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     if (limited) {
       auto w = snap->waiting_by_owner.find(p.subject);
       const std::int64_t waiting = w == snap->waiting_by_owner.end() ? 0 : w->second;
-      if (!quota.add_waiting(p.subject, snap->version, waiting)) {
+      if (!quota.add_waiting(p.subject, snap->version, waiting, limits.max_waiting)) {
         throw HttpError{429, "",
-                        p.subject + " has " + std::to_string(quota.limits().max_waiting) +
-                            " jobs waiting, the most allowed: submit more as they start",
+                        p.subject + " has " + std::to_string(limits.max_waiting) +
+                            " jobs waiting, the most allowed" + where +
+                            ": submit more as they start",
                         30};
       }
     }

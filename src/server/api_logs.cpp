@@ -12,6 +12,10 @@ namespace {
 
 // The time a run ended, from the job's events: the run-th start, then the first transition out
 // of holding GPUs. nullopt while it runs (or never ran).
+bool in(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 std::optional<core::Time> run_end(const std::vector<store::JobEvent>& events, int run) {
   int starts = 0;
   for (const auto& e : events) {
@@ -27,6 +31,29 @@ std::optional<core::Time> run_end(const std::vector<store::JobEvent>& events, in
 }
 
 }  // namespace
+
+bool ApiServer::Impl::writes_for_run(const std::string& node, JobId id, int run) {
+  auto job = store->job(id);
+  if (!job || run < 1 || run > job->runs) return false;
+  if (run == job->runs) {
+    const auto st = parse_job_status(job->state).value_or(JobStatus::Pending);
+    auto placed = placement_nodes(job->placement_json);
+    const bool placed_here = in(placed, node);
+    // Held now: the job's current run, holding GPUs, placed on this node.
+    if (holds_gpus(st) && placed_here) {
+      if (logs) logs->set_nodes(id, run, placed);
+      return true;
+    }
+    if (!placed_here && (!logs || !in(logs->nodes(id, run), node))) return false;
+  } else if (!logs || !in(logs->nodes(id, run), node)) {
+    // An earlier run: only a node recorded as holding it (when it started, or at its first
+    // upload).
+    return false;
+  }
+  // Held once, and ended: only within the grace period after its end.
+  const auto end = run_end(store->job_events(id), run);
+  return end && ctl->now() <= *end + opts.agent_write_grace_seconds;
+}
 
 void ApiServer::Impl::install_job_log_routes() {
   route("GET", "/api/v1/jobs/{id}/logs",
@@ -113,19 +140,7 @@ void ApiServer::Impl::install_agent_log_routes() {
                              "job " + std::to_string(id) + " run " + std::to_string(run) +
                                  " is not on node " + name};
           };
-          auto job = store->job(id);
-          if (!job || run > job->runs) throw not_here();
-          if (run == job->runs) {
-            // The node must hold (or have held) part of this run.
-            auto nodes = placement_nodes(job->placement_json);
-            if (std::find(nodes.begin(), nodes.end(), name) == nodes.end()) throw not_here();
-            logs->set_nodes(id, run, nodes);
-          } else {
-            // An earlier run: only a node that held it (recorded when it started, or at its
-            // first upload) may still upload its last bytes.
-            auto held = logs->nodes(id, run);
-            if (std::find(held.begin(), held.end(), name) == held.end()) throw not_here();
-          }
+          if (!writes_for_run(name, id, run)) throw not_here();
           auto r = logs->append(id, run, name, stream, offset, req.body, fin == "true");
           if (!r.ok()) {
             check(r.error(), r.error().field == "offset" ? 409

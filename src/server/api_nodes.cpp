@@ -39,10 +39,31 @@ void parse_agent_fields(const json& body, store::NodeRecord& n) {
       });
   n.devices_json = devices.dump();
   if (auto a = body.find("agent"); a != body.end()) {
-    known_fields(*a, {"version", "backend", "isolation"}, "agent");
+    known_fields(*a, {"version", "backend", "isolation", "achieved"}, "agent");
     json out = {{"version", string_in(*a, "version", 64, "agent.")},
                 {"backend", string_in(*a, "backend", 32, "agent.")},
                 {"isolation", string_in(*a, "isolation", 512, "agent.")}};
+    // What the node achieved, in fields (docs/agent.md, "Isolation reported"); absent from
+    // agents older than it.
+    if (auto h = a->find("achieved"); h != a->end()) {
+      known_fields(*h, {"jobs_as_owner", "cgroup_limits", "cgroup_why_not", "gpu_devices"},
+                   "agent.achieved");
+      json got = json::object();
+      for (const char* f : {"jobs_as_owner", "cgroup_limits"}) {
+        auto v = h->find(f);
+        if (v == h->end() || !v->is_boolean()) {
+          throw HttpError{400, std::string("agent.achieved.") + f, "required: true or false"};
+        }
+        got[f] = *v;
+      }
+      got["cgroup_why_not"] = string_in(*h, "cgroup_why_not", 512, "agent.achieved.");
+      const auto gpu = string_in(*h, "gpu_devices", 16, "agent.achieved.", true);
+      if (gpu != "none" && gpu != "cgroup") {
+        throw HttpError{400, "agent.achieved.gpu_devices", "must be none or cgroup"};
+      }
+      got["gpu_devices"] = gpu;
+      out["achieved"] = std::move(got);
+    }
     n.agent_json = out.dump();
   }
 }

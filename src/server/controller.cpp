@@ -292,6 +292,7 @@ void Controller::publish() {
     s->members[path] = b.members;
     s->shares[path] = b.share;
     if (!b.owners.empty()) s->owners[path] = b.owners;
+    if (!b.submit_limits.empty()) s->submit_limits[path] = b.submit_limits;
     for (const auto& o : b.owners) s->owned_by[o].push_back(path);
   }
   for (const auto& c : sched_.clusters()) {

@@ -111,8 +111,9 @@ struct Snapshot {
   Time explained_at = 0;  // the time of that cycle
   std::map<std::string, NodeAssignments> assignments;
   std::shared_ptr<const core::BudgetTree> budgets;
-  std::map<std::string, std::vector<std::string>> members;   // budget path -> members
-  std::map<std::string, std::vector<std::string>> owners;    // budget path -> owners
+  std::map<std::string, std::vector<std::string>> members;  // budget path -> members
+  std::map<std::string, std::vector<std::string>> owners;   // budget path -> owners
+  std::map<std::string, std::string> submit_limits;  // budget path -> its limits' JSON, if set
   std::map<std::string, std::vector<std::string>> owned_by;  // user -> budgets they own
   std::map<std::string, double> shares;                      // budget path -> share
   std::vector<ClusterInfo> clusters;                         // by ClusterId
@@ -182,7 +183,8 @@ class Controller {
   core::Result<store::BudgetRecord> set_budget(
       const std::string& path, std::optional<double> share,
       std::optional<std::vector<std::string>> members, const std::string& actor,
-      std::optional<std::vector<std::string>> owners = std::nullopt, std::int64_t actor_token = 0);
+      std::optional<std::vector<std::string>> owners = std::nullopt, std::int64_t actor_token = 0,
+      std::optional<std::string> submit_limits = std::nullopt);
   // Removes the budget and everything below it, refused (field "path") while any job is queued
   // or running there. Returns the removed paths, deepest first; each is audited.
   // `actor` is the acting token's subject, `actor_token` its id: both go into the audit log.

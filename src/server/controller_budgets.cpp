@@ -15,7 +15,8 @@ std::string joined(const std::vector<std::string>& v) {
 core::Result<store::BudgetRecord> Controller::set_budget(
     const std::string& path, std::optional<double> share,
     std::optional<std::vector<std::string>> members, const std::string& actor,
-    std::optional<std::vector<std::string>> owners, std::int64_t actor_token) {
+    std::optional<std::vector<std::string>> owners, std::int64_t actor_token,
+    std::optional<std::string> submit_limits) {
   return call<core::Result<store::BudgetRecord>>([&]() -> core::Result<store::BudgetRecord> {
     const Time now = options_.clock();
     auto& tree = sched_.budgets();
@@ -37,9 +38,10 @@ core::Result<store::BudgetRecord> Controller::set_budget(
           auto id =
               tree.add(*parent, cur.substr(cur.rfind('/') + 1), leaf ? share.value_or(1.0) : 1.0);
           if (!id.ok()) return id.error();
-          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false, {}};
+          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false, {}, ""};
           if (leaf && members) r.members = *members;
           if (leaf && owners) r.owners = *owners;
+          if (leaf && submit_limits) r.submit_limits = *submit_limits;
           budgets_[cur] = r;
           batch.push_back(op::PutBudget{r});
           batch.push_back(op::AddAudit{
@@ -54,6 +56,10 @@ core::Result<store::BudgetRecord> Controller::set_budget(
       if (owners && !owners->empty()) {
         batch.push_back(
             op::AddAudit{{0, now, actor, path, "owners", "", joined(*owners), actor_token}});
+      }
+      if (submit_limits && !submit_limits->empty()) {
+        batch.push_back(
+            op::AddAudit{{0, now, actor, path, "submit_limits", "", *submit_limits, actor_token}});
       }
     } else {
       auto& r = budgets_[path];
@@ -75,6 +81,11 @@ core::Result<store::BudgetRecord> Controller::set_budget(
         batch.push_back(op::AddAudit{
             {0, now, actor, path, "owners", joined(r.owners), joined(*owners), actor_token}});
         r.owners = *owners;
+      }
+      if (submit_limits) {
+        batch.push_back(op::AddAudit{
+            {0, now, actor, path, "submit_limits", r.submit_limits, *submit_limits, actor_token}});
+        r.submit_limits = *submit_limits;
       }
       batch.push_back(op::PutBudget{r});
     }

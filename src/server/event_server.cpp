@@ -105,6 +105,8 @@ struct EventServer::Impl {
   std::atomic<bool> started{false};
   std::atomic<std::uint64_t> next_id{2};
   std::atomic<std::size_t> connections{0};
+  std::mutex per_address_mu;
+  std::unordered_map<std::string, std::size_t> per_address;  // open connections by peer address
   std::atomic<long> in_flight{0};  // requests given to a handler or a worker, not yet answered
 
   std::mutex spare_mu;
@@ -181,9 +183,44 @@ struct EventServer::Impl {
     epoll_ctl(l.ep, EPOLL_CTL_MOD, c.fd, &ev);
   }
 
+  // Counts a new connection from `ip`; false (nothing counted) when that address has its most.
+  bool take_address(const std::string& ip) {
+    if (opts.max_connections_per_address == 0) return true;
+    std::lock_guard lk(per_address_mu);
+    auto& n = per_address[ip];
+    if (n >= opts.max_connections_per_address) return false;
+    ++n;
+    return true;
+  }
+  void give_back_address(const std::string& ip) {
+    if (opts.max_connections_per_address == 0) return;
+    std::lock_guard lk(per_address_mu);
+    auto it = per_address.find(ip);
+    if (it != per_address.end() && --it->second == 0) per_address.erase(it);
+  }
+  // Answers a connection refused at accept (429, the API's error form) as far as its socket
+  // buffer takes it at once, and closes it: a new socket's buffer takes a small answer whole,
+  // and nothing on the loop waits for this client.
+  void refuse_connection(int fd, const std::string& ip) {
+    httplib::Response res;
+    try {
+      refusal(res, 429, "connection",
+              "too many connections from " + ip + " (at most " +
+                  std::to_string(opts.max_connections_per_address) + " at once)");
+    } catch (...) {
+      res.status = 429;
+      res.body.clear();
+    }
+    const std::string bytes = http::serialize(res, true);
+    [[maybe_unused]] auto n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(fd, SHUT_WR);
+    ::close(fd);
+  }
+
   void close_conn(Loop& l, Conn& c) {
     ::close(c.fd);  // also leaves the epoll set
     connections.fetch_sub(1);
+    give_back_address(c.ip);
     l.conns.erase(c.id);  // c is gone
   }
 
@@ -209,6 +246,16 @@ struct EventServer::Impl {
         ::close(fd);
         continue;
       }
+      char host[NI_MAXHOST];
+      std::string ip;
+      if (getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0,
+                      NI_NUMERICHOST) == 0) {
+        ip = host;
+      }
+      if (!take_address(ip)) {
+        refuse_connection(fd, ip);
+        continue;
+      }
       connections.fetch_add(1);
       const int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -216,11 +263,7 @@ struct EventServer::Impl {
       c->fd = fd;
       c->id = next_id.fetch_add(1);
       c->since = Clock::now();
-      char host[NI_MAXHOST];
-      if (getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0,
-                      NI_NUMERICHOST) == 0) {
-        c->ip = host;
-      }
+      c->ip = std::move(ip);
       if (addr.ss_family == AF_INET) {
         c->port = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
       } else if (addr.ss_family == AF_INET6) {
@@ -244,6 +287,7 @@ struct EventServer::Impl {
     if (epoll_ctl(l.ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
       ::close(c->fd);
       connections.fetch_sub(1);
+      give_back_address(c->ip);
       return;
     }
     l.conns.emplace(c->id, std::move(c));

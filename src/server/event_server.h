@@ -31,6 +31,9 @@ struct EventServerOptions {
   // At most; start() lowers it to what the process's descriptor limit (RLIMIT_NOFILE, raised to
   // its hard limit) leaves after a quarter kept for the rest of the process.
   std::size_t max_connections = 16384;
+  // Open connections from one address (0: no limit). One client must not take every connection
+  // the process can hold; beyond it a new connection gets a 429 JSON answer and is closed.
+  std::size_t max_connections_per_address = 256;
 };
 
 // What start() makes of `wanted` connections under this process's descriptor limit (raising the

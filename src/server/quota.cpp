@@ -5,30 +5,30 @@
 
 namespace allot::server {
 
-int SubmitQuota::take(const std::string& who, Clock::time_point now) {
-  if (limits_.rate <= 0) return 0;
+int SubmitQuota::take(const std::string& who, Clock::time_point now, const SubmitLimits& limits) {
+  if (limits.rate <= 0) return 0;
   std::lock_guard lk(mu_);
-  auto [it, fresh] = buckets_.try_emplace(who, Bucket{limits_.burst, now});
+  auto [it, fresh] = buckets_.try_emplace(who, Bucket{limits.burst, now});
   Bucket& b = it->second;
   if (!fresh) {
     const double elapsed = std::chrono::duration<double>(now - b.at).count();
-    b.tokens = std::min(limits_.burst, b.tokens + std::max(0.0, elapsed) * limits_.rate);
+    b.tokens = std::min(limits.burst, b.tokens + std::max(0.0, elapsed) * limits.rate);
     b.at = now;
   }
   if (b.tokens >= 1) {
     b.tokens -= 1;
     return 0;
   }
-  return std::max(1, static_cast<int>(std::ceil((1 - b.tokens) / limits_.rate)));
+  return std::max(1, static_cast<int>(std::ceil((1 - b.tokens) / limits.rate)));
 }
 
 bool SubmitQuota::add_waiting(const std::string& owner, std::uint64_t snapshot,
-                              std::int64_t waiting) {
-  if (limits_.max_waiting <= 0) return true;
+                              std::int64_t waiting, std::int64_t max_waiting) {
+  if (max_waiting <= 0) return true;
   std::lock_guard lk(mu_);
   auto& a = added_[owner];
   if (a.snapshot != snapshot) a = {snapshot, 0};  // the snapshot counts what came before it
-  if (waiting + a.n >= limits_.max_waiting) return false;
+  if (waiting + a.n >= max_waiting) return false;
   ++a.n;
   return true;
 }

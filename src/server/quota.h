@@ -27,14 +27,20 @@ class SubmitQuota {
   const SubmitLimits& limits() const { return limits_; }
 
   // Takes one submission of `who` at `now`: 0 if it may go ahead, else the whole seconds until
-  // it may (for Retry-After; at least 1).
-  int take(const std::string& who, Clock::time_point now);
+  // it may (for Retry-After; at least 1). `limits`: a budget's own (its bucket keyed apart by
+  // the caller), else the server-wide ones.
+  int take(const std::string& who, Clock::time_point now) { return take(who, now, limits_); }
+  int take(const std::string& who, Clock::time_point now, const SubmitLimits& limits);
 
   // Whether `owner` may have one more job waiting, given `waiting` of theirs in the scheduler's
   // snapshot number `snapshot`; counts it if so. The jobs accepted since that snapshot are added
   // (they are in the next one), so the count is behind by at most what is accepted while a
   // snapshot is being made.
-  bool add_waiting(const std::string& owner, std::uint64_t snapshot, std::int64_t waiting);
+  bool add_waiting(const std::string& owner, std::uint64_t snapshot, std::int64_t waiting) {
+    return add_waiting(owner, snapshot, waiting, limits_.max_waiting);
+  }
+  bool add_waiting(const std::string& owner, std::uint64_t snapshot, std::int64_t waiting,
+                   std::int64_t max_waiting);
 
  private:
   struct Bucket {

@@ -171,6 +171,10 @@ ALTER TABLE jobs ADD COLUMN created_reason TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE budget_audit ADD COLUMN actor_token INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 7: submission limits an administrator set for a budget ('' = the server-wide ones).
+    R"sql(
+ALTER TABLE budgets ADD COLUMN submit_limits TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
 
@@ -613,12 +617,13 @@ class SqliteStore final : public Store {
   }
 
   std::vector<BudgetRecord> budgets() const override {
-    return rows("SELECT path, share, members, removed, owners FROM budgets ORDER BY rowid",
-                [](sqlite3_stmt* st) {
-                  return BudgetRecord{col_text(st, 0), sqlite3_column_double(st, 1),
-                                      split(col_text(st, 2)), col_int(st, 3) != 0,
-                                      split(col_text(st, 4))};
-                });
+    return rows(
+        "SELECT path, share, members, removed, owners, submit_limits FROM budgets ORDER BY rowid",
+        [](sqlite3_stmt* st) {
+          return BudgetRecord{col_text(st, 0),        sqlite3_column_double(st, 1),
+                              split(col_text(st, 2)), col_int(st, 3) != 0,
+                              split(col_text(st, 4)), col_text(st, 5)};
+        });
   }
 
   std::vector<AuditEntry> audit(const std::string& prefix, int limit) const override {
@@ -869,10 +874,12 @@ class SqliteStore final : public Store {
           } else if constexpr (std::is_same_v<T, op::PutBudget>) {
             const auto& b = o.budget;
             st = wconn_.prepare(
-                "INSERT INTO budgets (path, share, members, removed, owners) VALUES (?,?,?,?,?) ON "
-                "CONFLICT(path) DO UPDATE SET share = excluded.share, members = excluded.members, "
-                "removed = excluded.removed, owners = excluded.owners");
-            bind_args(st, b.path, b.share, join(b.members), b.removed, join(b.owners));
+                "INSERT INTO budgets (path, share, members, removed, owners, submit_limits) VALUES "
+                "(?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET share = excluded.share, members = "
+                "excluded.members, removed = excluded.removed, owners = excluded.owners, "
+                "submit_limits = excluded.submit_limits");
+            bind_args(st, b.path, b.share, join(b.members), b.removed, join(b.owners),
+                      b.submit_limits);
           } else if constexpr (std::is_same_v<T, op::AddAudit>) {
             const auto& a = o.entry;
             st = wconn_.prepare(

@@ -62,6 +62,9 @@ struct BudgetRecord {
   std::vector<std::string> members;  // users who may submit here and below
   bool removed = false;
   std::vector<std::string> owners;  // users who manage it (as a manager token scoped here would)
+  // Submission limits for its users' jobs here and below, set by an administrator, as JSON
+  // ({"rate": .., "burst": .., "max_waiting": ..}); "" = the server-wide limits.
+  std::string submit_limits;
 };
 
 struct AuditEntry {

@@ -762,3 +762,97 @@ TEST(CliServer, RefusesBadMetricsAndEventLogFlags) {
 }
 
 }  // namespace
+
+// Tokens off the command line (issue 12): a token file must be private to its owner, for the
+// client commands and the agent alike; the agent removes $ALLOT_TOKEN from its environment and
+// blanks a --token argument, so neither /proc/PID/environ nor ps shows them once it runs.
+TEST_F(Cli, TokenFilesMustBePrivate) {
+  const auto path = file("tok", admin_ + "\n");
+  ::chmod(path.c_str(), 0644);
+  auto open = allot({"ls", "--token-file", path}, "");
+  EXPECT_EQ(open.code, 2) << open.err;
+  EXPECT_NE(open.err.find("--token-file: " + path +
+                          " may be read or written by its group or others (mode 0644)"),
+            std::string::npos)
+      << open.err;
+  EXPECT_NE(open.err.find("chmod 600 " + path), std::string::npos) << open.err;
+  ::chmod(path.c_str(), 0600);
+  auto ok = allot({"ls", "--token-file", path}, "");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  auto missing = allot({"ls", "--token-file", dir_ + "/no-such-token"}, "");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("cannot read " + dir_ + "/no-such-token"), std::string::npos)
+      << missing.err;
+
+  ::chmod(path.c_str(), 0640);
+  auto agent = allot({"agent", "--token-file", path, "--node", "t1"}, "");
+  EXPECT_EQ(agent.code, 2);
+  EXPECT_NE(agent.err.find("allot agent: --token-file: " + path +
+                           " may be read or written by its group or others (mode 0640)"),
+            std::string::npos)
+      << agent.err;
+}
+
+// Starts `allot agent` (its node refused: the token is not an agent's) with `env_token` as
+// $ALLOT_TOKEN and `args`, and returns what /proc shows of it while it runs.
+struct Shown {
+  std::string environ, cmdline, err;
+  bool ran = false;
+};
+Shown shown_by_agent(const std::string& dir, const std::string& addr, const std::string& env_token,
+                     const std::vector<std::string>& args) {
+  std::ofstream(dir + "/t.yaml") << "model: H100\ngpus: 1\nmemory_mib: 81559\ncontrol_dir: " << dir
+                                 << "/t-ctl\n";
+  std::filesystem::create_directories(dir + "/t-ctl");
+  const std::string err = dir + "/agent-secret.err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(e, 1);
+    dup2(e, 2);
+    if (env_token.empty()) {
+      unsetenv("ALLOT_TOKEN");
+    } else {
+      setenv("ALLOT_TOKEN", env_token.c_str(), 1);
+    }
+    std::vector<std::string> all = {ALLOT_BIN,     "agent",
+                                    "--server",    addr,
+                                    "--node",      "t1",
+                                    "--backend",   "fake:" + dir + "/t.yaml",
+                                    "--state-dir", dir + "/t-state"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(ALLOT_BIN, argv.data());
+    _exit(127);
+  }
+  Shown s;
+  // Long enough to be past its start (it keeps retrying a node it may not register).
+  std::this_thread::sleep_for(500ms);
+  int st = 0;
+  s.ran = waitpid(pid, &st, WNOHANG) == 0;
+  s.environ = slurp("/proc/" + std::to_string(pid) + "/environ");
+  s.cmdline = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+  ::kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
+  s.err = slurp(err);
+  return s;
+}
+
+TEST_F(Cli, TheAgentKeepsItsTokenOutOfProc) {
+  const std::string secret = "allot_secretfromtheenvironment0000000000000000";
+  auto env = shown_by_agent(dir_, addr_, secret, {});
+  ASSERT_TRUE(env.ran) << env.err;
+  EXPECT_NE(env.environ.find("HOME="), std::string::npos) << "the rest of it stays";
+  EXPECT_EQ(env.environ.find(secret), std::string::npos);
+
+  const std::string flag = "allot_secretonthecommandline00000000000000000";
+  auto cmd = shown_by_agent(dir_, addr_, "", {"--token", flag});
+  ASSERT_TRUE(cmd.ran) << cmd.err;
+  EXPECT_NE(cmd.cmdline.find("--token"), std::string::npos) << cmd.cmdline;
+  EXPECT_EQ(cmd.cmdline.find(flag), std::string::npos) << cmd.cmdline;
+  EXPECT_NE(cmd.err.find("--token puts the token where other local users can read it"),
+            std::string::npos)
+      << cmd.err;
+}

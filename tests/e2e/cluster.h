@@ -99,6 +99,7 @@ class Process {
     }
   }
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -165,6 +166,14 @@ class Cluster {
     }
   }
   void kill_server(int sig = SIGKILL) { server_.signal(sig); }
+  pid_t server_pid() const { return server_.pid(); }
+  int port() const { return port_; }
+  const std::string& admin() const { return admin_; }
+  // The agent token made by start_agent (empty before).
+  std::string agent_token(const std::string& name) const {
+    auto it = tokens_.find(name);
+    return it == tokens_.end() ? "" : it->second;
+  }
 
   // A fake node of `gpus` H100s whose telemetry files live in <dir>/ctl-<name>/.
   std::string fake_node_yaml(const std::string& name, int gpus) const {

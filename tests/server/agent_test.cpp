@@ -157,6 +157,10 @@ TEST_F(Agent, RegistrationKeepsWhatTheAgentTellsAndUpdatesIt) {
   // Again with the same shape: accepted, and what changed is kept.
   body["address"] = "10.0.0.9:22";
   body["agent"]["version"] = "0.2.0";
+  body["agent"]["achieved"] = {{"jobs_as_owner", true},
+                               {"cgroup_limits", false},
+                               {"cgroup_why_not", "no cgroup v2 mounted"},
+                               {"gpu_devices", "none"}};
   body["devices"] = json::array();
   r = h->post("/api/v1/nodes", body, tok);
   ASSERT_EQ(r.status, 200) << r.body.dump();
@@ -164,6 +168,7 @@ TEST_F(Agent, RegistrationKeepsWhatTheAgentTellsAndUpdatesIt) {
   ASSERT_EQ(g.status, 200);
   EXPECT_EQ(g.body["address"], "10.0.0.9:22");
   EXPECT_EQ(g.body["agent"]["version"], "0.2.0");
+  EXPECT_EQ(g.body["agent"]["achieved"], body["agent"]["achieved"]);
   EXPECT_TRUE(g.body["devices"].empty());
   EXPECT_TRUE(g.body["telemetry"].is_null());
   // Survives a restart (it is in the store, not only in memory).
@@ -191,6 +196,13 @@ TEST_F(Agent, RegistrationKeepsWhatTheAgentTellsAndUpdatesIt) {
       {{{"agent", {{"version", 1}}}}, "agent.version"},
       {{{"agent", {{"kernel", "6.1"}}}}, "agent.kernel"},
       {{{"agent", "x"}}, "agent"},
+      {{{"agent", {{"achieved", {{"jobs_as_owner", "yes"}}}}}}, "agent.achieved.jobs_as_owner"},
+      {{{"agent", {{"achieved", {{"jobs_as_owner", true}}}}}}, "agent.achieved.cgroup_limits"},
+      {{{"agent",
+         {{"achieved",
+           {{"jobs_as_owner", true}, {"cgroup_limits", true}, {"gpu_devices", "bpf"}}}}}},
+       "agent.achieved.gpu_devices"},
+      {{{"agent", {{"achieved", {{"root", true}}}}}}, "agent.achieved.root"},
   };
   for (const auto& c : cases) {
     auto b = body;
@@ -381,6 +393,46 @@ TEST_F(Agent, ReportsAreAboutOneRunAndLostRequeues) {
   // Nor do reports tell another node a job's state.
   EXPECT_EQ(report("n2", t2, {{"job", id}, {"run", 2}, {"event", "lost"}}).body["results"][0],
             json({{"job", id}, {"error", "not a job on node n2"}}));
+}
+
+// Agents write under a current lease: a node may upload a run's logs and report on it while it
+// holds the run, and for agent_write_grace_seconds (300) after the run ended; later, the same
+// 403 (logs) or error (reports) as for a run it never held, and nothing is written.
+TEST_F(Agent, UploadsForARunEndedPastTheGraceAreRefused) {
+  auto t1 = node("n1");
+  const auto id = submit(job("g1", "/lab/a", 8));
+  h->sync();
+  auto up = [&](const std::string& text, std::int64_t offset) {
+    return h->raw("POST",
+                  "/api/v1/agent/nodes/n1/logs?job=" + std::to_string(id) +
+                      "&run=1&stream=stdout&offset=" + std::to_string(offset),
+                  text, t1);
+  };
+  // Held: starting, then running.
+  EXPECT_EQ(up("one\n", 0).status, 200);
+  report("n1", t1, {{"job", id}, {"run", 1}, {"event", "started"}});
+  h->advance(60);
+  EXPECT_EQ(up("two\n", 4).status, 200);
+  auto r = report("n1", t1, {{"job", id}, {"run", 1}, {"event", "exited"}, {"exit_code", 0}});
+  ASSERT_EQ(r.body["results"][0]["state"], "succeeded") << r.body.dump();
+  // Ended, within the grace: the last bytes and a repeated report are taken.
+  h->advance(299);
+  EXPECT_EQ(up("three\n", 8).status, 200);
+  r = report("n1", t1, {{"job", id}, {"run", 1}, {"event", "exited"}, {"exit_code", 0}});
+  EXPECT_EQ(r.body["results"][0]["state"], "succeeded") << r.body.dump();
+  // Past it: refused as if the node never held the run, and the log is unchanged.
+  h->advance(2);
+  auto late = up("forged\n", 14);
+  EXPECT_EQ(late.status, 403) << late.body.dump();
+  EXPECT_EQ(late.body["error"]["reason"], "job " + std::to_string(id) + " run 1 is not on node n1");
+  r = report("n1", t1, {{"job", id}, {"run", 1}, {"event", "exited"}, {"exit_code", 1}});
+  EXPECT_EQ(r.body["results"][0], json({{"job", id}, {"error", "not a job on node n1"}}));
+  EXPECT_EQ(state(id), "succeeded");
+  httplib::Client cli("127.0.0.1", h->port());
+  auto logs = cli.Get(("/api/v1/jobs/" + std::to_string(id) + "/logs").c_str(),
+                      httplib::Headers{{"Authorization", "Bearer " + h->admin()}});
+  ASSERT_TRUE(logs);
+  EXPECT_EQ(logs->body, "one\ntwo\nthree\n");
 }
 
 TEST_F(Agent, GangEndsOnTheFirstFailureOrWhenEveryNodeSucceeded) {

@@ -397,3 +397,90 @@ TEST(SubmitLimitsApi, RateAndWaitingJobsPerUser) {
 
 }  // namespace
 }  // namespace allot::server
+
+namespace allot::server {
+namespace {
+
+// Administrators raise (or lower) the submission limits per budget: stored, audited, listed, and
+// applied to submissions there and below with a bucket of their own; nobody else may set them.
+TEST(SubmitLimitsApi, AdministratorsSetThemPerBudget) {
+  TempDir dir;
+  ApiOptions o;
+  o.submit_limits = {1, 2, 3};  // the server's: a burst of 2, one a second, 3 waiting
+  Harness h(dir.file("allot.db"), o);
+  for (const char* path : {"/lab/a", "/lab/big"}) {
+    ASSERT_EQ(
+        h.post("/api/v1/budgets", {{"path", path}, {"share", 1}, {"members", {"ann"}}}).status,
+        200);
+  }
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/lab"}, {"owners", {"mo"}}}).status, 200);
+  const auto ann = h.token("ann", "user");
+  const auto mo = h.token("mo", "user");
+  // As stored: rates and bursts are numbers with fractions, the waiting count a whole one.
+  const json raised = {{"rate", 100.0}, {"burst", 50.0}, {"max_waiting", 40}};
+
+  // Not a manager of /lab, not its owner, not a user.
+  for (const auto& tok : {ann, mo}) {
+    auto r = h.post("/api/v1/budgets", {{"path", "/lab/big"}, {"submit_limits", raised}}, tok);
+    EXPECT_EQ(r.status, 403) << r.body.dump();
+    EXPECT_EQ(r.body["error"]["field"], "submit_limits");
+  }
+  for (const json& bad : {json("fast"), json::object(), json({{"rate", -1}}), json({{"burst", 0}}),
+                          json({{"max_waiting", 1.5}}), json({{"colour", 1}})}) {
+    auto r = h.post("/api/v1/budgets", {{"path", "/lab/big"}, {"submit_limits", bad}});
+    EXPECT_EQ(r.status, 400) << bad.dump();
+    EXPECT_EQ(r.body["error"]["field"].get<std::string>().rfind("submit_limits", 0), 0u)
+        << r.body.dump();
+  }
+  auto set = h.post("/api/v1/budgets", {{"path", "/lab/big"}, {"submit_limits", raised}});
+  ASSERT_EQ(set.status, 200) << set.body.dump();
+  EXPECT_EQ(set.body["submit_limits"], raised);
+  h.sync();
+  bool listed = false;
+  const auto budgets = h.get("/api/v1/budgets");
+  for (const auto& b : budgets.body["budgets"]) {
+    if (b["path"] == "/lab/big") listed = b.value("submit_limits", json()).dump() == raised.dump();
+    if (b["path"] == "/lab/a") {
+      EXPECT_FALSE(b.contains("submit_limits")) << b.dump();
+    }
+  }
+  EXPECT_TRUE(listed) << budgets.body.dump();
+  auto audit = h.get("/api/v1/budgets/audit?path=/lab/big").body["entries"];
+  bool audited = false;
+  for (const auto& e : audit) {
+    if (e["field"] == "submit_limits" && e["new"] == raised.dump() && e["old"] == "" &&
+        e["actor"] == "root") {
+      audited = true;
+    }
+  }
+  EXPECT_TRUE(audited) << audit.dump();
+
+  int i = 0;
+  auto submit = [&](const std::string& budget) {
+    return raw_request(
+        h.port(), post_request("/api/v1/jobs", ann, job("p" + std::to_string(++i), budget).dump()));
+  };
+  // The server's limits in /lab/a: two at once.
+  EXPECT_EQ(submit("/lab/a").status, 201);
+  EXPECT_EQ(submit("/lab/a").status, 201);
+  auto r = submit("/lab/a");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_NE(r.body["error"]["reason"].get<std::string>().find(
+                "ann is over the submission rate: 1 a second"),
+            std::string::npos)
+      << r.body.dump();
+  // The budget's own in /lab/big: its own bucket, and 40 waiting.
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(submit("/lab/big").status, 201) << k;
+  EXPECT_EQ(h.store().count_jobs(), 12);
+
+  // Dropped again (null): the server's limits, in the user's own bucket, which is empty.
+  auto cleared = h.post("/api/v1/budgets", {{"path", "/lab/big"}, {"submit_limits", nullptr}});
+  ASSERT_EQ(cleared.status, 200);
+  EXPECT_FALSE(cleared.body.contains("submit_limits"));
+  h.sync();
+  r = submit("/lab/big");
+  EXPECT_EQ(r.status, 429) << r.body.dump();
+}
+
+}  // namespace
+}  // namespace allot::server

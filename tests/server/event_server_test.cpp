@@ -492,6 +492,45 @@ TEST(EventServer, TheConnectionCapFitsTheDescriptorLimit) {
   EXPECT_EQ(in_child(400, 400, 16384), (300 / 8) * 2 + 1);
 }
 
+// One address holds at most max_connections_per_address connections: the next is answered 429
+// (the API's error form) and closed; when one of them closes, a new one is served again.
+TEST(EventServer, OneAddressHoldsAtMostItsShareOfConnections) {
+  auto o = Served::small();
+  o.max_connections_per_address = 3;
+  Served s(o);
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(connect_to(s.port));
+    send_all(held.back(), "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_NE(read_responses(held.back(), 1).find("200 OK"), std::string::npos) << i;
+  }
+  const int extra = connect_to(s.port);
+  const auto refused = read_responses(extra, 1);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 429 ", 0), 0u) << refused;
+  EXPECT_NE(refused.find("{\"field\":\"connection\",\"reason\":\"too many connections from "
+                         "127.0.0.1 (at most 3 at once)\"}"),
+            std::string::npos)
+      << refused;
+  char byte = 0;
+  EXPECT_EQ(recv(extra, &byte, 1, 0), 0) << "then closed";
+  close(extra);
+  // Those it holds are still served; once one closes, a new connection is taken.
+  send_all(held[0], "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(read_responses(held[0], 1).find("200 OK"), std::string::npos);
+  close(held[2]);
+  held.pop_back();
+  std::string again;
+  for (int k = 0; k < 100 && again.find("200 OK") == std::string::npos; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the server sees the close
+    const int fd = connect_to(s.port);
+    send_all(fd, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    again = read_responses(fd, 1);
+    close(fd);
+  }
+  EXPECT_NE(again.find("200 OK"), std::string::npos) << again;
+  for (int fd : held) close(fd);
+}
+
 // Whether a body may come is asked once its head is there: a refused one is not waited for.
 TEST(EventServer, AsksBeforeItWaitsForABody) {
   Served s;

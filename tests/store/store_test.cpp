@@ -197,7 +197,7 @@ TEST(SqliteStore, DatabaseFilesArePrivate) {
   };
   {
     auto s = open(path);
-    ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 1.0, {}, false, {}}}}).ok());
+    ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 1.0, {}, false, {}, ""}}}).ok());
     EXPECT_EQ(mode(path), 0600u);
     EXPECT_EQ(mode(path + "-wal"), 0600u);
   }
@@ -209,10 +209,10 @@ TEST(SqliteStore, DatabaseFilesArePrivate) {
 TEST(SqliteStore, BudgetsAuditNodesTokensLedger) {
   TempDir dir;
   auto s = open(dir.file("a.db"));
-  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 2.0, {"ann", "bob"}, false, {}}},
+  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 2.0, {"ann", "bob"}, false, {}, ""}},
                         op::AddAudit{{0, 10, "admin", "/lab", "share", "", "2", 1}}})
                   .ok());
-  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {}}},
+  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {}, ""}},
                         op::AddAudit{{0, 11, "admin", "/lab", "share", "2", "3", 7}}})
                   .ok());
   auto b = s->budgets();
@@ -220,8 +220,11 @@ TEST(SqliteStore, BudgetsAuditNodesTokensLedger) {
   EXPECT_EQ(b[0].share, 3.0);
   EXPECT_EQ(b[0].members, std::vector<std::string>{"ann"});
   EXPECT_TRUE(b[0].owners.empty());
-  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {"pat", "quinn"}}}}).ok());
+  ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {"pat", "quinn"}, ""}}}).ok());
   EXPECT_EQ(s->budgets()[0].owners, (std::vector<std::string>{"pat", "quinn"}));
+  ASSERT_TRUE(
+      s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {"pat"}, R"({"rate":5})"}}}).ok());
+  EXPECT_EQ(s->budgets()[0].submit_limits, R"({"rate":5})");
   auto a = s->audit("/lab", 10);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].new_value, "3");  // newest first
@@ -279,6 +282,7 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
         "ALTER TABLE budgets DROP COLUMN owners", "DROP INDEX jobs_budget_state",
         "ALTER TABLE jobs DROP COLUMN created_state", "ALTER TABLE jobs DROP COLUMN created_reason",
         "ALTER TABLE budget_audit DROP COLUMN actor_token",
+        "ALTER TABLE budgets DROP COLUMN submit_limits",
         "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
         "UPDATE schema_version SET version = 1"}) {
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
