@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "server/api_impl.h"
+#include "server/http_server.h"
 
 namespace allot::server {
 
@@ -96,7 +97,17 @@ core::Result<int> ApiServer::start() {
   // Before any route: what the edge refuses (edge.h) never reaches a handler or an error message.
   svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     auto why = check_request(req);
-    if (!why) return httplib::Server::HandlerResponse::Unhandled;
+    if (!why) {
+      // Answers are compressed with gzip, never Brotli (http_server.h: without_brotli). The
+      // request is cpp-httplib's own non-const object, handed to this handler as const.
+      if (req.has_header("Accept-Encoding")) {
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
+        auto& headers = const_cast<httplib::Request&>(req).headers;
+        auto [lo, hi] = headers.equal_range("Accept-Encoding");
+        for (auto it = lo; it != hi; ++it) it->second = without_brotli(it->second);
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     Impl::send_error(res, 400, why->field, why->reason);
     return httplib::Server::HandlerResponse::Handled;
   });

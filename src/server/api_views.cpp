@@ -49,7 +49,10 @@ void ApiServer::Impl::install_view_routes() {
     std::map<std::pair<std::string, int>, Held> held;
     // Per budget, GPUs (in milli) held by running jobs, by class; summed up to the root.
     std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_budget;
-    std::map<std::string, Time> drain_eta;  // node -> latest expected end of a job on it
+    // node -> when its last job leaves: the latest expected end of a job on it; on a draining
+    // node a job leaves by its drain deadline at the latest (docs/policy.md §9: its minimum
+    // runtime from its start, or its protection's end if allocated), so that ETA is kept apart.
+    std::map<std::string, Time> free_eta, drain_eta;
     for (const auto& j : store->jobs(q)) {
       const bool visible = can_see_job(p, j);
       const auto spec = parsed_or(j.spec_json, json::object());
@@ -57,6 +60,11 @@ void ApiServer::Impl::install_view_routes() {
       const Time end = dur != spec.end() && dur->is_number_integer()
                            ? j.run_start + dur->get<Time>()
                            : core::kNever;
+      const auto m = spec.find("min_runtime");
+      const Time deadline =
+          std::max(j.run_start + (m != spec.end() && m->is_number_integer() ? m->get<Time>() : 0),
+                   j.allocated ? j.protected_until : Time{0});
+      const Time drained = std::min(end, deadline);
       std::int64_t total = 0;
       for (const auto& s : parsed_or(j.placement_json, json::array())) {
         if (!s.is_object() || !s.contains("node") || !s.contains("gpu")) continue;
@@ -71,8 +79,10 @@ void ApiServer::Impl::install_view_routes() {
         } else {
           ++h.hidden;
         }
-        auto [eta, fresh] = drain_eta.try_emplace(node, end);
+        auto [eta, fresh] = free_eta.try_emplace(node, end);
         if (!fresh) eta->second = std::max(eta->second, end);  // kNever (unknown) is the latest
+        auto [deta, dfresh] = drain_eta.try_emplace(node, drained);
+        if (!dfresh) deta->second = std::max(deta->second, drained);
       }
       for (std::string b = j.budget; !b.empty();) {
         auto& [a, u] = by_budget[b];
@@ -106,7 +116,8 @@ void ApiServer::Impl::install_view_routes() {
                         {"jobs", h.visible},
                         {"other_jobs", h.hidden}});
       }
-      auto eta = drain_eta.find(n.name);
+      const auto& etas = n.health == "draining" ? drain_eta : free_eta;
+      auto eta = etas.find(n.name);
       nodes.push_back(
           {{"name", n.name},
            {"cluster", n.cluster},
@@ -116,8 +127,8 @@ void ApiServer::Impl::install_view_routes() {
            {"cordoned", n.cordoned},
            {"draining", draining},
            {"busy_gpus", busy},
-           {"drain_eta", eta == drain_eta.end() || eta->second == core::kNever ? json(nullptr)
-                                                                               : json(eta->second)},
+           {"drain_eta",
+            eta == etas.end() || eta->second == core::kNever ? json(nullptr) : json(eta->second)},
            {"telemetry", parsed_or(ctl->node_telemetry(n.name), json())},
            {"gpus", gpus}});
     }

@@ -67,4 +67,22 @@ bool set_listen_backlog(httplib::Server& svr, int backlog) {
   return sock != INVALID_SOCKET && ::listen(sock, backlog) == 0;
 }
 
+std::string without_brotli(const std::string& accept_encoding) {
+  std::string out;
+  std::size_t from = 0;
+  while (from <= accept_encoding.size()) {
+    std::size_t comma = accept_encoding.find(',', from);
+    if (comma == std::string::npos) comma = accept_encoding.size();
+    std::string item = accept_encoding.substr(from, comma - from);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    const std::string coding = item.substr(0, item.find(';'));
+    const bool brotli = coding.size() >= 2 && coding.rfind("br", 0) == 0 &&
+                        coding.find_first_not_of(" \t", 2) == std::string::npos;
+    if (!item.empty() && !brotli) out += (out.empty() ? "" : ", ") + item;
+    from = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace allot::server

@@ -25,4 +25,10 @@ class RequestProcessor final : public httplib::Server {
 // socket (HTTPS, which cpp-httplib serves); false if it is not bound or listen() refuses.
 bool set_listen_backlog(httplib::Server& svr, int backlog);
 
+// An Accept-Encoding value without Brotli ("gzip, deflate, br" -> "gzip, deflate"). Debian's
+// cpp-httplib compresses with Brotli at its default (slowest) quality whenever a client offers
+// it, which every browser does: a 577 KB answer then took 5 s instead of 18 ms. Gzip is offered
+// by the same clients and costs milliseconds, so the server answers with it instead.
+std::string without_brotli(const std::string& accept_encoding);
+
 }  // namespace allot::server

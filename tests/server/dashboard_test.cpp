@@ -191,6 +191,32 @@ TEST_F(Dashboard, GpusViewGivesEachGpusStateAndHeldGpusPerBudget) {
   EXPECT_EQ(h->get("/api/v1/gpus?x=1").status, 400);
 }
 
+// A draining node is empty once each job reaches its drain deadline (its minimum runtime, or its
+// protection's end): that, not the jobs' expected end, is its ETA. A cordoned node keeps its
+// jobs to their end.
+TEST_F(Dashboard, GpusViewGivesADrainingNodeItsDrainDeadline) {
+  h->add_sim_nodes(2);
+  for (const char* k : {"long1", "long2"}) {
+    auto j = job(k, "/lab/a", 8);
+    j["min_runtime"] = 600;
+    j["expected_duration"] = 36000;
+    ASSERT_EQ(h->post("/api/v1/jobs", j).status, 201);
+  }
+  h->sync();
+  const core::Time started = h->now();
+  ASSERT_EQ(h->post("/api/v1/nodes/local-n0/drain", nlohmann::json::object()).status, 200);
+  ASSERT_EQ(h->post("/api/v1/nodes/local-n1/cordon", nlohmann::json::object()).status, 200);
+  auto r = h->get("/api/v1/gpus");
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  std::map<std::string, nlohmann::json> eta;
+  for (const auto& n : r.body["nodes"]) eta[n["name"]] = n["drain_eta"];
+  ASSERT_TRUE(eta["local-n0"].is_number()) << r.body.dump();
+  // The allocated job's protection ends 600 s after its start (its contract is counted from the
+  // simulated start, the same second here).
+  EXPECT_EQ(eta["local-n0"].get<core::Time>(), started + 600);
+  EXPECT_EQ(eta["local-n1"].get<core::Time>(), started + 36000);
+}
+
 TEST_F(Dashboard, QueueViewRanksWaitingJobsWithReasonsAndFilters) {
   h->add_sim_nodes(1);
   ASSERT_EQ(h->post("/api/v1/jobs", job("run", "/lab/a", 8)).status, 201);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "server/http_server.h"
 #include "server/quota.h"
 
 namespace allot::server {
@@ -480,6 +481,38 @@ TEST(SubmitLimitsApi, AdministratorsSetThemPerBudget) {
   h.sync();
   r = submit("/lab/big");
   EXPECT_EQ(r.status, 429) << r.body.dump();
+}
+
+}  // namespace
+}  // namespace allot::server
+
+namespace allot::server {
+namespace {
+
+TEST(AcceptEncoding, BrotliIsDroppedOtherCodingsKept) {
+  EXPECT_EQ(without_brotli("gzip, deflate, br"), "gzip, deflate");
+  EXPECT_EQ(without_brotli("br;q=1.0, gzip;q=0.8"), "gzip;q=0.8");
+  EXPECT_EQ(without_brotli("br"), "");
+  EXPECT_EQ(without_brotli("gzip, deflate, br, zstd"), "gzip, deflate, zstd");
+  EXPECT_EQ(without_brotli("brotli-ish"), "brotli-ish");  // not the token "br"
+  EXPECT_EQ(without_brotli(""), "");
+}
+
+TEST_F(Edge, BrowsersGetGzipNeverBrotli) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(h->post("/api/v1/jobs", job("k" + std::to_string(i))).status, 201);
+  }
+  auto r = raw_request(
+      h->port(), get_request("/api/v1/jobs", h->admin(), "Accept-Encoding: gzip, deflate, br\r\n"));
+  ASSERT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(r.head.find("Content-Encoding: br"), std::string::npos) << r.head;
+  EXPECT_NE(r.head.find("Content-Encoding: gzip"), std::string::npos) << r.head;
+  // Only Brotli offered: the answer is not compressed.
+  auto plain =
+      raw_request(h->port(), get_request("/api/v1/jobs", h->admin(), "Accept-Encoding: br\r\n"));
+  ASSERT_EQ(plain.status, 200) << plain.head;
+  EXPECT_EQ(plain.head.find("Content-Encoding"), std::string::npos) << plain.head;
+  EXPECT_EQ(plain.body["jobs"].size(), 3u);
 }
 
 }  // namespace
