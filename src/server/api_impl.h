@@ -215,6 +215,22 @@ struct ApiServer::Impl {
   static void require(bool ok, const std::string& what) {
     if (!ok) throw HttpError{403, "", "not allowed: " + what};
   }
+  // Narrows a job listing to the jobs `p` may see (docs/api.md): administrators all, managers
+  // those in the budgets they manage and their own, users their own. A user asking for another
+  // owner's jobs (`owner_asked`) is refused. GET /jobs and GET /queue both list through it.
+  static void only_visible_jobs(const Principal& p, const std::string& owner_asked,
+                                store::JobQuery& q) {
+    if (p.is_admin()) return;
+    if (p.manages.empty()) {
+      if (!owner_asked.empty() && owner_asked != p.subject) {
+        throw HttpError{403, "owner", "users see only their own jobs"};
+      }
+      q.owner = p.subject;
+    } else {
+      q.budgets_within = p.manages;
+      q.owner_or_within = p.subject;
+    }
+  }
   // Usage and reports: administrators read all, managers their subtrees, and everyone the
   // budgets they belong to (their own standing, like Slurm's sshare).
   static bool can_read_usage(const Principal& p, const std::string& scope, const Members& members) {

@@ -179,17 +179,8 @@ void ApiServer::Impl::install_job_routes() {
       throw HttpError{400, "order", "must be asc or desc"};
     }
     q.descending = order == "desc";
-    if (!p.is_admin()) {
-      if (p.manages.empty()) {
-        if (!q.owner.empty() && q.owner != p.subject) {
-          throw HttpError{403, "owner", "users see only their own jobs"};
-        }
-        q.owner = p.subject;
-      } else {
-        q.budgets_within = p.manages;
-        q.owner_or_within = p.subject;
-      }
-    }
+    const std::string owner_asked = q.owner;
+    only_visible_jobs(p, owner_asked, q);
     auto rows = store->jobs(q);
     std::string out = "{\"jobs\":[";
     out.reserve(rows.size() * 600 + 64);

@@ -227,17 +227,7 @@ void ApiServer::Impl::install_view_routes() {
       q.owner = owner;
       q.budget = budget;
       q.limit = 10000;
-      if (!p.is_admin()) {
-        if (p.manages.empty()) {
-          if (!owner.empty() && owner != p.subject) {
-            throw HttpError{403, "owner", "users see only their own jobs"};
-          }
-          q.owner = p.subject;
-        } else {
-          q.budgets_within = p.manages;
-          q.owner_or_within = p.subject;
-        }
-      }
+      only_visible_jobs(p, owner, q);
       auto found = store->jobs(q);
       truncated = static_cast<int>(found.size()) == q.limit;
       for (auto& j : found) {
