@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "store/sqlite_schema.h"
+
 namespace allot::store {
 namespace {
 
@@ -26,157 +28,9 @@ using core::Error;
 using core::Result;
 using core::Status;
 
-// Versioned migrations: migration i brings the schema from version i to i + 1. Never edit one
-// that has shipped; append a new one.
-const char* const kMigrations[] = {
-    R"sql(
-CREATE TABLE jobs (
-  id INTEGER PRIMARY KEY,
-  owner TEXT NOT NULL,
-  idem_key TEXT NOT NULL,
-  name TEXT NOT NULL,
-  budget TEXT NOT NULL,
-  spec TEXT NOT NULL,
-  state TEXT NOT NULL,
-  reason TEXT NOT NULL,
-  submit_time INTEGER NOT NULL,
-  updated_at INTEGER NOT NULL,
-  cluster TEXT NOT NULL,
-  placement TEXT NOT NULL,
-  allocated INTEGER NOT NULL,
-  protected_until INTEGER NOT NULL,
-  run_start INTEGER NOT NULL,
-  seg_start INTEGER NOT NULL,
-  milli INTEGER NOT NULL,
-  runs INTEGER NOT NULL,
-  exit_code INTEGER
-);
-CREATE UNIQUE INDEX jobs_idem ON jobs(owner, idem_key);
-CREATE INDEX jobs_state ON jobs(state, id);
-CREATE INDEX jobs_owner ON jobs(owner, id);
-CREATE INDEX jobs_budget ON jobs(budget, id);
-CREATE TABLE job_events (
-  job_id INTEGER NOT NULL,
-  time INTEGER NOT NULL,
-  from_state TEXT NOT NULL,
-  to_state TEXT NOT NULL,
-  reason TEXT NOT NULL
-);
-CREATE INDEX job_events_job ON job_events(job_id);
-CREATE TABLE budgets (
-  path TEXT PRIMARY KEY,
-  share REAL NOT NULL,
-  members TEXT NOT NULL,
-  removed INTEGER NOT NULL
-);
-CREATE TABLE budget_audit (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  time INTEGER NOT NULL,
-  actor TEXT NOT NULL,
-  path TEXT NOT NULL,
-  field TEXT NOT NULL,
-  old_value TEXT NOT NULL,
-  new_value TEXT NOT NULL
-);
-CREATE TABLE nodes (
-  name TEXT PRIMARY KEY,
-  cluster TEXT NOT NULL,
-  model TEXT NOT NULL,
-  gpus INTEGER NOT NULL,
-  block TEXT NOT NULL,
-  labels TEXT NOT NULL,
-  health TEXT NOT NULL,
-  health_reason TEXT NOT NULL,
-  cordoned INTEGER NOT NULL,
-  simulated INTEGER NOT NULL,
-  registered_at INTEGER NOT NULL,
-  last_heartbeat INTEGER NOT NULL
-);
-CREATE TABLE tokens (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  hash TEXT NOT NULL UNIQUE,
-  name TEXT NOT NULL,
-  role TEXT NOT NULL,
-  subject TEXT NOT NULL,
-  scope TEXT NOT NULL,
-  created INTEGER NOT NULL,
-  revoked INTEGER NOT NULL
-);
-CREATE TABLE ledger (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id INTEGER NOT NULL,
-  owner TEXT NOT NULL,
-  budget TEXT NOT NULL,
-  cluster TEXT NOT NULL,
-  start INTEGER NOT NULL,
-  end INTEGER NOT NULL,
-  milli INTEGER NOT NULL,
-  allocated INTEGER NOT NULL
-);
-CREATE INDEX ledger_end ON ledger(end);
-CREATE INDEX ledger_job ON ledger(job_id);
-)sql",
-    // 2: what agents register (address, devices, agent), who marked a node down, the node health
-    // history (availability) and per-job telemetry summaries (utilization and flags).
-    R"sql(
-ALTER TABLE nodes ADD COLUMN address TEXT NOT NULL DEFAULT '';
-ALTER TABLE nodes ADD COLUMN devices TEXT NOT NULL DEFAULT '[]';
-ALTER TABLE nodes ADD COLUMN agent TEXT NOT NULL DEFAULT '{}';
-ALTER TABLE nodes ADD COLUMN timed_out INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE node_health (
-  node TEXT NOT NULL,
-  time INTEGER NOT NULL,
-  health TEXT NOT NULL,
-  cordoned INTEGER NOT NULL,
-  gpus INTEGER NOT NULL,
-  reason TEXT NOT NULL
-);
-CREATE INDEX node_health_time ON node_health(time);
-CREATE TABLE job_telemetry (
-  job_id INTEGER NOT NULL,
-  run INTEGER NOT NULL,
-  budget TEXT NOT NULL,
-  samples INTEGER NOT NULL,
-  seconds REAL NOT NULL,
-  gpu_seconds REAL NOT NULL,
-  used_gpu_seconds REAL NOT NULL,
-  util_sum REAL NOT NULL,
-  util_peak REAL NOT NULL,
-  mem_peak_mib INTEGER NOT NULL,
-  mem_total_mib INTEGER NOT NULL,
-  cpu_sum REAL NOT NULL,
-  io_sum REAL NOT NULL,
-  first_time INTEGER NOT NULL,
-  last_time INTEGER NOT NULL,
-  PRIMARY KEY (job_id, run)
-);
-CREATE INDEX job_telemetry_last ON job_telemetry(last_time);
-)sql",
-    // 3: budget owners (users who manage a budget).
-    R"sql(
-ALTER TABLE budgets ADD COLUMN owners TEXT NOT NULL DEFAULT '';
-)sql",
-    // 4: listing a budget's jobs in some states without walking every job in those states.
-    R"sql(
-CREATE INDEX jobs_budget_state ON jobs(budget, state, id);
-)sql",
-    // 5: a job's creation event is kept in its row (one insert less per submission): the state
-    // and reason it was inserted with; '' for jobs inserted before, whose creation event is a
-    // row of job_events.
-    R"sql(
-ALTER TABLE jobs ADD COLUMN created_state TEXT NOT NULL DEFAULT '';
-ALTER TABLE jobs ADD COLUMN created_reason TEXT NOT NULL DEFAULT '';
-)sql",
-    // 6: the id of the token behind each audited change, beside its subject (0 before).
-    R"sql(
-ALTER TABLE budget_audit ADD COLUMN actor_token INTEGER NOT NULL DEFAULT 0;
-)sql",
-    // 7: submission limits an administrator set for a budget ('' = the server-wide ones).
-    R"sql(
-ALTER TABLE budgets ADD COLUMN submit_limits TEXT NOT NULL DEFAULT '';
-)sql",
-};
-constexpr int kLatest = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
+int latest_version() {
+  return static_cast<int>(kSqliteMigrations.size());
+}
 
 std::string join(const std::vector<std::string>& v) {
   // Members are validated names ([A-Za-z0-9._@-]); a comma separates them.
@@ -417,14 +271,14 @@ class SqliteStore final : public Store {
       }
       sqlite3_reset(st);
     }
-    if (version > kLatest) {
+    if (version > latest_version()) {
       return Error{"store", "database schema version " + std::to_string(version) +
-                                " is newer than this build knows (" + std::to_string(kLatest) +
-                                "): upgrade allot"};
+                                " is newer than this build knows (" +
+                                std::to_string(latest_version()) + "): upgrade allot"};
     }
-    for (int v = version; v < kLatest; ++v) {
+    for (int v = version; v < latest_version(); ++v) {
       if (auto s = wconn_.exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-      auto s = wconn_.exec(kMigrations[v]);
+      auto s = wconn_.exec(kSqliteMigrations[static_cast<std::size_t>(v)]);
       if (s.ok()) {
         s = wconn_.exec(("UPDATE schema_version SET version = " + std::to_string(v + 1)).c_str());
       }
@@ -435,7 +289,7 @@ class SqliteStore final : public Store {
       }
       if (auto c = wconn_.exec("COMMIT"); !c.ok()) return c;
     }
-    version_ = kLatest;
+    version_ = latest_version();
     if (auto s = wconn_.limit_pages(opts_.max_pages); !s.ok()) return s;
     if (auto s = wconn_.exec(
             ("PRAGMA wal_autocheckpoint=" + std::to_string(opts_.wal_checkpoint_pages)).c_str());
@@ -1005,7 +859,7 @@ class SqliteStore final : public Store {
 }  // namespace
 
 int sqlite_schema_latest() {
-  return kLatest;
+  return latest_version();
 }
 
 Result<std::unique_ptr<Store>> open_sqlite(const std::string& path, SqliteOptions opts) {
