@@ -37,12 +37,16 @@ void Scheduler::add_pending(JobEntry& j) {
     queues.resize(std::max<std::size_t>(budgets_.size(), j.spec.budget + 1));
   const PendingKey key{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
   queues[j.spec.budget].emplace(key, &j);
-  if (config_.order != QueueOrder::FairShare) flat_[pass_of(j.spec)].emplace(flat_key(j), &j);
+  if (config_.order != QueueOrder::FairShare) {
+    flat_[pass_of(j.spec)].emplace(flat_key(j), &j);
+    flat_fit_[pass_of(j.spec)].add(j.spec.shape, flat_key(j));
+  }
   pending_total_.insert(j.spec.shape.total_milli());
   pending_with_end_ += j.spec.expected_duration.has_value();
   auto& sizes = pending_sizes_[pass_of(j.spec)];
   if (sizes.size() < queues.size()) sizes.resize(queues.size());
   PendingSizes& mine = sizes[j.spec.budget];
+  mine.fit.add(j.spec.shape, key);
   if (j.spec.min_runtime > 0)
     mine.contracts.insert(j.spec.shape.total_milli() * j.spec.min_runtime);
   mine.debug += j.spec.kind == JobKind::Debug;
@@ -66,10 +70,14 @@ void Scheduler::remove_pending(JobEntry& j) {
   auto& queues = pending_[pass_of(j.spec)];
   const PendingKey key{inverted(j.spec.priority), j.spec.submit_time, j.spec.id};
   if (j.spec.budget >= queues.size() || !queues[j.spec.budget].erase(key)) return;
-  if (config_.order != QueueOrder::FairShare) flat_[pass_of(j.spec)].erase(flat_key(j));
+  if (config_.order != QueueOrder::FairShare) {
+    flat_[pass_of(j.spec)].erase(flat_key(j));
+    flat_fit_[pass_of(j.spec)].remove(j.spec.shape, flat_key(j));
+  }
   pending_total_.erase(pending_total_.find(j.spec.shape.total_milli()));
   pending_with_end_ -= j.spec.expected_duration.has_value();
   PendingSizes& mine = pending_sizes_[pass_of(j.spec)][j.spec.budget];
+  mine.fit.remove(j.spec.shape, key);
   if (j.spec.min_runtime > 0) {
     mine.contracts.erase(mine.contracts.find(j.spec.shape.total_milli() * j.spec.min_runtime));
   }

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/budget_tree.h"
 #include "core/decisions.h"
 #include "core/explanation.h"
+#include "core/fit_index.h"
 #include "core/gpu_catalog.h"
 #include "core/gpu_pool.h"
 #include "core/job.h"
@@ -125,8 +127,10 @@ struct SchedulerState {
     std::multiset<int> per_node;               // whole-GPU requests: GPUs per node
     std::multiset<Milli> fraction;             // fractional requests: milli of one GPU
     std::size_t debug = 0;                     // debug jobs (funded by their own rule)
+    FitIndex<PendingKey> fit;                  // its queue's keys by what a node must give
   };
   std::vector<PendingSizes> pending_sizes_[2];
+  FitIndex<PendingKey> flat_fit_[2];  // flat_'s keys by what a node must give (walk_pruning.cpp)
   // Sizes of the pending requests, so that a cycle knows when nothing left can fit.
   std::multiset<int> pending_per_node_;    // whole-GPU requests: GPUs per node
   std::multiset<Milli> pending_fraction_;  // fractional requests: milli of one GPU
@@ -309,6 +313,8 @@ class Scheduler : private detail::SchedulerState {
   bool funded_may_act(const ClusterScratch& s) const;
   int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
+  std::optional<PendingKey> next_may_act(ClusterId c, const ClusterScratch& s, int pass, BudgetId b,
+                                         const PendingKey& after) const;
   const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,
                               const JobEntry& from) const;
   bool needs_consider(const ClusterScratch& s, const JobEntry& j) const;

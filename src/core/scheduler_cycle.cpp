@@ -154,6 +154,14 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         // soon as nothing more can start, or it would pass over the whole queue.
         if (!options.explain_all && !config_.head_of_line_blocking && job_inert(c, s, *j)) {
           if (!anything_can_start(c, s)) break;
+          // Nothing changes while inert jobs are passed over: jump to b's next job that may act.
+          if (!funded_may_act(s)) {
+            if (const auto next = next_may_act(c, s, pass, b, pending_key(*j))) {
+              sel.skip_to(b, *next);
+            } else {
+              sel.drop(b);
+            }
+          }
           continue;
         }
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
@@ -190,6 +198,11 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         // the head that blocks the rest).
         if (!options.explain_all && !config_.head_of_line_blocking && job_inert(c, s, *j)) {
           if (!anything_can_start(c, s)) break;
+          // As above, over the flat queue.
+          if (!funded_may_act(s)) {
+            const auto next = next_may_act(c, s, pass, kNoBudget, flat_key(*j));
+            it = next ? flat_[pass].lower_bound(*next) : flat_[pass].end();
+          }
           continue;
         }
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {

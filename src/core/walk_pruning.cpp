@@ -125,6 +125,26 @@ bool Scheduler::funded_may_act(const ClusterScratch& s) const {
           s.preemption_considered < config_.max_preemption_attempts);
 }
 
+// Where a walk that passes over an inert job (job_inert) may resume: the first job after `after`
+// in its queue (budget b's own, or the flat queue when b is kNoBudget) that is not certainly inert
+// as well — one that fits where job_inert looks, or a holder of last cycle's reservations. Valid
+// only while no funded job could reserve or preempt (funded_may_act says no): then job_inert
+// depends on the job's request size alone, and passing over inert jobs changes no state.
+std::optional<Scheduler::PendingKey> Scheduler::next_may_act(ClusterId c, const ClusterScratch& s,
+                                                             int pass, BudgetId b,
+                                                             const PendingKey& after) const {
+  const FitIndex<PendingKey>& fit = b == kNoBudget ? flat_fit_[pass] : pending_sizes_[pass][b].fit;
+  std::optional<PendingKey> best =
+      fit.next_fitting(after, backfill_whole_free(c, s), pool_.largest_gpu_free(c));
+  for (JobId h : s.previous) {
+    const JobEntry& e = jobs_.at(h);
+    if (pass_of(e.spec) != pass || (b != kNoBudget && e.spec.budget != b)) continue;
+    const PendingKey key = b == kNoBudget ? flat_key(e) : pending_key(e);
+    if (after < key && (!best || key < *best)) best = key;
+  }
+  return best;
+}
+
 // The first holder of last cycle's reservations among b's pending jobs of this pass at or after
 // `from` in b's order (nullptr if none).
 const JobEntry* Scheduler::next_holder(const ClusterScratch& s, int pass, BudgetId b,
