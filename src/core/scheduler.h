@@ -127,7 +127,11 @@ struct SchedulerState {
     std::multiset<int> per_node;               // whole-GPU requests: GPUs per node
     std::multiset<Milli> fraction;             // fractional requests: milli of one GPU
     std::size_t debug = 0;                     // debug jobs (funded by their own rule)
-    FitIndex<PendingKey> fit;                  // its queue's keys by what a node must give
+    // Speed only (walk_pruning.cpp, next_may_act): its queue's keys by what a node must give, and
+    // those of the jobs that could be funded under Funding::Lookback (a contract) by total milli.
+    FitIndex<PendingKey> fit;
+    SizeIndex<PendingKey> contracts_by_milli;
+    std::set<PendingKey> debug_contracts;  // debug jobs with a contract (their own funding rule)
   };
   std::vector<PendingSizes> pending_sizes_[2];
   FitIndex<PendingKey> flat_fit_[2];  // flat_'s keys by what a node must give (walk_pruning.cpp)
@@ -313,8 +317,8 @@ class Scheduler : private detail::SchedulerState {
   bool funded_may_act(const ClusterScratch& s) const;
   int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
-  std::optional<PendingKey> next_may_act(ClusterId c, const ClusterScratch& s, int pass, BudgetId b,
-                                         const PendingKey& after) const;
+  bool next_may_act(ClusterId c, const ClusterScratch& s, int pass, BudgetId b,
+                    const PendingKey& after, std::optional<PendingKey>* next) const;
   const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,
                               const JobEntry& from) const;
   bool needs_consider(const ClusterScratch& s, const JobEntry& j) const;

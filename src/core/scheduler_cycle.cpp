@@ -155,8 +155,9 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         if (!options.explain_all && !config_.head_of_line_blocking && job_inert(c, s, *j)) {
           if (!anything_can_start(c, s)) break;
           // Nothing changes while inert jobs are passed over: jump to b's next job that may act.
-          if (!funded_may_act(s)) {
-            if (const auto next = next_may_act(c, s, pass, b, pending_key(*j))) {
+          std::optional<PendingKey> next;
+          if (next_may_act(c, s, pass, b, pending_key(*j), &next)) {
+            if (next) {
               sel.skip_to(b, *next);
             } else {
               sel.drop(b);
@@ -199,8 +200,8 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         if (!options.explain_all && !config_.head_of_line_blocking && job_inert(c, s, *j)) {
           if (!anything_can_start(c, s)) break;
           // As above, over the flat queue.
-          if (!funded_may_act(s)) {
-            const auto next = next_may_act(c, s, pass, kNoBudget, flat_key(*j));
+          std::optional<PendingKey> next;
+          if (next_may_act(c, s, pass, kNoBudget, flat_key(*j), &next)) {
             it = next ? flat_[pass].lower_bound(*next) : flat_[pass].end();
           }
           continue;

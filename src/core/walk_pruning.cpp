@@ -125,24 +125,39 @@ bool Scheduler::funded_may_act(const ClusterScratch& s) const {
           s.preemption_considered < config_.max_preemption_attempts);
 }
 
-// Where a walk that passes over an inert job (job_inert) may resume: the first job after `after`
-// in its queue (budget b's own, or the flat queue when b is kNoBudget) that is not certainly inert
-// as well — one that fits where job_inert looks, or a holder of last cycle's reservations. Valid
-// only while no funded job could reserve or preempt (funded_may_act says no): then job_inert
-// depends on the job's request size alone, and passing over inert jobs changes no state.
-std::optional<Scheduler::PendingKey> Scheduler::next_may_act(ClusterId c, const ClusterScratch& s,
-                                                             int pass, BudgetId b,
-                                                             const PendingKey& after) const {
-  const FitIndex<PendingKey>& fit = b == kNoBudget ? flat_fit_[pass] : pending_sizes_[pass][b].fit;
-  std::optional<PendingKey> best =
-      fit.next_fitting(after, backfill_whole_free(c, s), pool_.largest_gpu_free(c));
+// Where a walk that passes over an inert job (job_inert) may resume: *next = the first job after
+// `after` in its queue (budget b's own, or the flat queue when b is kNoBudget) that is not
+// certainly inert as well — one that fits where job_inert looks, a holder of last cycle's
+// reservations, or, while a funded job could still reserve or preempt (funded_may_act), one that
+// could be funded — or none. Passing over inert jobs changes no state, so the walk's decisions
+// are the same. Returns false where the funded jobs cannot be told by size (the flat queue, or a
+// funding rule other than the lookback's, while funded_may_act): the walk then steps.
+bool Scheduler::next_may_act(ClusterId c, const ClusterScratch& s, int pass, BudgetId b,
+                             const PendingKey& after, std::optional<PendingKey>* next) const {
+  const bool funding_matters = funded_may_act(s);
+  if (funding_matters && (b == kNoBudget || config_.funding != Funding::Lookback)) return false;
+  next->reset();
+  const PendingSizes* mine = b == kNoBudget ? nullptr : &pending_sizes_[pass][b];
+  (mine ? mine->fit : flat_fit_[pass])
+      .first_fitting(after, backfill_whole_free(c, s), pool_.largest_gpu_free(c), next);
+  if (funding_matters) {
+    // Funded under the lookback rule (funded()): a debug job with a contract by its own rule, or
+    // a job with a contract within the burst limit (monotone in its size) and the allocation.
+    BudgetId unused = kNoBudget;
+    mine->contracts_by_milli.first_after(
+        after, [&](Milli milli) { return within_burst(s, b, milli, &unused); }, next);
+    if (config_.debug_always_funded) {
+      const auto it = mine->debug_contracts.upper_bound(after);
+      if (it != mine->debug_contracts.end() && (!*next || *it < **next)) *next = *it;
+    }
+  }
   for (JobId h : s.previous) {
     const JobEntry& e = jobs_.at(h);
     if (pass_of(e.spec) != pass || (b != kNoBudget && e.spec.budget != b)) continue;
     const PendingKey key = b == kNoBudget ? flat_key(e) : pending_key(e);
-    if (after < key && (!best || key < *best)) best = key;
+    if (after < key && (!*next || key < **next)) *next = key;
   }
-  return best;
+  return true;
 }
 
 // The first holder of last cycle's reservations among b's pending jobs of this pass at or after
