@@ -106,6 +106,42 @@ BENCHMARK(BM_Growth)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(4);
 
+// Time per event as the backlog grows (issue 11): what the simulator and the server's event loop
+// pay. On the steady state above, settled first (untimed: cycles without explain_all until one
+// starts nothing), 20 events are timed, each a running job ending one minute after the last and
+// the cycle it triggers (explain_all = false). Args: nodes, pending jobs, running jobs. The time
+// per event is the benchmark's time divided by 20 (the per_event counter).
+void BM_EventCycle(benchmark::State& bs) {
+  constexpr int kEvents = 20;
+  const Params p{static_cast<int>(bs.range(0)), static_cast<int>(bs.range(1)),
+                 static_cast<int>(bs.range(2)), true};
+  State st;
+  std::size_t starts = 0;
+  for (auto _ : bs) {
+    bs.PauseTiming();
+    st = State{};
+    st = build(p);
+    const Time t = settle(*st.sched, kMeasure);
+    const std::vector<JobId> ending = running_jobs(*st.sched, kEvents);
+    settle_heap();
+    bs.ResumeTiming();
+    starts += end_one_by_one(*st.sched, t, ending);
+  }
+  bs.counters["pending"] = static_cast<double>(p.pending);
+  bs.counters["starts_per_event"] =
+      benchmark::Counter(static_cast<double>(starts) / kEvents, benchmark::Counter::kAvgIterations);
+  bs.counters["per_event"] = benchmark::Counter(
+      kEvents, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_EventCycle)
+    ->Name("EventCycle")
+    ->ArgNames({"nodes", "pending", "running"})
+    ->Args({128, 1000, 500})
+    ->Args({128, 10000, 500})
+    ->Args({128, 100000, 500})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
 // Decisions per second while filling an empty 1,024-GPU cluster from a 10,000-job queue.
 // Arg 1: every cycle explains every waiting job (what `allot why` needs); arg 0: cycles stop
 // walking the queue once nothing more can start (CycleOptions{explain_all = false}), the mode an

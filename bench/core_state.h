@@ -151,4 +151,33 @@ inline State build(const Params& p, std::uint64_t seed = 42) {
   return st;
 }
 
+// Cycles without explain_all, one second apart from `t`, until one starts nothing (the state an
+// event-driven loop keeps); returns the time of the last.
+inline Time settle(Scheduler& s, Time t) {
+  while (!s.cycle(t, CycleOptions{/*explain_all=*/false}).starts.empty()) t += 1;
+  return t;
+}
+
+// Up to n running jobs, in id order: the ones whose ends make an event benchmark's events.
+inline std::vector<JobId> running_jobs(const Scheduler& s, std::size_t n) {
+  std::vector<JobId> out;
+  for (const auto& [id, j] : s.jobs()) {
+    if (out.size() == n) break;
+    if (j.state == JobState::Running) out.push_back(id);
+  }
+  return out;
+}
+
+// The events of an event benchmark: each of `ending` ends one minute after the last event (from
+// t), followed by the cycle it triggers (explain_all = false). Returns the jobs started.
+inline std::size_t end_one_by_one(Scheduler& s, Time t, const std::vector<JobId>& ending) {
+  std::size_t starts = 0;
+  for (JobId id : ending) {
+    t += kMinute;
+    (void)s.job_finished(id, t);
+    starts += s.cycle(t, CycleOptions{/*explain_all=*/false}).starts.size();
+  }
+  return starts;
+}
+
 }  // namespace allot::core::bench

@@ -10,6 +10,9 @@
 //                               (every waiting job explained); the state build is not measured
 //   fill/1024gpus_10k_queue     core_bench's FillEmpty (explain_all = 0): cycles on an empty
 //                               1,024-GPU cluster with 10,000 queued jobs until one starts nothing
+//   events/1024gpus_30k_pending_x20  core_bench's EventCycle state with 30,000 pending: 20 job
+//                               ends, each with its cycle (explain_all = 0); the settling is not
+//                               measured
 //   submit_body/small_x1000     request_bench's small body (bench/submit.lua's), parsed and
 //                               validated 1,000 times
 //   submit_body/full_x1000      request_bench's full training-job body, 1,000 times
@@ -82,6 +85,21 @@ std::string fill_empty() {
   return "starts=" + std::to_string(starts) + " cycles=" + std::to_string(cycles);
 }
 
+// core_bench's EventCycle at 30,000 pending (the backlog of a 30-day lab run at 2.5x): 20 job
+// ends, each with the cycle it triggers, on a settled state. Guards the cost per event against
+// growing with the backlog again.
+std::string event_cycles() {
+  auto st = build(Params{128, 30000, 500, true});
+  const allot::core::Time t = allot::core::bench::settle(*st.sched, kMeasure);
+  const auto ending = allot::core::bench::running_jobs(*st.sched, 20);
+  std::size_t starts = 0;
+  {
+    Measured m;
+    starts = allot::core::bench::end_one_by_one(*st.sched, t, ending);
+  }
+  return "events=" + std::to_string(ending.size()) + " starts=" + std::to_string(starts);
+}
+
 // The bodies of bench/request_bench.cpp (keep them the same).
 const std::string kSmallBody =
     R"({"idempotency_key":"wrk-1700000000-1-12345","budget":"/lab/t3","gpus_per_node":1,)"
@@ -148,6 +166,7 @@ const std::vector<std::pair<std::string, Probe>>& probes() {
   static const std::vector<std::pair<std::string, Probe>> all = {
       {"cycle/1024gpus_10k_pending", full_cycle},
       {"fill/1024gpus_10k_queue", fill_empty},
+      {"events/1024gpus_30k_pending_x20", event_cycles},
       {"submit_body/small_x1000", [] { return submit_body(kSmallBody); }},
       {"submit_body/full_x1000", [] { return submit_body(kFullBody); }},
       {"sim/philly_2000_fairshare", sim_philly},

@@ -88,6 +88,11 @@ class Scheduler::Selector {
     if (it_[b] == queues_[b].end()) unlink(b);
   }
 
+  // Whether `key` is that of b's next job in this walk.
+  bool at(BudgetId b, const PendingKey& key) const {
+    return b < queues_.size() && it_[b] != queues_[b].end() && it_[b]->first == key;
+  }
+
   // Standings along b's path changed: re-sort b and its ancestors among their siblings.
   void rekey(BudgetId b) {
     if (b < queues_.size() && it_[b] != queues_[b].end() && active_[b].erase(own_key_[b])) {

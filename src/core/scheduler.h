@@ -317,6 +317,12 @@ class Scheduler : private detail::SchedulerState {
   bool funded_may_act(const ClusterScratch& s) const;
   int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
+  // Inert jobs a walk steps over in a row before it looks up where to jump (next_may_act), and
+  // the length a queue must have for jumps to pay (a jump costs about as much as 20 steps).
+  static constexpr int kInertStepsBeforeJump = 4;
+  // A jump that lands on the very next job saved nothing: the walk then steps this many more.
+  static constexpr std::size_t kQueueWorthJumping = 512;
+  static constexpr int kInertStepsAfterVainJump = 64;
   bool next_may_act(ClusterId c, const ClusterScratch& s, int pass, BudgetId b,
                     const PendingKey& after, std::optional<PendingKey>* next) const;
   const JobEntry* next_holder(const ClusterScratch& s, int pass, BudgetId b,

@@ -129,6 +129,8 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
       Selector sel(*this, s, s.walk, pending_[pass], c);
       BudgetId b = 0;
       std::uint32_t ahead = 0;
+      BudgetId inert_budget = kNoBudget;  // the run of inert jobs passed over: its budget, length
+      int inert_run = 0;
       while (JobEntry* j = sel.next(&b, &ahead)) {
         if (blocked) {
           if (!options.explain_all) break;
@@ -154,17 +156,25 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
         // soon as nothing more can start, or it would pass over the whole queue.
         if (!options.explain_all && !config_.head_of_line_blocking && job_inert(c, s, *j)) {
           if (!anything_can_start(c, s)) break;
-          // Nothing changes while inert jobs are passed over: jump to b's next job that may act.
+          // Nothing changes while inert jobs are passed over: in a long queue, after a few steps
+          // (a jump costs more than a step), jump to b's next job that may act.
+          if (b != inert_budget) inert_run = 0;
+          inert_budget = b;
           std::optional<PendingKey> next;
-          if (next_may_act(c, s, pass, b, pending_key(*j), &next)) {
-            if (next) {
-              sel.skip_to(b, *next);
-            } else {
+          if (++inert_run >= kInertStepsBeforeJump &&
+              pending_[pass][b].size() >= kQueueWorthJumping &&
+              next_may_act(c, s, pass, b, pending_key(*j), &next)) {
+            if (!next) {
               sel.drop(b);
+            } else if (sel.at(b, *next)) {
+              inert_run = -kInertStepsAfterVainJump;  // no step saved: step for longer
+            } else {
+              sel.skip_to(b, *next);
             }
           }
           continue;
         }
+        inert_run = 0;
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
           explain_rest(c, s, *j, rank++, ahead, out);
           // It waits, as consider() would have found: under head-of-line blocking it is the head.
@@ -184,6 +194,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
       }
     } else {
       std::vector<std::uint32_t> seen(budgets_.size(), 0);
+      int inert_run = 0;  // inert jobs passed over in a row
       for (auto it = flat_[pass].begin(); it != flat_[pass].end();) {
         JobEntry* j = (it++)->second;  // advance first: starting erases the job
         const auto& accepted = j->spec.clusters;
@@ -201,11 +212,17 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
           if (!anything_can_start(c, s)) break;
           // As above, over the flat queue.
           std::optional<PendingKey> next;
-          if (next_may_act(c, s, pass, kNoBudget, flat_key(*j), &next)) {
-            it = next ? flat_[pass].lower_bound(*next) : flat_[pass].end();
+          if (++inert_run >= kInertStepsBeforeJump && flat_[pass].size() >= kQueueWorthJumping &&
+              next_may_act(c, s, pass, kNoBudget, flat_key(*j), &next)) {
+            if (next && it != flat_[pass].end() && it->first == *next) {
+              inert_run = -kInertStepsAfterVainJump;  // as above
+            } else {
+              it = next ? flat_[pass].lower_bound(*next) : flat_[pass].end();
+            }
           }
           continue;
         }
+        inert_run = 0;
         if (settled && options.shortcut_settled && !needs_consider(s, *j)) {
           explain_rest(c, s, *j, rank++, seen[j->spec.budget]++, out);
           blocked = config_.head_of_line_blocking;  // as in the fair-share walk

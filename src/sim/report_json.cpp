@@ -214,12 +214,22 @@ std::string report_json(const Report& rep) {
 std::string timings_json(const Report& rep) {
   Json runs = Json::array();
   for (const RunResult& r : rep.runs) {
+    Json by_backlog = Json::array();
+    for (const RunResult::BacklogCost& b : r.core_by_backlog) {
+      if (b.cycles == 0) continue;
+      by_backlog.push_back(
+          {{"pending_from", b.pending_from},
+           {"cycles", b.cycles},
+           {"core_s", fixed(b.core_seconds, 3)},
+           {"us_per_cycle", fixed(1e6 * b.core_seconds / static_cast<double>(b.cycles), 1)}});
+    }
     runs.push_back({{"policy", run_name(r)},
                     {"wall_s", fixed(r.wall_seconds, 3)},
                     {"cpu_s", fixed(r.cpu_seconds, 3)},
                     {"core_s", fixed(r.core_seconds, 3)},
                     {"events", r.events_processed},
-                    {"cycles", r.cycles}});
+                    {"cycles", r.cycles},
+                    {"core_by_backlog", by_backlog}});
   }
   Json j;
   j["format"] = "allot-sim-timings/1";

@@ -87,7 +87,15 @@ struct RunResult {
   std::vector<EventRecord> events;  // only when recording
   double wall_seconds = 0;          // not part of report.json (it would break byte identity)
   double core_seconds = 0;          // of which in Scheduler::cycle
-  double cpu_seconds = 0;           // CPU time of the run's thread (not part of report.json)
+  // The same by the backlog each cycle faced (pending jobs before it), in buckets from 0, 1,000,
+  // 3,000, 10,000, 30,000 and 100,000 pending: how the cost of a cycle grows with the backlog.
+  struct BacklogCost {
+    std::size_t pending_from = 0;
+    std::uint64_t cycles = 0;
+    double core_seconds = 0;
+  };
+  std::vector<BacklogCost> core_by_backlog;  // not part of report.json (wall time)
+  double cpu_seconds = 0;  // CPU time of the run's thread (not part of report.json)
 };
 
 }  // namespace allot::sim

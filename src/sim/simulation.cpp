@@ -107,6 +107,7 @@ class Run {
   void on_end(std::uint64_t run_id, std::uint64_t serial, Time t);
   void on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scripted);
   void cycles(Time t);
+  void charge_backlog(std::size_t backlog, double seconds);  // RunResult::core_by_backlog
   void measure_fragmentation(Time t);
   void finish(Time end);
   void push(Time t, EventKind k, std::uint64_t a, std::uint64_t b) {
@@ -457,14 +458,30 @@ void Run::measure_fragmentation(Time t) {
   fragmented_.set(t, free > 0 && smallest > 0 && smallest <= free ? free : 0);
 }
 
+void Run::charge_backlog(std::size_t backlog, double seconds) {
+  static constexpr std::size_t kFrom[] = {0, 1'000, 3'000, 10'000, 30'000, 100'000};
+  auto& buckets = r_.core_by_backlog;
+  if (buckets.empty()) {
+    for (std::size_t from : kFrom) buckets.push_back(RunResult::BacklogCost{from, 0, 0});
+  }
+  std::size_t i = buckets.size() - 1;
+  while (backlog < buckets[i].pending_from) --i;
+  ++buckets[i].cycles;
+  buckets[i].core_seconds += seconds;
+}
+
 void Run::cycles(Time t) {
   // Requeued and resubmitted jobs are considered again at once, in a further cycle at the same
   // time (a bounded number of times).
   for (int round = 0; round < 4; ++round) {
+    const std::size_t backlog = sched_.pending_count();
     const auto c0 = std::chrono::steady_clock::now();
     const core::CycleResult cr = sched_.cycle(t, core::CycleOptions{/*explain_all=*/false});
-    r_.core_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    r_.core_seconds += spent;
     ++r_.cycles;
+    charge_backlog(backlog, spent);
     bool again = false;
     for (const core::StopDecision& d : cr.stops) again |= on_stop(d, t);
     for (const core::ClassChange& c : cr.class_changes) on_class_change(c, t);

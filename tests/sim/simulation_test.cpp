@@ -100,6 +100,33 @@ TEST(Simulation, FifoOnThreeNodes) {
   EXPECT_DOUBLE_EQ(r.utilization, 1.0);
 }
 
+TEST(Simulation, CycleTimeIsChargedToTheBacklogItFaced) {
+  // 1,500 whole-node jobs on one node, all submitted at 0: the first cycles face 1,499-1,500
+  // pending jobs, the last ones fewer than 1,000.
+  std::vector<SimJob> jobs;
+  for (std::uint64_t i = 1; i <= 1500; ++i) jobs.push_back(job(i, 0, "/a", 8, 10));
+  const RunResult r = simulate(scenario(1, jobs), options("fifo"));
+  expect_checks_pass(r);
+  ASSERT_EQ(r.core_by_backlog.size(), 6u);
+  std::uint64_t cycles = 0;
+  double seconds = 0;
+  for (std::size_t i = 0; i < r.core_by_backlog.size(); ++i) {
+    const auto& b = r.core_by_backlog[i];
+    if (i > 0) {
+      EXPECT_LT(r.core_by_backlog[i - 1].pending_from, b.pending_from);
+    }
+    cycles += b.cycles;
+    seconds += b.core_seconds;
+  }
+  EXPECT_EQ(cycles, r.cycles);
+  EXPECT_NEAR(seconds, r.core_seconds, 1e-9);
+  EXPECT_EQ(r.core_by_backlog[1].pending_from, 1000u);
+  // Jobs 1..501 each end with at least 1,000 still waiting behind the next one.
+  EXPECT_GE(r.core_by_backlog[1].cycles, 500u);
+  EXPECT_GE(r.core_by_backlog[0].cycles, 999u);
+  EXPECT_EQ(r.core_by_backlog[2].cycles, 0u);
+}
+
 TEST(Simulation, PreemptionLosesWorkSinceTheCheckpointAndPaysTheRestartDelay) {
   // One node. J1 runs unallocated (minimum runtime 0); J2 is funded and takes the node at 100.
   const Scenario sc =
