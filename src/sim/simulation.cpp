@@ -11,6 +11,7 @@
 #include <memory>
 #include <queue>
 
+#include "core/owed.h"
 #include "sim/hourly_series.h"
 
 namespace allot::sim {
@@ -601,24 +602,22 @@ void Run::finish(Time end) {
     br.path = tree.node(b).path;
     br.fraction = tree.allocated_fraction(b, cluster_);
     br.jobs = budget_jobs_[b];
-    double owed = 0, toward = 0;
+    core::OwedTally owed;  // the one definition of owed (core/owed.h)
     for (std::size_t h = 0; h < buckets; ++h) {
-      const double demand = static_cast<double>(demand_[b].at(h));
-      const double o = std::min(br.fraction * static_cast<double>(available_.at(h)), demand);
-      owed += o;
-      toward += std::min(static_cast<double>(delivered_[b].at(h)), o);
+      owed.add(br.fraction * static_cast<double>(available_.at(h)),
+               static_cast<double>(demand_[b].at(h)), static_cast<double>(delivered_[b].at(h)));
       br.series_held.push_back(delivered_[b].at(h));
       br.series_allocated.push_back(delivered_allocated_[b].at(h));
       br.series_demand.push_back(demand_[b].at(h));
     }
     br.demand_gpu_hours = static_cast<double>(demand_[b].total()) / kMilliGpuSecondsPerGpuHour;
-    br.owed_gpu_hours = owed / kMilliGpuSecondsPerGpuHour;
+    br.owed_gpu_hours = owed.owed / kMilliGpuSecondsPerGpuHour;
     br.delivered_gpu_hours =
         static_cast<double>(delivered_[b].total()) / kMilliGpuSecondsPerGpuHour;
     br.allocated_gpu_hours =
         static_cast<double>(delivered_allocated_[b].total()) / kMilliGpuSecondsPerGpuHour;
-    br.delivered_toward_owed_gpu_hours = toward / kMilliGpuSecondsPerGpuHour;
-    br.impact = owed > 0 ? toward / owed : 1.0;
+    br.delivered_toward_owed_gpu_hours = owed.counted / kMilliGpuSecondsPerGpuHour;
+    br.impact = owed.impact();
     br.waits = summarize(budget_waits_[b], budget_censored_[b]);
     br.preemptions = budget_preemptions_[b];
     br.lost_gpu_hours = budget_lost_ms_[b] / kMilliGpuSecondsPerGpuHour;
