@@ -10,6 +10,9 @@
 namespace allot::sim {
 namespace {
 
+// More runs than this (a sweep's grid) would make the per-budget sections unreadable.
+constexpr std::size_t kMaxRunsPerBudget = 8;
+
 std::string pct(double x) {
   char b[16];
   std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
@@ -88,7 +91,7 @@ double report_days(const Report& rep) {
 }
 
 std::string budget_comparison_html(const Report& rep) {
-  if (rep.runs.empty()) return "";
+  if (rep.runs.empty() || rep.runs.size() > kMaxRunsPerBudget) return "";
   const std::vector<std::string> paths = budget_paths(rep);
   std::string h =
       "<h2>Budgets across policies</h2><p>Per budget and policy: impact (delivered toward owed / "
@@ -129,6 +132,11 @@ std::string budget_comparison_html(const Report& rep) {
 
 std::string budget_time_series_html(const Report& rep) {
   if (rep.runs.empty()) return "";
+  if (rep.runs.size() > kMaxRunsPerBudget) {
+    return "<h2>Allocation against usage, per budget</h2><p>Not drawn for more than " +
+           std::to_string(kMaxRunsPerBudget) +
+           " runs (a sweep): run the points of interest with `allot sim` to see them.</p>";
+  }
   const double days = report_days(rep);
   const std::vector<std::string> paths = budget_paths(rep);
   std::string h =
