@@ -70,9 +70,9 @@ export function progress(fraction, { width = 120 } = {}) {
 }
 
 // Per day, a vertical bar of allocated and unallocated GPU-hours, with a dashed line at what the
-// budget was owed a day: days [{label, allocated, unallocated}].
-export function dailyBars(days, owedPerDay, { width = 560, height = 180 } = {}) {
-  const max = Math.max(1e-9, owedPerDay || 0, ...days.map((d) => d.allocated + d.unallocated));
+// budget's share came to a day: days [{label, allocated, unallocated}].
+export function dailyBars(days, sharePerDay, { width = 560, height = 180 } = {}) {
+  const max = Math.max(1e-9, sharePerDay || 0, ...days.map((d) => d.allocated + d.unallocated));
   const plotH = height - 30;
   const slot = (width - 50) / Math.max(1, days.length);
   const y = (v) => 5 + plotH - (v / max) * plotH;
@@ -94,10 +94,10 @@ export function dailyBars(days, owedPerDay, { width = 560, height = 180 } = {}) 
     }
     svg.append(s("text", { x, y: height - 5 }, d.label));
   });
-  if (owedPerDay > 0) {
-    svg.append(s("line", { x1: 40, x2: width, y1: y(owedPerDay), y2: y(owedPerDay),
-      stroke: "#c53030", "stroke-dasharray": "4 3", class: "owed" },
-    s("title", {}, `owed ${owedPerDay.toFixed(2)} GPU-h a day`)));
+  if (sharePerDay > 0) {
+    svg.append(s("line", { x1: 40, x2: width, y1: y(sharePerDay), y2: y(sharePerDay),
+      stroke: "#c53030", "stroke-dasharray": "4 3", class: "share" },
+    s("title", {}, `its share: ${sharePerDay.toFixed(2)} GPU-h a day`)));
   }
   return svg;
 }

@@ -264,9 +264,9 @@ int cmd_report(const Args& a, const Conn& c) {
     }
     for (const auto& b : r["budgets"]) {
       for (const char* k :
-           {"owed_gpu_seconds", "owed_capped_gpu_seconds", "demand_gpu_seconds",
-            "allocated_gpu_seconds", "unallocated_gpu_seconds", "delivered_fraction", "impact",
-            "utilization", "jobs_measured", "jobs_without_telemetry"}) {
+           {"share_gpu_seconds", "owed_gpu_seconds", "demand_gpu_seconds", "allocated_gpu_seconds",
+            "unallocated_gpu_seconds", "delivered_fraction", "impact", "utilization",
+            "jobs_measured", "jobs_without_telemetry"}) {
         line("budget", b["budget"].get<std::string>(), k, b[k]);
       }
     }
@@ -302,7 +302,7 @@ int cmd_report(const Args& a, const Conn& c) {
       ut["jobs_without_telemetry"].get<int>());
   std::vector<std::vector<std::string>> rows;
   for (const auto& b : r["budgets"]) {
-    rows.push_back({b["budget"], hours(b["owed_gpu_seconds"]), hours(b["owed_capped_gpu_seconds"]),
+    rows.push_back({b["budget"], hours(b["share_gpu_seconds"]), hours(b["owed_gpu_seconds"]),
                     hours(b["allocated_gpu_seconds"]), hours(b["unallocated_gpu_seconds"]),
                     pct(b["impact"]), pct(b["utilization"])});
   }

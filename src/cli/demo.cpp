@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/owed.h"
 #include "core/scheduler.h"
 
 namespace allot::cli {
@@ -35,8 +36,20 @@ struct Tracked {
   Time first_start = -1;
   Time done = -1;
   int preemptions = 0;
-  double gpu_seconds = 0;  // GPU time it held, including work lost to preemption
+  double gpu_seconds = 0;                   // GPU time it held, including work lost to preemption
+  std::vector<std::pair<Time, Time>> runs;  // [start, end) of each run that ended
 };
+
+// Adds rate x (overlap of [start, end) with each hour) to `hours`.
+void spread(Time start, Time end, double rate, std::vector<double>& hours) {
+  for (Time t = std::max<Time>(0, start); t < end;) {
+    const auto h = static_cast<std::size_t>(t / kHour);
+    if (h >= hours.size()) break;
+    const Time next = std::min<Time>(end, static_cast<Time>(h + 1) * kHour);
+    hours[h] += rate * static_cast<double>(next - t);
+    t = next;
+  }
+}
 
 std::string clock(Time t) {
   char buf[32];
@@ -172,6 +185,7 @@ int demo_main(int argc, char** argv) {
       Tracked& j = jobs.at(it->second);
       if (j.started >= 0 && j.started + j.remaining == it->first) {
         j.gpu_seconds += j.spec.shape.total_gpus() * double(now - j.started);
+        j.runs.emplace_back(j.started, now);
         (void)s.job_finished(j.spec.id, now);
         j.done = now;
         j.remaining = 0;
@@ -189,6 +203,7 @@ int demo_main(int argc, char** argv) {
       // Resumable work keeps what it did up to its last checkpoint (every 30 minutes).
       const Duration ran = now - j.started;
       j.gpu_seconds += j.spec.shape.total_gpus() * double(ran);
+      j.runs.emplace_back(j.started, now);
       j.remaining -= j.spec.resumable ? ran - ran % (30 * kMinute) : 0;
       j.started = -1;
       ++j.preemptions;
@@ -243,13 +258,20 @@ int demo_main(int argc, char** argv) {
     now = next_t;
   }
 
-  // What each budget was owed and what it got (allocated and unallocated GPU-hours).
-  std::printf("\n%-20s %6s %10s %10s %10s %8s %9s\n", "budget", "share", "owed GPUh", "allocated",
-              "unalloc.", "done", "p90 wait");
+  // What each budget was owed and what it got (allocated and unallocated GPU-hours). Owed is the
+  // one definition (core/owed.h, as `allot report` and `allot sim` count it): hour by hour, its
+  // share of the healthy GPUs capped at what its jobs asked for.
+  const std::size_t hours = static_cast<std::size_t>((end + kHour - 1) / kHour);
+  std::vector<double> available(hours, 0);
+  spread(0, end, 88.0, available);
+  spread(sick_at, std::min(end, repaired_at), -8.0, available);  // h100-4 out of service
+  std::printf("\n%-20s %6s %10s %10s %10s %7s %6s %9s\n", "budget", "share", "owed GPUh",
+              "allocated", "unalloc.", "impact", "done", "p90 wait");
   std::vector<Duration> debug_waits, batch_waits;
   for (std::size_t t = 0; t < teams.size(); ++t) {
     std::vector<Duration> waits;
     int done = 0;
+    std::vector<double> demand_h(hours, 0), delivered_h(hours, 0);
     for (const auto& [id, j] : jobs) {
       if (j.spec.budget != budget[t] || j.spec.submit_time > end) continue;
       if (j.first_start >= 0) {
@@ -257,24 +279,27 @@ int demo_main(int argc, char** argv) {
         (j.spec.kind == JobKind::Debug ? debug_waits : batch_waits).push_back(waits.back());
       }
       done += j.done >= 0;
+      const double gpus = j.spec.shape.total_gpus();
+      spread(j.spec.submit_time, j.done >= 0 ? j.done : end, gpus, demand_h);
+      for (const auto& [from, to] : j.runs) spread(from, to, gpus, delivered_h);
+      if (j.started >= 0) spread(j.started, end, gpus, delivered_h);
     }
-    const double owed = s.budgets().allocated_fraction(budget[t], cluster) * 88.0 * end / kHour;
+    const double fraction = s.budgets().allocated_fraction(budget[t], cluster);
+    OwedTally owed;
+    for (std::size_t h = 0; h < hours; ++h) {
+      owed.add(fraction * available[h], demand_h[h], delivered_h[h]);
+    }
     const double used = static_cast<double>(s.usage(cluster, budget[t])) / kWholeGpu / kHour;
-    double total = 0;  // GPU time delivered, allocated or not, including runs still going
-    for (const auto& [id, j] : jobs) {
-      if (j.spec.budget != budget[t]) continue;
-      total += j.gpu_seconds;
-      if (j.started >= 0) total += j.spec.shape.total_gpus() * double(now - j.started);
-    }
-    std::printf("%-20s %5.0f%% %10.0f %10.0f %10.0f %8d %9s\n", teams[t].path,
-                100 * s.budgets().allocated_fraction(budget[t], cluster), owed, used,
-                std::max(0.0, total / kHour - used), done, minutes(percentile(waits, 0.9)).c_str());
+    std::printf("%-20s %5.0f%% %10.0f %10.0f %10.0f %6.1f%% %6d %9s\n", teams[t].path,
+                100 * fraction, owed.owed / kHour, used,
+                std::max(0.0, owed.delivered / kHour - used), 100 * owed.impact(), done,
+                minutes(percentile(waits, 0.9)).c_str());
   }
   std::printf(
-      "\nOwed: the budget's share of the %d days. Allocation is measured over the 7-day "
-      "lookback, so a team may burst above what it is owed for a few days before its "
-      "work runs unallocated.\n",
-      days);
+      "\nOwed: hour by hour, the budget's share of the healthy GPUs, capped at what its jobs asked "
+      "for (the definition `allot report` and `allot sim` use, docs/metrics.md); impact: the part "
+      "of that it got. Allocation is measured over the 7-day lookback, so a team may burst above "
+      "its share for a few days before its work runs unallocated.\n");
   std::printf(
       "%d preemptions, %d drain or failure stops. Waits: debug p50 %s p90 %s; "
       "batch p50 %s p90 %s\n",

@@ -1,6 +1,7 @@
 // `allot sim` and `allot sim sweep`: the trace-driven simulator (src/sim) from the command line.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -72,7 +73,7 @@ void usage(FILE* out) {
       "output:\n"
       "  --out DIR              write report.json, events.csv, report.html and timings.json\n"
       "  --threads N            parallel runs (default: all cores)\n"
-      "  --quiet                no progress bar\n");
+      "  --quiet                no progress lines on stderr\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -107,38 +108,71 @@ bool parse_numbers(const std::string& text, std::vector<double>* out) {
   return !out->empty();
 }
 
-// A progress bar on stderr while runs go on, only on a terminal.
+// Progress on stderr while runs go on: one line per run (sim::progress_line), redrawn in place a
+// few times a second on a terminal; elsewhere (a log) the lines every few seconds. Each run's last
+// line ("done: ...") is written when all have ended. The runs only store relaxed atomics.
 class Progress {
  public:
-  Progress(std::size_t runs, bool enabled) : done_(runs), enabled_(enabled) {
-    for (auto& d : done_) d = 0;
+  Progress(std::vector<std::string> names, bool enabled)
+      : names_(std::move(names)),
+        runs_(names_.size()),
+        enabled_(enabled),
+        terminal_(isatty(STDERR_FILENO) != 0) {
+    for (const std::string& n : names_) width_ = std::max(width_, n.size());
     if (enabled_) thread_ = std::thread([this] { loop(); });
   }
   ~Progress() {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
-    if (enabled_) std::fprintf(stderr, "\r%60s\r", "");
+    if (enabled_) draw(true);
   }
-  std::function<void(double)> callback(std::size_t i) {
-    return [this, i](double f) { done_[i] = static_cast<int>(f * 1000); };
-  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  sim::RunProgress* run(std::size_t i) { return enabled_ ? &runs_[i] : nullptr; }
 
  private:
+  static constexpr std::size_t kMaxLines = 8;  // more runs (a sweep): the running ones and a count
+
   void loop() {
+    const auto period = std::chrono::milliseconds(terminal_ ? 250 : 5000);
+    auto last = std::chrono::steady_clock::now();
     while (!stop_) {
-      long sum = 0;
-      for (const auto& d : done_) sum += d;
-      const double f = done_.empty() ? 1 : static_cast<double>(sum) / (1000.0 * done_.size());
-      const int width = 40, filled = static_cast<int>(f * width);
-      std::fprintf(stderr, "\r[%s%s] %3.0f%% of arrivals, %zu runs",
-                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                   100 * f, done_.size());
-      std::fflush(stderr);
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (stop_ || std::chrono::steady_clock::now() - last < period) continue;
+      last = std::chrono::steady_clock::now();
+      draw(false);
     }
   }
-  std::vector<std::atomic<int>> done_;
-  bool enabled_;
+
+  void draw(bool final) {
+    const std::int64_t now = sim::progress_clock_ns();
+    std::vector<std::string> lines;
+    std::size_t done = 0, running = 0;
+    for (std::size_t i = 0; i < runs_.size(); ++i) {
+      const sim::ProgressSnapshot s = sim::snapshot_of(runs_[i], names_[i], now);
+      done += s.done;
+      running += s.started && !s.done;
+      if (runs_.size() <= kMaxLines || (s.started && !s.done)) {
+        lines.push_back(sim::progress_line(s, width_));
+      }
+    }
+    if (runs_.size() > kMaxLines) {
+      lines.push_back(std::to_string(done) + " of " + std::to_string(runs_.size()) +
+                      " runs done, " + std::to_string(running) + " running");
+    }
+    std::string out;
+    if (terminal_ && drawn_ > 0) out += "\x1b[" + std::to_string(drawn_) + "A\r\x1b[J";
+    for (const std::string& l : lines) out += l + "\n";
+    drawn_ = final ? 0 : lines.size();
+    std::fputs(out.c_str(), stderr);
+    std::fflush(stderr);
+  }
+
+  std::vector<std::string> names_;
+  std::vector<sim::RunProgress> runs_;
+  std::size_t width_ = 0;
+  bool enabled_, terminal_;
+  std::size_t drawn_ = 0;  // lines on the terminal to redraw over
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -385,8 +419,12 @@ int sim_main(int argc, char** argv) {
   report.sweep = sweep;
   report.tradeoff_x = plot_x;
   {
-    Progress progress(runs.size(), !quiet && isatty(STDERR_FILENO));
-    for (std::size_t k = 0; k < runs.size(); ++k) runs[k].progress = progress.callback(k);
+    std::vector<std::string> names;
+    for (const sim::SimOptions& o : runs) {
+      names.push_back(o.label.empty() ? o.policy_name : o.policy_name + " " + o.label);
+    }
+    Progress progress(std::move(names), !quiet);
+    for (std::size_t k = 0; k < runs.size(); ++k) runs[k].progress = progress.run(k);
     report.runs = sim::run_all(in.scenario, runs, spec.threads);
   }
   std::fputs(sim::summary_table(report, true).c_str(), stdout);

@@ -132,8 +132,8 @@ void ApiServer::Impl::install_standing_routes() {
         const auto& r = w->second;
         // Owed as impact counts it: hour by hour, its share of the available GPUs capped at
         // what its jobs asked for (server/metrics.h); share_gpu_hours is the share uncapped.
-        b["week"] = {{"owed_gpu_hours", r["owed_capped_gpu_seconds"].get<double>() / 3600.0},
-                     {"share_gpu_hours", r["owed_gpu_seconds"].get<double>() / 3600.0},
+        b["week"] = {{"owed_gpu_hours", r["owed_gpu_seconds"].get<double>() / 3600.0},
+                     {"share_gpu_hours", r["share_gpu_seconds"].get<double>() / 3600.0},
                      {"delivered_gpu_hours", r["allocated_gpu_seconds"].get<double>() / 3600.0},
                      {"unallocated_gpu_hours", r["unallocated_gpu_seconds"].get<double>() / 3600.0},
                      {"impact", r["impact"]}};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/owed.h"
+
 namespace allot::server {
 
 namespace {
@@ -109,20 +111,19 @@ Metrics compute_metrics(const MetricsInput& in, core::Duration bucket) {
     b.leaf = true;
     const auto& dem = demand[leaf];
     const auto& del = delivered[leaf];
+    core::OwedTally owed;  // the one definition of owed (core/owed.h)
     for (std::size_t k = 0; k < n; ++k) {
       double fair = 0;
       for (const auto& [c, f] : frac) {
         auto a = avail.find(c);
         if (a != avail.end()) fair += f * a->second[k];
       }
-      const double want = dem.empty() ? 0 : dem[k];
-      const double got = del.empty() ? 0 : del[k];
-      const double owed = std::min(fair, want);
-      b.owed += owed;
-      b.demand += want;
-      b.delivered += got;
-      b.counted += std::min(got, owed);
+      owed.add(fair, dem.empty() ? 0 : dem[k], del.empty() ? 0 : del[k]);
     }
+    b.owed = owed.owed;
+    b.demand = owed.demand;
+    b.delivered = owed.delivered;
+    b.counted = owed.counted;
     if (b.owed > 0) {
       ++out.budgets_owed;
       sum += b.impact();

@@ -149,10 +149,11 @@ core::Result<json> budget_report(const store::Store& store, const Snapshot& snap
   for (core::BudgetId id = 0; id < tree.size(); ++id) {
     const auto& n = tree.node(id);
     if (n.removed || !path_within(n.path, scope)) continue;
-    double owed = 0;
+    // Its share of the whole capacity over the period, uncapped: not what it is owed.
+    double share = 0;
     for (const auto& c : snap.clusters) {
       auto cid = snap.cluster_ids.at(c.name);
-      owed += tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 * secs;
+      share += tree.allocated_fraction(id, cid) * static_cast<double>(c.capacity) / 1000.0 * secs;
     }
     const auto u = used[n.path];
     const auto& ut = util[n.path];
@@ -160,10 +161,13 @@ core::Result<json> budget_report(const store::Store& store, const Snapshot& snap
     const bool has = bm != m.budgets.end();
     out["budgets"].push_back(
         {{"budget", n.path},
-         {"owed_gpu_seconds", owed},
+         // Owed: the one definition (core/owed.h), as impact counts it. owed_capped_gpu_seconds
+         // is the same figure under its older name.
+         {"owed_gpu_seconds", has ? bm->second.owed : 0.0},
+         {"share_gpu_seconds", share},
          {"allocated_gpu_seconds", u.first},
          {"unallocated_gpu_seconds", u.second},
-         {"delivered_fraction", owed > 0 ? u.first / owed : 0.0},
+         {"delivered_fraction", share > 0 ? u.first / share : 0.0},
          {"demand_gpu_seconds", has ? bm->second.demand : 0.0},
          {"owed_capped_gpu_seconds", has ? bm->second.owed : 0.0},
          {"impact", has && bm->second.owed > 0 ? json(bm->second.impact()) : json()},

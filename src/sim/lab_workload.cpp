@@ -83,6 +83,7 @@ SimJob draw_job(const LabWorkloadModel& m, std::size_t team, int kind, Rng& rng)
                : p < k.high_priority + k.low_priority ? core::Priority::Low
                                                       : core::Priority::Normal;
   j.utilization = k.utilization;
+  j.utilization_known = true;
   return j;
 }
 

@@ -162,6 +162,7 @@ core::Result<Workload> parse_native_workload(const std::string& text, const std:
         continue;
       }
       job.utilization = j["utilization"].get<double>();
+      job.utilization_known = true;
     }
     if (j.contains("gpu_models")) {
       if (!j["gpu_models"].is_array()) {

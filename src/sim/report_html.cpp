@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "sim/duration_text.h"
+#include "sim/report_budgets.h"
 #include "sim/reports.h"
 #include "sim/svg_plot.h"
 #include "sim/tradeoff.h"
@@ -51,13 +52,14 @@ std::vector<core::MilliGpuSeconds> sum(const std::vector<core::MilliGpuSeconds>&
   return o;
 }
 
-std::string time_series_chart(const RunResult& r) {
+std::string time_series_chart(const RunResult& r, double days) {
   PlotAxes a;
+  a.hover = true;
   a.title = run_name(r) + ": availability and occupancy over time";
   a.x_label = "days since the first submission";
   a.y_label = "fraction";
   a.percent_y = true;
-  a.x_max = static_cast<double>(r.end - r.start) / 86400.0;
+  a.x_max = days;
   a.y_max = 1.0;
   std::vector<PlotLine> lines;
   lines.push_back({"availability", "#2ca02c",
@@ -149,13 +151,19 @@ std::string report_html(const Report& rep) {
   const Scenario& sc = in.scenario;
   std::string h =
       "<!doctype html><html><head><meta charset='utf-8'><title>allot sim report</title><style>"
-      "body{font-family:sans-serif;max-width:980px;margin:24px auto;color:#222}"
+      "body{font-family:sans-serif;max-width:1200px;margin:24px auto;padding:0 12px;color:#222}"
+      ".scroll{max-width:100%;overflow-x:auto}"
       "table{border-collapse:collapse;font-size:13px;margin:8px 0}"
       "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
-      "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
+      "th{background:#f3f3f3;font-weight:600}td:first-child,th:first-child{text-align:left}"
+      "td:first-child{overflow-wrap:anywhere;min-width:11em;max-width:260px}"
+      "th[colspan]{text-align:center}"
       ".bad{color:#b00;font-weight:bold}.ok{color:#070}"
-      "svg{display:block;margin:10px 0}h2{margin-top:32px}"
+      "svg{display:block;margin:10px 0;max-width:100%;height:auto}h2{margin-top:32px}"
+      ".grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(580px,1fr))}"
+      ".hover rect:hover{fill-opacity:.08}details{margin:8px 0}summary{cursor:pointer}"
       "</style></head><body>";
+  const double days = report_days(rep);
   h += "<h1>allot sim</h1><p>";
   h += "Cluster <b>" + html_escape(sc.cluster.name) +
        "</b>: " + std::to_string(sc.cluster.total_gpus()) + " GPUs. Workload <b>" +
@@ -171,7 +179,8 @@ std::string report_html(const Report& rep) {
             : std::string("off")) +
        ".</p>";
 
-  h += std::string("<h2>Comparison</h2><table><tr>") + (rep.sweep ? "<th>#</th>" : "") +
+  h += std::string("<h2>Comparison</h2><div class='scroll'><table><tr>") +
+       (rep.sweep ? "<th>#</th>" : "") +
        "<th>policy</th><th>availability</th><th>occupancy</th>"
        "<th>allocated</th><th>unallocated</th><th>impact mean</th><th>impact worst</th>"
        "<th>budgets &ge;95%</th><th>utilization</th><th>wait p50</th><th>debug p90</th>"
@@ -190,14 +199,28 @@ std::string report_html(const Report& rep) {
          pct(r.occupancy) + "</td><td>" + pct(r.occupancy_allocated) + "</td><td>" +
          pct(r.occupancy_unallocated) + "</td><td>" + pct(r.impact_mean) + "</td><td>" +
          pct(r.impact_min) + "</td><td>" + std::to_string(r.budgets_at_95) + "/" +
-         std::to_string(r.budgets_owed) + "</td><td>" + pct(r.utilization) + "</td><td>" +
+         std::to_string(r.budgets_owed - r.budgets_owed_little) + "</td><td>" +
+         (r.utilization_known ? pct(r.utilization) : std::string("n/a")) + "</td><td>" +
          wait("all", true) + "</td><td>" + wait("debug", false) + "</td><td>" +
          wait("batch", false) + "</td><td>" + wait("large", false) + "</td><td>" +
          std::to_string(r.preemptions) + "</td><td>" + fmt(r.lost_gpu_hours) + "</td><td>" +
          pct(r.fragmentation) + "</td><td>" + fmt(r.jain_fairness, "%.3f") + "</td><td>" +
          std::to_string(r.completed) + "/" + std::to_string(r.jobs) + "</td></tr>";
   }
-  h += "</table>";
+  h += "</table></div><p>Impact worst and budgets &ge; 95% leave out budgets owed almost nothing: "
+       "less than " +
+       pct(kOwedLittleFraction) + " of the mean GPU-hours owed per budget (";
+  for (std::size_t k = 0; k < rep.runs.size(); ++k) {
+    const RunResult& r = rep.runs[k];
+    h += (k ? "; " : "") + html_escape(run_name(r)) + ": under " +
+         fmt(r.owed_little_gpu_hours, "%.1f") + " GPU-h, " + std::to_string(r.budgets_owed_little) +
+         " of " + std::to_string(r.budgets_owed) + " budgets owed anything";
+  }
+  h += "). Impact mean and Jain count every budget owed anything.";
+  if (!rep.runs.empty() && !rep.runs.front().utilization_known) {
+    h += " Utilization: n/a, the workload carries no utilisation data.";
+  }
+  h += "</p>";
   if (rep.sweep) {
     const TradeoffCost* cost = find_tradeoff_cost(rep.tradeoff_x);
     if (!cost) cost = &tradeoff_costs().front();
@@ -212,26 +235,44 @@ std::string report_html(const Report& rep) {
   h += "<h2>Queue waits</h2><p>From submission to first start; jobs still waiting at the end "
        "count with the wait so far (a lower bound).</p>";
   for (const char* kind : {"all", "debug", "batch", "large"}) h += wait_cdf_chart(rep, kind);
+  h += budget_comparison_html(rep);
+  h += budget_time_series_html(rep);
 
   for (const RunResult& r : rep.runs) {
     h += "<h2>" + html_escape(run_name(r)) + "</h2><p>" + html_escape(r.description) + "</p>";
-    h += time_series_chart(r);
+    h += time_series_chart(r, days);
     h += budget_chart(r);
-    h += "<table><tr><th>budget</th><th>fraction</th><th>jobs</th><th>owed GPU-h</th>"
-         "<th>delivered GPU-h</th><th>of which allocated</th><th>impact</th></tr>";
+    h += "<div class='scroll'><table><tr><th>budget</th><th>fraction</th><th>jobs</th>"
+         "<th>owed GPU-h</th><th>delivered GPU-h</th><th>of which allocated</th><th>impact</th>"
+         "<th>wait p50</th><th>wait p90</th><th>preempted</th><th>lost GPU-h</th></tr>";
     for (const BudgetResult& b : r.budgets) {
+      const char* cls = b.owed_gpu_hours <= 0 || b.owed_little ? ""
+                        : b.impact >= 0.95                     ? "ok"
+                                                               : "bad";
       h += "<tr><td>" + html_escape(b.path) + "</td><td>" + pct(b.fraction) + "</td><td>" +
            std::to_string(b.jobs) + "</td><td>" + fmt(b.owed_gpu_hours) + "</td><td>" +
            fmt(b.delivered_gpu_hours) + "</td><td>" + fmt(b.allocated_gpu_hours) +
-           "</td><td class='" + (b.impact >= 0.95 ? "ok" : "bad") + "'>" + pct(b.impact) +
-           "</td></tr>";
+           "</td><td class='" + cls + "'>" +
+           (b.owed_gpu_hours > 0 ? pct(b.impact) : std::string("not owed")) +
+           (b.owed_little ? " <i>owed little</i>" : "") + "</td><td>" +
+           (b.waits.count ? short_duration(b.waits.p50) : std::string("-")) + "</td><td>" +
+           (b.waits.count ? short_duration(b.waits.p90) : std::string("-")) + "</td><td>" +
+           std::to_string(b.preemptions) + "</td><td>" + fmt(b.lost_gpu_hours) + "</td></tr>";
     }
-    h += "</table><p>Checks: ";
+    std::size_t failed = 0;
+    for (const Check& c : r.checks) failed += !c.passed;
+    h += std::string("</table></div><details") + (failed ? " open" : "") +
+         "><summary>Conservation checks: " +
+         (failed ? "<span class='bad'>" + std::to_string(failed) + " of " +
+                       std::to_string(r.checks.size()) + " failed</span>"
+                 : "<span class='ok'>all " + std::to_string(r.checks.size()) + " passed</span>") +
+         "</summary><ul>";
     for (const Check& c : r.checks) {
-      h += std::string("<span class='") + (c.passed ? "ok'>&#10003; " : "bad'>&#10007; ") +
-           html_escape(c.name) + (c.passed ? "" : " (" + html_escape(c.detail) + ")") + "</span>; ";
+      h += std::string("<li class='") + (c.passed ? "ok'>&#10003; " : "bad'>&#10007; ") +
+           html_escape(c.name) + " <span style='color:#555;font-weight:normal'>(" +
+           html_escape(c.detail) + ")</span></li>";
     }
-    h += "</p>";
+    h += "</ul></details>";
   }
   if (!in.diag.skipped().empty()) {
     h += "<h2>Skipped input</h2><ul>";

@@ -85,8 +85,11 @@ Json run_json(const RunResult& r) {
   m["impact"] = {{"mean", fixed(r.impact_mean)},
                  {"min", fixed(r.impact_min)},
                  {"budgets_owed", r.budgets_owed},
-                 {"budgets_at_95_percent", r.budgets_at_95}};
-  m["utilization"] = fixed(r.utilization);
+                 {"budgets_at_95_percent", r.budgets_at_95},
+                 {"budgets_owed_little", r.budgets_owed_little},
+                 {"owed_little_gpu_hours", fixed(r.owed_little_gpu_hours, 3)}};
+  // null when no job carries utilisation data (it would read 100%).
+  m["utilization"] = r.utilization_known ? Json(fixed(r.utilization)) : Json();
   j["metrics"] = m;
   Json w;
   for (const auto& [kind, s] : r.waits) w[kind] = summary(s);
@@ -124,7 +127,11 @@ Json run_json(const RunResult& r) {
                  {"delivered_gpu_hours", fixed(x.delivered_gpu_hours, 3)},
                  {"allocated_gpu_hours", fixed(x.allocated_gpu_hours, 3)},
                  {"delivered_toward_owed_gpu_hours", fixed(x.delivered_toward_owed_gpu_hours, 3)},
-                 {"impact", fixed(x.impact)}});
+                 {"impact", fixed(x.impact)},
+                 {"owed_little", x.owed_little},
+                 {"waits", summary(x.waits)},
+                 {"preempted", x.preemptions},
+                 {"lost_gpu_hours", fixed(x.lost_gpu_hours, 3)}});
   }
   j["budgets"] = b;
   Json c = Json::array();

@@ -19,6 +19,9 @@ struct Summary {  // of a sample of durations, in seconds
 // Nearest-rank percentiles; sorts `v`.
 Summary summarize(std::vector<double>& v, std::size_t censored);
 
+// A budget owed less than this fraction of the mean owed per budget is "owed little".
+inline constexpr double kOwedLittleFraction = 0.05;
+
 struct BudgetResult {
   std::string path;
   double fraction = 0;  // of capacity
@@ -28,7 +31,15 @@ struct BudgetResult {
   double delivered_gpu_hours = 0;  // GPU-time its jobs ran
   double allocated_gpu_hours = 0;  // of which allocated
   double delivered_toward_owed_gpu_hours = 0;  // sum over hours of min(delivered, owed)
-  double impact = 1;  // delivered_toward_owed / owed (1 when nothing was owed)
+  double impact = 1;         // delivered_toward_owed / owed (1 when nothing was owed)
+  bool owed_little = false;  // owed under RunResult::owed_little_gpu_hours: not in worst, >= 95%
+  Summary waits;             // its jobs' waits from submission to first start
+  std::size_t preemptions = 0;
+  double lost_gpu_hours = 0;  // GPU-time its preempted or stopped runs lost
+  // Hourly series (milli-GPU-seconds per bucket, the run's buckets): GPUs held by its running
+  // jobs in all and of which allocated, and GPUs its submitted, unfinished jobs asked for. Its
+  // entitlement is fraction x RunResult::series_available.
+  std::vector<core::MilliGpuSeconds> series_held, series_allocated, series_demand;
 };
 
 struct Check {
@@ -58,9 +69,14 @@ struct RunResult {
   // The four metrics.
   double availability = 0;
   double occupancy = 0, occupancy_allocated = 0, occupancy_unallocated = 0;
-  double impact_mean = 0, impact_min = 0;  // over budgets that were owed anything
-  std::size_t budgets_owed = 0, budgets_at_95 = 0;
+  double impact_mean = 0;  // over budgets that were owed anything
+  // Over budgets owed at least owed_little_gpu_hours (kOwedLittleFraction of the mean owed):
+  // a budget owed almost nothing reaches any impact by chance.
+  double impact_min = 0;
+  std::size_t budgets_owed = 0, budgets_at_95 = 0, budgets_owed_little = 0;
+  double owed_little_gpu_hours = 0;
   double utilization = 0;
+  bool utilization_known = false;  // some job carries utilisation data (else "n/a")
   // Waits from submission to first start, by kind: all, debug, batch, large (multi-node).
   std::vector<std::pair<std::string, Summary>> waits;
   std::vector<std::pair<std::string, std::vector<double>>> wait_samples;  // sorted, for CDFs

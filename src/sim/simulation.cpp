@@ -11,6 +11,7 @@
 #include <memory>
 #include <queue>
 
+#include "core/owed.h"
 #include "sim/hourly_series.h"
 
 namespace allot::sim {
@@ -109,6 +110,7 @@ class Run {
   void cycles(Time t);
   void charge_backlog(std::size_t backlog, double seconds);  // RunResult::core_by_backlog
   void measure_fragmentation(Time t);
+  Time expected_end(Time stop_at) const;
   void finish(Time end);
   void push(Time t, EventKind k, std::uint64_t a, std::uint64_t b) {
     events_.push(Event{t, k, seq_++, a, b});
@@ -143,6 +145,10 @@ class Run {
   BucketSeries available_, allocated_, unallocated_, occupied_, assigned_all_, fragmented_;
   std::vector<BucketSeries> demand_, delivered_, delivered_allocated_;  // by budget id
   std::vector<std::size_t> budget_jobs_;
+  std::vector<std::vector<double>> budget_waits_;  // by budget id
+  std::vector<std::size_t> budget_censored_, budget_preemptions_;
+  std::vector<double> budget_lost_ms_;
+  bool utilization_known_ = false;
 
   double assigned_ms_ = 0, used_ms_ = 0;  // milli-GPU-seconds of finished runs, for utilization
   double lost_ms_ = 0;
@@ -202,6 +208,11 @@ void Run::setup() {
   delivered_ = demand_;
   delivered_allocated_ = demand_;
   budget_jobs_.assign(nb, 0);
+  budget_waits_.assign(nb, {});
+  budget_censored_.assign(nb, 0);
+  budget_preemptions_.assign(nb, 0);
+  budget_lost_ms_.assign(nb, 0);
+  for (const AdmittedJob& a : sc_.jobs) utilization_known_ |= a.job.utilization_known;
 
   jobs_.reserve(sc_.jobs.size());
   for (std::size_t i = 0; i < sc_.jobs.size(); ++i) add_logical(i);
@@ -313,6 +324,7 @@ void Run::on_start(const core::StartDecision& d, Time t) {
   if (j.first_start < 0) {
     j.first_start = t;
     waits_[j.category].push_back(static_cast<double>(t - a.job.submit));
+    budget_waits_[j.leaf].push_back(static_cast<double>(t - a.job.submit));
   }
   ++j.starts;
   ++r_.runs;
@@ -353,6 +365,7 @@ bool Run::on_stop(const core::StopDecision& d, Time t) {
   assigned_ms_ += ms;
   used_ms_ += ms * a.job.utilization;
   lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(ran - saved);
+  budget_lost_ms_[j.leaf] += static_cast<double>(j.milli) * static_cast<double>(ran - saved);
   place(s.placement, s.allocated, -1, t);
   delivered_[j.leaf].add(t, -j.milli);
   if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
@@ -361,6 +374,7 @@ bool Run::on_stop(const core::StopDecision& d, Time t) {
   switch (d.reason) {
     case core::StopReason::Preempted:
       ++r_.preemptions;
+      ++budget_preemptions_[j.leaf];
       break;
     case core::StopReason::Drain:
       ++r_.drain_stops;
@@ -415,6 +429,7 @@ void Run::on_end(std::uint64_t run_id, std::uint64_t serial, Time t) {
   assigned_ms_ += ms;
   used_ms_ += ms * a.job.utilization;
   lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(s.overhead);
+  budget_lost_ms_[j.leaf] += static_cast<double>(j.milli) * static_cast<double>(s.overhead);
   place(s.placement, s.allocated, -1, t);
   delivered_[j.leaf].add(t, -j.milli);
   if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
@@ -448,6 +463,24 @@ void Run::on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scri
   if (scripted) return;
   const FaultEvent next = faults_->next(node);
   push(next.time, EventKind::Fault, next.node, static_cast<std::uint64_t>(next.health));
+}
+
+// When the run is expected to end, for the progress bar: the period asked for (--until, a closed
+// loop's horizon), else a lower bound of when a fixed workload's last job ends: no job ends
+// before its submission plus its duration, and all the work takes at least work / capacity.
+Time Run::expected_end(Time stop_at) const {
+  if (o_.until != core::kNever) return o_.until;
+  Time end = origin_;
+  double work = 0;  // milli-GPU-seconds
+  for (const AdmittedJob& a : sc_.jobs) {
+    end = std::max(end, a.job.submit + a.job.duration);
+    work += static_cast<double>(a.shape.total_milli()) * static_cast<double>(a.job.duration);
+  }
+  if (capacity_ > 0) {
+    end = std::max(end, origin_ + static_cast<Time>(work / static_cast<double>(capacity_)));
+  }
+  if (source_) end = std::max(end, source_->horizon());
+  return std::min(end, stop_at);
 }
 
 void Run::measure_fragmentation(Time t) {
@@ -528,6 +561,8 @@ void Run::finish(Time end) {
     if (j.first_start < 0) {
       waits_[j.category].push_back(static_cast<double>(end - job(i).job.submit));
       ++censored_[j.category];
+      budget_waits_[j.leaf].push_back(static_cast<double>(end - job(i).job.submit));
+      ++budget_censored_[j.leaf];
     }
   }
 
@@ -547,6 +582,7 @@ void Run::finish(Time end) {
   r_.occupancy_allocated = avail > 0 ? static_cast<double>(allocated_.total()) / avail : 0;
   r_.occupancy_unallocated = avail > 0 ? static_cast<double>(unallocated_.total()) / avail : 0;
   r_.utilization = assigned_ms_ > 0 ? used_ms_ / assigned_ms_ : 1.0;
+  r_.utilization_known = utilization_known_;
   r_.lost_gpu_hours = lost_ms_ / kMilliGpuSecondsPerGpuHour;
   r_.fragmented_gpu_hours = static_cast<double>(fragmented_.total()) / kMilliGpuSecondsPerGpuHour;
   r_.fragmentation = avail > 0 ? static_cast<double>(fragmented_.total()) / avail : 0;
@@ -577,39 +613,58 @@ void Run::finish(Time end) {
   // Impact per budget: owed = allocated fraction of available capacity, capped hour by hour at
   // the budget's demand; delivered counts toward it up to the owed amount of each hour.
   const core::BudgetTree& tree = sched_.budgets();
-  double impact_sum = 0, impact_sq = 0;
-  r_.impact_min = 1;
   for (core::BudgetId b = 0; b < tree.size(); ++b) {
     if (!tree.valid(b) || !tree.is_leaf(b) || b == tree.root()) continue;
     BudgetResult br;
     br.path = tree.node(b).path;
     br.fraction = tree.allocated_fraction(b, cluster_);
     br.jobs = budget_jobs_[b];
-    double owed = 0, toward = 0;
+    core::OwedTally owed;  // the one definition of owed (core/owed.h)
     for (std::size_t h = 0; h < buckets; ++h) {
-      const double demand = static_cast<double>(demand_[b].at(h));
-      const double o = std::min(br.fraction * static_cast<double>(available_.at(h)), demand);
-      owed += o;
-      toward += std::min(static_cast<double>(delivered_[b].at(h)), o);
+      owed.add(br.fraction * static_cast<double>(available_.at(h)),
+               static_cast<double>(demand_[b].at(h)), static_cast<double>(delivered_[b].at(h)));
+      br.series_held.push_back(delivered_[b].at(h));
+      br.series_allocated.push_back(delivered_allocated_[b].at(h));
+      br.series_demand.push_back(demand_[b].at(h));
     }
     br.demand_gpu_hours = static_cast<double>(demand_[b].total()) / kMilliGpuSecondsPerGpuHour;
-    br.owed_gpu_hours = owed / kMilliGpuSecondsPerGpuHour;
+    br.owed_gpu_hours = owed.owed / kMilliGpuSecondsPerGpuHour;
     br.delivered_gpu_hours =
         static_cast<double>(delivered_[b].total()) / kMilliGpuSecondsPerGpuHour;
     br.allocated_gpu_hours =
         static_cast<double>(delivered_allocated_[b].total()) / kMilliGpuSecondsPerGpuHour;
-    br.delivered_toward_owed_gpu_hours = toward / kMilliGpuSecondsPerGpuHour;
-    br.impact = owed > 0 ? toward / owed : 1.0;
-    if (owed > 0) {
+    br.delivered_toward_owed_gpu_hours = owed.counted / kMilliGpuSecondsPerGpuHour;
+    br.impact = owed.impact();
+    br.waits = summarize(budget_waits_[b], budget_censored_[b]);
+    br.preemptions = budget_preemptions_[b];
+    br.lost_gpu_hours = budget_lost_ms_[b] / kMilliGpuSecondsPerGpuHour;
+    r_.budgets.push_back(std::move(br));
+  }
+  // The four metrics' impact figures. The mean and Jain's index count every budget owed anything;
+  // the worst and the count at 95% leave out budgets owed almost nothing.
+  double owed_sum = 0;
+  for (const BudgetResult& br : r_.budgets) {
+    if (br.owed_gpu_hours > 0) {
       ++r_.budgets_owed;
-      impact_sum += br.impact;
-      impact_sq += br.impact * br.impact;
-      r_.impact_min = std::min(r_.impact_min, br.impact);
-      r_.budgets_at_95 += br.impact >= 0.95;
+      owed_sum += br.owed_gpu_hours;
     }
-    r_.budgets.push_back(br);
   }
   const double n = static_cast<double>(r_.budgets_owed);
+  r_.owed_little_gpu_hours = n > 0 ? kOwedLittleFraction * owed_sum / n : 0;
+  double impact_sum = 0, impact_sq = 0;
+  r_.impact_min = 1;
+  for (BudgetResult& br : r_.budgets) {
+    if (br.owed_gpu_hours <= 0) continue;
+    impact_sum += br.impact;
+    impact_sq += br.impact * br.impact;
+    br.owed_little = br.owed_gpu_hours < r_.owed_little_gpu_hours;
+    if (br.owed_little) {
+      ++r_.budgets_owed_little;
+      continue;
+    }
+    r_.impact_min = std::min(r_.impact_min, br.impact);
+    r_.budgets_at_95 += br.impact >= 0.95;
+  }
   r_.impact_mean = n > 0 ? impact_sum / n : 1.0;
   r_.jain_fairness = impact_sq > 0 ? impact_sum * impact_sum / (n * impact_sq) : 1.0;
 
@@ -656,12 +711,19 @@ RunResult Run::go() {
   r_.label = o_.label;
   r_.config = o_.policy;
   r_.uneven_gangs = o_.gang_shape == GangShape::Uneven;
+  RunProgress* const progress = o_.progress;
+  if (progress) {
+    progress->start_ns.store(progress_clock_ns(), std::memory_order_relaxed);
+    progress->started.store(true, std::memory_order_relaxed);
+  }
   setup();
   const std::size_t n = sc_.jobs.size();
   Time last_arrival = n ? sc_.jobs.back().job.submit : origin_;
   if (source_) last_arrival = std::max(last_arrival, source_->horizon());
   const Time stop_at = std::min(o_.until, last_arrival + o_.max_drain);
-  std::size_t next = 0, progress_step = std::max<std::size_t>(1, n / 100), progress_at = 0;
+  if (progress)
+    progress->expected.store(expected_end(stop_at) - origin_, std::memory_order_relaxed);
+  std::size_t next = 0;
   Time wake = core::kNever, now = origin_;
   bool cut = false;
   while (true) {
@@ -696,15 +758,18 @@ RunResult Run::go() {
     cycles(t);
     wake = sched_.next_wakeup();
     if (wake <= t) wake = core::kNever;  // the core promises a time after now
-    if (o_.progress && source_) {
-      const double span = static_cast<double>(last_arrival - origin_);
-      o_.progress(span > 0 ? std::min(1.0, static_cast<double>(t - origin_) / span) : 1.0);
-    } else if (o_.progress && next >= progress_at) {
-      o_.progress(n ? static_cast<double>(next) / static_cast<double>(n) : 1.0);
-      progress_at = next + progress_step;
+    if (progress) {
+      progress->elapsed.store(t - origin_, std::memory_order_relaxed);
+      progress->events.store(r_.events_processed, std::memory_order_relaxed);
     }
   }
   finish(cut ? stop_at : now);
+  if (progress) {
+    progress->elapsed.store((cut ? stop_at : now) - origin_, std::memory_order_relaxed);
+    progress->events.store(r_.events_processed, std::memory_order_relaxed);
+    progress->end_ns.store(progress_clock_ns(), std::memory_order_relaxed);
+    progress->done.store(true, std::memory_order_release);
+  }
   r_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   r_.cpu_seconds = thread_cpu_seconds() - cpu0;
   return std::move(r_);

@@ -14,6 +14,7 @@
 #include "sim/cluster_config.h"
 #include "sim/diagnostics.h"
 #include "sim/fault_model.h"
+#include "sim/progress.h"
 #include "sim/run_result.h"
 #include "sim/workload.h"
 
@@ -92,7 +93,8 @@ struct SimOptions {
   core::Duration max_drain = 365 * core::kDay;
   core::Duration bucket = core::kHour;  // of the time series
   bool record_events = false;
-  std::function<void(double)> progress;  // fraction of arrivals submitted, called now and then
+  // Where the run reports its simulated time and events (relaxed atomic stores), or nothing.
+  RunProgress* progress = nullptr;
 };
 
 RunResult simulate(const Scenario& scenario, const SimOptions& options);

@@ -44,20 +44,20 @@ std::string summary_table(const Report& rep, bool with_wall_time) {
     char jain[16], wall[16];
     std::snprintf(jain, sizeof jain, "%.3f", r.jain_fairness);
     std::snprintf(wall, sizeof wall, "%.2fs", r.wall_seconds);
-    std::vector<std::string> row = {
-        run_name(r),
-        pct(r.availability),
-        pct(r.occupancy) + " (" + pct(r.occupancy_allocated) + ")",
-        pct(r.impact_mean) + "/" + pct(r.impact_min),
-        std::to_string(r.budgets_at_95) + "/" + std::to_string(r.budgets_owed),
-        pct(r.utilization),
-        wait(r, "all", true),
-        wait(r, "debug", false),
-        wait(r, "batch", false),
-        wait(r, "large", false),
-        std::to_string(r.preemptions),
-        pct(r.fragmentation),
-        jain};
+    std::vector<std::string> row = {run_name(r),
+                                    pct(r.availability),
+                                    pct(r.occupancy) + " (" + pct(r.occupancy_allocated) + ")",
+                                    pct(r.impact_mean) + "/" + pct(r.impact_min),
+                                    std::to_string(r.budgets_at_95) + "/" +
+                                        std::to_string(r.budgets_owed - r.budgets_owed_little),
+                                    r.utilization_known ? pct(r.utilization) : std::string("n/a"),
+                                    wait(r, "all", true),
+                                    wait(r, "debug", false),
+                                    wait(r, "batch", false),
+                                    wait(r, "large", false),
+                                    std::to_string(r.preemptions),
+                                    pct(r.fragmentation),
+                                    jain};
     if (with_wall_time) row.emplace_back(wall);
     t.add_row(std::move(row));
   }

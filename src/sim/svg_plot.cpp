@@ -131,6 +131,47 @@ class Frame {
 
 }  // namespace
 
+namespace {
+
+std::string value_text(double v, const PlotAxes& a) {
+  char b[32];
+  if (a.percent_y) {
+    std::snprintf(b, sizeof b, "%.1f%%", 100 * v);
+  } else {
+    std::snprintf(b, sizeof b, std::fabs(v) >= 100 ? "%.0f" : "%.1f", v);
+  }
+  return b + (a.percent_y ? std::string() : a.hover_y_unit);
+}
+
+// Invisible full-height columns, one per group of points of the first line, whose <title> gives
+// every line's value there (the browser shows it on hover; no script).
+std::string hover_columns(const PlotAxes& a, const Frame& f, const std::vector<PlotLine>& lines) {
+  const auto& xs = lines.front().points;
+  const std::size_t n = xs.size();
+  const std::size_t cols = std::max<std::size_t>(1, a.hover_columns);
+  const std::size_t step = std::max<std::size_t>(1, (n + cols - 1) / cols);
+  std::string s = "<g class='hover'>";
+  for (std::size_t k = 0; k < n; k += step) {
+    const std::size_t last = std::min(n, k + step) - 1;
+    const double x0 = k == 0 ? f.left() : (f.fx(xs[k - 1].first) + f.fx(xs[k].first)) / 2;
+    const double x1 =
+        last + 1 >= n ? f.left() + f.pw() : (f.fx(xs[last].first) + f.fx(xs[last + 1].first)) / 2;
+    const std::size_t mid = (k + last) / 2;
+    std::string t = a.hover_x_prefix + num(xs[mid].first) + ":";
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (mid >= lines[i].points.size()) continue;
+      t += std::string(i ? "," : "") + " " + lines[i].name + " " +
+           value_text(lines[i].points[mid].second, a);
+    }
+    s += "<rect x='" + num(x0) + "' y='" + num(f.top()) + "' width='" +
+         num(std::max(0.5, x1 - x0)) + "' height='" + num(f.ph()) +
+         "' fill='#000' fill-opacity='0'><title>" + html_escape(t) + "</title></rect>";
+  }
+  return s + "</g>";
+}
+
+}  // namespace
+
 std::string line_chart(const PlotAxes& a, const std::vector<PlotLine>& lines, int width,
                        int height) {
   const Frame f(a, width, height, 150);
@@ -158,6 +199,7 @@ std::string line_chart(const PlotAxes& a, const std::vector<PlotLine>& lines, in
     s += "<text x='" + num(left + pw + 24) + "' y='" + num(ly + 1) + "'>" + html_escape(l.name) +
          "</text>";
   }
+  if (a.hover && !lines.empty() && !lines.front().points.empty()) s += hover_columns(a, f, lines);
   return s + "</svg>";
 }
 
@@ -197,7 +239,9 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
       const double v = groups[g].values[k];
       const double y = y0 + bar * static_cast<double>(k);
       s += "<rect x='" + num(left) + "' y='" + num(y) + "' width='" + num(fx(v) - left) +
-           "' height='" + num(bar - 1) + "' fill='" + colours[k % colours.size()] + "'/>";
+           "' height='" + num(bar - 1) + "' fill='" + colours[k % colours.size()] + "'><title>" +
+           html_escape(groups[g].label + ", " + series[k] + ": " + tick_text(v, percent)) +
+           "</title></rect>";
       s += "<text x='" + num(fx(v) + 3) + "' y='" + num(y + bar - 1) + "' font-size='9'>" +
            tick_text(v, percent) + "</text>";
     }

@@ -19,6 +19,12 @@ struct PlotAxes {
   bool log_x = false;
   bool percent_y = false;
   std::vector<std::pair<double, std::string>> x_ticks;  // empty: five evenly spaced
+  // Hover values (line charts whose lines share their x values): a column per point of the first
+  // line, titled "<hover_x_prefix><x>: <line> <y>, ...", at most `hover_columns` of them.
+  bool hover = false;
+  std::string hover_x_prefix = "day ";
+  std::string hover_y_unit;  // after each y value (not with percent_y)
+  std::size_t hover_columns = 120;
 };
 
 std::string line_chart(const PlotAxes& axes, const std::vector<PlotLine>& lines, int width = 760,

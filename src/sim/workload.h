@@ -26,6 +26,7 @@ struct SimJob {
   core::Milli gpu_milli = core::kWholeGpu;  // < 1000: a fraction of one GPU
   core::Duration duration = 0;              // seconds of work when it runs undisturbed
   double utilization = 1.0;                 // mean used / assigned over its life
+  bool utilization_known = false;           // the workload gave `utilization` (else assumed 1)
   std::vector<std::string> gpu_models;      // accepted models; empty = any
   // Unknown in traces: filled in by assign_missing() from seeded distributions.
   std::optional<core::Duration> min_runtime;

@@ -111,6 +111,8 @@ TEST(Metrics, ReportShowsTheFourMetrics) {
       EXPECT_DOUBLE_EQ(b["impact"].get<double>(), 1.0);
       EXPECT_DOUBLE_EQ(b["demand_gpu_seconds"].get<double>(), 8.0 * 7200);
       EXPECT_DOUBLE_EQ(b["owed_capped_gpu_seconds"].get<double>(), 8.0 * 3600 + 4.0 * 3600);
+      // One definition of owed: the report's owed is the capped figure impact counts.
+      EXPECT_DOUBLE_EQ(b["owed_gpu_seconds"].get<double>(), 8.0 * 3600 + 4.0 * 3600);
     }
     if (b["budget"] == "/lab/b") {
       EXPECT_TRUE(b["impact"].is_null()) << "owed nothing: no demand";

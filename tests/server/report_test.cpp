@@ -77,9 +77,12 @@ TEST_F(ReportTest, DeliveredIsOwedAgainstWhatTheLedgerSaysAndRollsUpToAncestors)
   const auto& out = r.value();
   EXPECT_EQ(out["from"], t0);
   EXPECT_EQ(out["to"], t1);
-  // Each leaf is owed half of the 16 GPUs for the hour.
+  // Each leaf's share is half of the 16 GPUs for the hour; with no job asking (the ledger alone)
+  // it is owed nothing: owed is capped at demand (core/owed.h), the share is not.
   const auto& a = row(out, "/lab/a");
-  EXPECT_DOUBLE_EQ(a["owed_gpu_seconds"].get<double>(), 8.0 * 3600);
+  EXPECT_DOUBLE_EQ(a["share_gpu_seconds"].get<double>(), 8.0 * 3600);
+  EXPECT_DOUBLE_EQ(a["owed_gpu_seconds"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(a["owed_gpu_seconds"].get<double>(), a["owed_capped_gpu_seconds"].get<double>());
   EXPECT_DOUBLE_EQ(a["allocated_gpu_seconds"].get<double>(), 8.0 * 3600);
   EXPECT_DOUBLE_EQ(a["unallocated_gpu_seconds"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(a["delivered_fraction"].get<double>(), 1.0);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -140,3 +141,36 @@ TEST_F(SimCliLab, DebugFirstSwitchOverridesEveryPreset) {
 }
 
 }  // namespace
+
+// Without --quiet the progress goes to stderr, one line per policy, and changes nothing else: the
+// report and the events are byte-identical to a --quiet run's.
+TEST_F(SimCliLab, ProgressLinesOnStderrChangeNoResult) {
+  const std::string base = std::string(ALLOT_BIN) +
+                           " sim --workload lab --days 1 --seed 5 --policies fifo,fairshare --out ";
+  std::filesystem::create_directories(dir_);
+  const std::filesystem::path loud = dir_ / "loud", quiet = dir_ / "quiet";
+  const std::filesystem::path err = dir_ / "stderr.txt";
+  ASSERT_EQ(std::system((base + loud.string() + " >/dev/null 2>" + err.string()).c_str()), 0);
+  ASSERT_EQ(std::system((base + quiet.string() + " --quiet >/dev/null 2>/dev/null").c_str()), 0);
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  // Each policy's last line: its simulated day, events and rate.
+  for (const char* policy : {"fifo", "fairshare"}) {
+    const std::string line =
+        std::string(policy) + (std::string(policy) == "fifo" ? "     " : "") + "  done: day 1.0, ";
+    EXPECT_NE(text.find(line), std::string::npos) << text;
+  }
+  EXPECT_NE(text.find("events/s"), std::string::npos) << text;
+  auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  for (const char* file : {"report.json", "events.csv"}) {
+    EXPECT_FALSE(bytes(loud / file).empty()) << file;
+    EXPECT_EQ(bytes(loud / file), bytes(quiet / file)) << file << " differs with progress on";
+  }
+}

@@ -199,7 +199,7 @@ try {
   const usage = await call(`/usage?budget=/&from=${Math.floor(Date.now() / 1000) - 86400}`);
   const gpuHours = usage.rows.find((r) => r.budget === "/lab/a").allocated_gpu_seconds / 3600;
   assert.ok(today[0] > 0 && today[0] <= gpuHours + 1e-9, `${today[0]} GPU-h, API ${gpuHours}`);
-  assert.ok(await page.$("#week line.owed"), "the owed line is drawn");
+  assert.ok(await page.$("#week line.share"), "the share line is drawn");
 
   // The admin changes /lab/b's share: the page previews the new fractions, then saves it.
   const editor = 'input[aria-label="share of /lab/b"]';

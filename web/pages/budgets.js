@@ -62,7 +62,7 @@ function shareEditor(b, budgets, onSaved) {
 }
 
 // Allocated and unallocated GPU-hours of `path` each of the last 7 days (GET /usage, one request
-// a day, in the report's scope), against a seventh of what the last 7 days owed it.
+// a day, in the report's scope), against a seventh of its share of the last 7 days.
 async function lastWeek(path, report, now) {
   const DAY = 86400;
   const start = now - 7 * DAY;
@@ -79,21 +79,21 @@ async function lastWeek(path, report, now) {
   return h("div", { id: "week" }, h("h2", {}, `${path}: allocation vs usage, last 7 days`),
     h("div", { class: "legend" }, h("span", { class: "allocated" }, "allocated GPU-h"),
       h("span", { class: "unallocated" }, "unallocated GPU-h"),
-      h("span", { class: "down" }, "owed a day (dashed)")),
-    dailyBars(days, r ? r.owed_gpu_seconds / 7 / 3600 : 0));
+      h("span", { class: "down" }, "its share a day (dashed)")),
+    dailyBars(days, r ? r.share_gpu_seconds / 7 / 3600 : 0));
 }
 
 // Owed vs delivered over the last 7 days, per budget (GET /report).
 function standing(report, list) {
   const rep = new Map(report.budgets.map((r) => [r.budget, r]));
   return h("div", {}, h("h2", {}, "Owed vs delivered, last 7 days"),
-    table(["Budget", "Owed GPU-h", "Allocated GPU-h", "Unallocated GPU-h", "Allocated ÷ owed",
+    table(["Budget", "Owed GPU-h", "Allocated GPU-h", "Unallocated GPU-h", "Allocated ÷ share",
       "Impact"], list.filter((b) => rep.has(b.path)).map((b) => {
       const r = rep.get(b.path);
       return [h("td", { class: `indent-${Math.min(b.depth, 4)}` }, b.path),
         num(hours(r.owed_gpu_seconds)), num(hours(r.allocated_gpu_seconds)),
         num(hours(r.unallocated_gpu_seconds)),
-        r.owed_gpu_seconds > 0 ? h("td", {}, progress(r.delivered_fraction), " ",
+        r.share_gpu_seconds > 0 ? h("td", {}, progress(r.delivered_fraction), " ",
           pct(r.delivered_fraction)) : "–", num(pct(r.impact))];
     }), { id: "standing" }));
 }

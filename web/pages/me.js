@@ -21,7 +21,7 @@ export async function mePage() {
         num(hours(x.unallocated_gpu_seconds)), num(pct(x.delivered_fraction)), num(pct(x.impact))];
     });
     return rows.length ? table(["Budget", "Owed GPU-h (7 d)", "Allocated GPU-h",
-      "Unallocated GPU-h", "Allocated ÷ owed", "Impact"], rows, { id: "my-standing" }) : "";
+      "Unallocated GPU-h", "Allocated ÷ share", "Impact"], rows, { id: "my-standing" }) : "";
   };
   return h("section", { id: "me" },
     h("h1", {}, who.subject),
