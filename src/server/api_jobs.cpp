@@ -158,6 +158,7 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
       rec.submit_time = now;
       rec.updated_at = now;
       rec.held_by = gate.hold ? p.subject : "";
+      if (gate.hold) rec.reason = "submitted, held by " + p.subject;
       rec.after = gate.after;
       rec.after_any = gate.after_any;
       if (gate.array) {

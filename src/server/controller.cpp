@@ -267,6 +267,7 @@ void Controller::cycle(bool explain) {
       w.expected_start = e.expected_start;
       why->emplace_hint(why->end(), e.job, std::move(w));
     }
+    gate(now, batch, false);  // in the words of the states this cycle left
     for (const auto& [id, w] : gate_why_) why->emplace(id, w);
     why_ = std::move(why);
     explained_at_ = now;

@@ -243,9 +243,10 @@ class Controller {
   // The gate before the core (controller_gate.cpp): held jobs, jobs whose dependencies have not
   // ended and array tasks over their array's limit stay in active_ and gated_ but out of the
   // core's queue; each cycle hands the ones that became eligible to the core, fails those whose
-  // dependency failed, and explains the others (gate_why_).
+  // dependency failed, and explains the others (gate_why_). Without `decide` it only explains
+  // (after the cycle's decisions, so that the words name the states the jobs are in now).
   static bool needs_gate(const store::JobRecord& rec);
-  void gate(Time now, store::WriteBatch& batch);
+  void gate(Time now, store::WriteBatch& batch, bool decide = true);
 
   // Mutations of the in-memory mirror, appending the store ops to `batch`.
   Status transition(Active& a, JobStatus to, const std::string& reason, Time now,

@@ -5,6 +5,7 @@
 // eligible (in id order, so an array's tasks start in index order) and fails those whose
 // dependency failed, so that none waits forever.
 #include <algorithm>
+#include <set>
 
 #include "server/controller.h"
 #include "server/controller_internal.h"
@@ -16,11 +17,20 @@ bool Controller::needs_gate(const store::JobRecord& rec) {
          rec.array_limit > 0;
 }
 
-void Controller::gate(Time now, WriteBatch& batch) {
+void Controller::gate(Time now, WriteBatch& batch, bool decide) {
   gate_why_.clear();
   if (gated_.empty()) {
     ended_deps_.clear();
     return;
+  }
+  if (decide) {  // only the ended jobs some gated job still waits for are remembered
+    std::set<JobId> wanted;
+    for (JobId id : gated_) {
+      const auto& r = active_.at(id).rec;
+      wanted.insert(r.after.begin(), r.after.end());
+      wanted.insert(r.after_any.begin(), r.after_any.end());
+    }
+    std::erase_if(ended_deps_, [&](const auto& e) { return !wanted.count(e.first); });
   }
   // The state of a dependency: from the mirror while it is live, else (ended) from the store once.
   auto state_of = [&](JobId dep) -> std::string {
@@ -79,8 +89,14 @@ void Controller::gate(Time now, WriteBatch& batch) {
         waiting = "waiting for job " + std::to_string(dep) + " to end (" + st + ")";
       }
     }
-    if (!failure.empty()) {
+    if (!failure.empty() && decide) {
       failed.emplace_back(id, failure);
+      continue;
+    }
+    if (!failure.empty()) {
+      w.code = "dependency";
+      w.text = failure + ": it fails at the next cycle";
+      gate_why_.emplace(id, std::move(w));
       continue;
     }
     if (!waiting.empty()) {
@@ -98,6 +114,12 @@ void Controller::gate(Time now, WriteBatch& batch) {
       continue;
     }
     if (a.rec.array_limit > 0) ++in_core[a.rec.array_job];
+    if (!decide) {
+      w.code = "dependency";
+      w.text = "its dependencies are met: the next cycle considers it";
+      gate_why_.emplace(id, std::move(w));
+      continue;
+    }
     eligible.push_back(id);
   }
   for (const auto& [id, why] : failed) {
@@ -108,6 +130,7 @@ void Controller::gate(Time now, WriteBatch& batch) {
   }
   for (JobId id : eligible) {
     gated_.erase(id);
+    dirty_ = true;
     auto& a = active_.at(id);
     if (auto st = sched_.submit(a.spec, std::max(now, sched_.now())); !st.ok()) {
       finish(a, JobStatus::Failed, "rejected by the scheduler: " + st.error().message(), now,

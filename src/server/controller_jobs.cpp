@@ -116,6 +116,9 @@ void Controller::finish(Active& a, JobStatus to, const std::string& reason, Time
   a.rec.exit_code = code;
   a.rec.seg_start = 0;
   batch.push_back(op::UpdateJob{a.rec});
+  // A job that waits for this one learns how it ended without reading the store (this batch is
+  // not written yet).
+  if (!gated_.empty()) ended_deps_[a.rec.id] = a.rec.state;
   sched_.job_finished(a.rec.id, now);  // not in the core while gated: refused, harmlessly
   holding_.erase(a.rec.id);
   gated_.erase(a.rec.id);
