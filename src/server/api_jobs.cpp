@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <future>
+#include <iterator>
 
 #include "server/api_impl.h"
 #include "server/job_array.h"
@@ -128,7 +129,9 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     }
     if (limited) {
       auto w = snap->waiting_by_owner.find(p.subject);
-      const std::int64_t waiting = w == snap->waiting_by_owner.end() ? 0 : w->second;
+      // An array's tasks all wait: each counts (the quota adds the submission itself).
+      const std::int64_t waiting = (w == snap->waiting_by_owner.end() ? 0 : w->second) +
+                                   (gate.array ? std::ssize(gate.array->indices) - 1 : 0);
       if (!quota.add_waiting(p.subject, snap->version, waiting, limits.max_waiting)) {
         throw HttpError{429, "",
                         p.subject + " has " + std::to_string(limits.max_waiting) +

@@ -263,6 +263,24 @@ TEST_F(Habits, HeldAndDependentJobsSurviveARestart) {
   EXPECT_EQ(state(did), "running");
 }
 
+TEST(JobArray, EachTaskCountsAgainstTheWaitingLimit) {
+  TempDir dir;
+  ApiOptions api;
+  api.submit_limits.max_waiting = 5;
+  Harness h(dir.file("allot.db"), api);
+  ASSERT_EQ(
+      h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"share", 1}, {"members", {"alice"}}}).status,
+      200);
+  const auto alice = h.token("alice", "user");
+  auto b = job("big", "/lab/a", 1);
+  b["array"] = "0-9";
+  auto r = h.post("/api/v1/jobs", b, alice);
+  EXPECT_EQ(r.status, 429) << r.body.dump();
+  EXPECT_EQ(h.store().count_jobs(), 0);
+  b["array"] = "0-3";
+  EXPECT_EQ(h.post("/api/v1/jobs", b, alice).status, 201);
+}
+
 TEST(JobArray, ParsesSlurmsForms) {
   auto r = parse_array("0,3,7");
   ASSERT_TRUE(r.ok());
