@@ -31,9 +31,9 @@ std::string first_sentence(const std::string& text) {
 }  // namespace
 
 bool is_client_command(const std::string& cmd) {
-  static const std::vector<std::string> cmds = {"submit",   "ls",     "show",  "why",     "cancel",
-                                                "budget",   "nodes",  "drain", "undrain", "cordon",
-                                                "uncordon", "report", "token", "logs",    "me"};
+  static const std::vector<std::string> cmds = {
+      "submit", "ls",       "show",   "why",   "cancel", "budget", "nodes", "drain",  "undrain",
+      "cordon", "uncordon", "report", "token", "logs",   "me",     "hold",  "release"};
   return std::find(cmds.begin(), cmds.end(), cmd) != cmds.end();
 }
 
@@ -96,6 +96,7 @@ int client_main(int argc, char** argv) {
   if (cmd == "show") return client::cmd_show(a, c);
   if (cmd == "why") return client::cmd_why(a, c);
   if (cmd == "cancel") return client::cmd_cancel(a, c);
+  if (cmd == "hold" || cmd == "release") return client::cmd_hold(a, c, cmd == "hold");
   if (cmd == "budget") return client::cmd_budget(a, c);
   if (cmd == "nodes") return client::cmd_nodes(a, c);
   if (cmd == "drain" || cmd == "undrain" || cmd == "cordon" || cmd == "uncordon") {

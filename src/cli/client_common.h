@@ -71,6 +71,9 @@ int cmd_ls(const Args& a, const Conn& c);
 int cmd_show(const Args& a, const Conn& c);
 int cmd_why(const Args& a, const Conn& c);
 int cmd_cancel(const Args& a, const Conn& c);
+// `allot hold JOB...` (hold) and `allot release JOB...`: each job in turn, stopping at the first
+// one refused (its error and exit code).
+int cmd_hold(const Args& a, const Conn& c, bool hold);
 int cmd_logs(const Args& a, const Conn& c);
 int cmd_budget(const Args& a, const Conn& c);
 int cmd_report(const Args& a, const Conn& c);

@@ -1,4 +1,4 @@
-// The client commands about jobs: submit, ls, show, why, cancel, logs.
+// The client commands about jobs: submit, ls, show, why, cancel, hold, release, logs.
 #include <httplib.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -175,12 +175,35 @@ int cmd_submit(const Args& a, const Conn& c) {
   if (!a.rest.empty()) body["command"] = a.rest;
   // Said, not left out: the server refuses an empty command where a node runs real processes.
   if (!body.contains("command")) body["command"] = json::array();
+  if (a.has("hold")) body["hold"] = true;
+  for (const char* flag : {"after", "after-any"}) {
+    if (!a.has(flag)) continue;
+    json ids = json::array();
+    const auto list = a.get(flag);
+    for (std::size_t st = 0; st <= list.size();) {
+      auto comma = list.find(',', st);
+      if (comma == std::string::npos) comma = list.size();
+      ids.push_back(parse_count(std::string("--") + flag, list.substr(st, comma - st)));
+      st = comma + 1;
+    }
+    body[std::string(flag) == "after" ? "after" : "after_any"] = ids;
+  }
+  if (a.has("array")) body["array"] = a.get("array");
   if (!body.contains("idempotency_key")) body["idempotency_key"] = random_key();
   if (!body.contains("budget"))
     die(kUsage, "submit: give --budget /org/team (or budget: in the YAML)");
   auto r = request(c, "POST", "/api/v1/jobs", &body);
   if (a.has("json")) {
     std::printf("%s\n", r.dump(2).c_str());
+    return kOk;
+  }
+  if (r.contains("array_job_id")) {
+    const auto& tasks = r["jobs"];
+    std::printf(
+        "submitted array %llu: %zu tasks, jobs %llu-%llu (%s)\n  %s\n",
+        r["array_job_id"].get<unsigned long long>(), tasks.size(),
+        tasks.front()["id"].get<unsigned long long>(), tasks.back()["id"].get<unsigned long long>(),
+        tasks.front()["state"].get<std::string>().c_str(), contract_promise(tasks.front()).c_str());
     return kOk;
   }
   const auto id = std::to_string(r["id"].get<unsigned long long>());
@@ -213,7 +236,8 @@ int cmd_ls(const Args& a, const Conn& c) {
     if (state == "pending" || state == "requeued") {
       // A waiting job's reason is the scheduler's, not "submitted".
       auto w = request(c, "GET", "/api/v1/jobs/" + id + "/why");
-      reason = w.value("code", "") + ": " + w.value("explanation", "");
+      const auto code = w.value("code", ""), text = w.value("explanation", "");
+      reason = text.rfind(code, 0) == 0 ? text : code + ": " + text;  // held (by USER) ...
     }
     rows.push_back({id, j["name"], j["owner"], j["budget"], state, gpus_of(j), job_class(j),
                     protection_left(j, now), ago(j["submit_time"].get<long long>()), reason});
@@ -246,6 +270,21 @@ int cmd_show(const Args& a, const Conn& c) {
                 (left == "ended" ? " (ended)" : " (" + left + " left)");
   }
   std::printf("  %-10s %s\n", "class", contract.c_str());
+  if (r.contains("held_by")) {
+    std::printf("  %-10s held (by %s): 'allot release %s'\n", "hold",
+                r["held_by"].get<std::string>().c_str(), a.pos[0].c_str());
+  }
+  for (const char* k : {"after", "after_any"}) {
+    if (!r.contains(k)) continue;
+    std::string ids;
+    for (const auto& d : r[k]) ids += (ids.empty() ? "" : ",") + d.dump();
+    std::printf("  %-10s %s%s\n", k, ids.c_str(),
+                std::string(k) == "after" ? " (each must succeed)" : " (each must end)");
+  }
+  if (r.contains("array_job_id")) {
+    std::printf("  %-10s task %d of array %llu\n", "array", r.value("array_index", 0),
+                r["array_job_id"].get<unsigned long long>());
+  }
   std::printf("  %-10s %s\n", "spec", r["spec"].dump().c_str());
   if (r.contains("placement") && r["placement"].is_array() && !r["placement"].empty()) {
     std::map<std::string, std::string> per_node;  // node -> "0,1,2"
@@ -334,6 +373,23 @@ int cmd_cancel(const Args& a, const Conn& c) {
   if (a.has("reason")) body["reason"] = a.get("reason");
   auto r = request(c, "POST", "/api/v1/jobs/" + a.pos[0] + "/cancel", &body);
   std::printf("job %s %s\n", a.pos[0].c_str(), r["state"].get<std::string>().c_str());
+  return kOk;
+}
+
+int cmd_hold(const Args& a, const Conn& c, bool hold) {
+  for (const auto& id : a.pos) parse_count("job id", id);
+  for (const auto& id : a.pos) {
+    json body = json::object();
+    auto r = request(c, "POST", "/api/v1/jobs/" + id + (hold ? "/hold" : "/release"), &body);
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+    } else if (hold) {
+      std::printf("job %s held (by %s): 'allot release %s' lets it be scheduled\n", id.c_str(),
+                  r.value("held_by", "").c_str(), id.c_str());
+    } else {
+      std::printf("job %s released (%s)\n", id.c_str(), r.value("state", "").c_str());
+    }
+  }
   return kOk;
 }
 

@@ -57,6 +57,16 @@ std::vector<CommandSpec> build() {
            {"memory", "SIZE", "host memory, e.g. 64G, 512M, 1T"},
            {"cpus", "N", "CPU cores"},
            {"container", "IMAGE", "run in this container image"},
+           {"hold", "", "submit it held: it waits until 'allot release JOB' (like sbatch -H)"},
+           {"after", "JOB[,JOB]",
+            "start only once these jobs succeeded; if one fails or is cancelled, this job fails "
+            "too (Slurm's --dependency=afterok)"},
+           {"after-any", "JOB[,JOB]",
+            "start only once these jobs ended, however they ended (Slurm's afterany)"},
+           {"array", "INDICES",
+            "a job array: one task per index, e.g. 0-99, 0,3,7, 0-99:2; %N runs at most N at "
+            "once (0-99%4). Each task is named NAME[i] and gets ALLOT_ARRAY_INDEX and "
+            "ALLOT_ARRAY_JOB_ID (at most 10000 tasks)"},
        },
        0,
        1,
@@ -104,6 +114,24 @@ std::vector<CommandSpec> build() {
                1,
                false,
                "allot cancel 42 --reason 'wrong data'"});
+  c.push_back({"hold",
+               "JOB...",
+               "Keep waiting jobs from being scheduled until 'allot release' (like scontrol "
+               "hold): the owner, a manager of the job's budget or an administrator; a job "
+               "that is running or ended cannot be held.",
+               {},
+               1,
+               1000,
+               false,
+               "allot hold 42 43"});
+  c.push_back({"release",
+               "JOB...",
+               "Let held jobs be scheduled again (like scontrol release).",
+               {},
+               1,
+               1000,
+               false,
+               "allot release 42 43"});
   c.push_back({"logs",
                "JOB [options]",
                "A job's output as its node agents uploaded it.",

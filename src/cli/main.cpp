@@ -24,6 +24,7 @@ void usage(FILE* out) {
       "  submit   queue a job (add --min-runtime for a protected, allocated contract)\n"
       "  ls       list jobs, with their class (allocated/unallocated) and protection left\n"
       "  show, why, logs, cancel   one job: everything, why it waits or stopped, output, stop\n"
+      "  hold, release   keep waiting jobs from starting, and let them (scontrol hold/release)\n"
       "  budget   tree, set, rm, usage\n"
       "  nodes, drain, undrain, cordon, uncordon   the nodes\n"
       "  me       your budgets' standing: share, usage, rank, owed vs delivered (like sshare)\n"

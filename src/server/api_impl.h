@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "server/edge.h"
 #include "server/event_server.h"
 #include "server/http_server.h"
+#include "server/job_array.h"
 #include "server/job_spec.h"
 #include "server/logs.h"
 #include "server/prometheus.h"
@@ -258,6 +260,14 @@ struct ApiServer::Impl {
   // and `reply` is called from the store's thread once it is durable (201), or at once when it is
   // refused. A retried submit (its idempotency key taken) answers with the job it made (200).
   void submit(const httplib::Request& req, EventServer::Reply reply);
+  // The submit fields that are not the job's spec (docs/api.md), taken out of `body`: hold,
+  // after and after_any (jobs `p` can see) and array. Errors name their field.
+  struct GateFields {
+    bool hold = false;
+    std::vector<JobId> after, after_any;
+    std::optional<ArraySpec> array;
+  };
+  GateFields gate_fields(const Principal& p, json& body);
 
   // Registers every route: one line per group below, each group in its own file.
   void install();

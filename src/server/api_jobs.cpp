@@ -1,13 +1,68 @@
 // Jobs over HTTP: submitting (answered from the event loop, see submit()), listing, reading one,
 // cancelling, and why it waits, its events and its telemetry. Its logs are in api_logs.cpp.
 
+#include <algorithm>
 #include <future>
+#include <iterator>
 
 #include "server/api_impl.h"
+#include "server/job_array.h"
 #include "server/lifecycle.h"
 #include "server/telemetry.h"
 
 namespace allot::server {
+
+namespace {
+
+// An array submission's answer: the array's id (its first job's) and every task.
+std::string array_text(const std::vector<std::pair<store::JobRecord, core::JobSpec>>& jobs) {
+  std::string out = "{\"array_job_id\":" + std::to_string(jobs.front().first.id) + ",\"jobs\":[";
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (i) out += ',';
+    append_job(out, jobs[i].first);
+  }
+  return out + "]}";
+}
+
+}  // namespace
+
+ApiServer::Impl::GateFields ApiServer::Impl::gate_fields(const Principal& p, json& body) {
+  GateFields g;
+  if (!body.is_object()) return g;
+  if (auto h = body.find("hold"); h != body.end()) {
+    if (!h->is_boolean()) throw HttpError{400, "hold", "must be true or false"};
+    g.hold = h->get<bool>();
+    body.erase(h);
+  }
+  for (const char* field : {"after", "after_any"}) {
+    auto f = body.find(field);
+    if (f == body.end()) continue;
+    if (!f->is_array() || f->size() > 64) {
+      throw HttpError{400, field, "must be a list of at most 64 job ids"};
+    }
+    auto& ids = std::string(field) == "after" ? g.after : g.after_any;
+    for (const auto& v : *f) {
+      if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0) {
+        throw HttpError{400, field, "must be a list of job ids"};
+      }
+      const auto id = v.get<JobId>();
+      auto dep = store->job(id);
+      if (!dep || !can_see_job(p, *dep)) {
+        throw HttpError{400, field, "no job " + std::to_string(id) + " that you can see"};
+      }
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+    body.erase(f);
+  }
+  if (auto a = body.find("array"); a != body.end()) {
+    if (!a->is_string()) throw HttpError{400, "array", "must be a string such as \"0-99%4\""};
+    auto parsed = parse_array(a->get<std::string>());
+    if (!parsed.ok()) check(parsed.error());
+    g.array = std::move(parsed.value());
+    body.erase(a);
+  }
+  return g;
+}
 
 void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply reply) {
   httplib::Response res;
@@ -24,6 +79,8 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
         req.has_header("Idempotency-Key")) {
       body["idempotency_key"] = req.get_header_value("Idempotency-Key");
     }
+    // Slurm's habits, kept out of the spec: hold, dependencies and arrays (server/job_array.h).
+    const auto gate = gate_fields(p, body);
     auto snap = ctl->snapshot();
     auto parsed =
         parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets, snap->policy);
@@ -72,7 +129,9 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     }
     if (limited) {
       auto w = snap->waiting_by_owner.find(p.subject);
-      const std::int64_t waiting = w == snap->waiting_by_owner.end() ? 0 : w->second;
+      // An array's tasks all wait: each counts (the quota adds the submission itself).
+      const std::int64_t waiting = (w == snap->waiting_by_owner.end() ? 0 : w->second) +
+                                   (gate.array ? std::ssize(gate.array->indices) - 1 : 0);
       if (!quota.add_waiting(p.subject, snap->version, waiting, limits.max_waiting)) {
         throw HttpError{429, "",
                         p.subject + " has " + std::to_string(limits.max_waiting) +
@@ -82,42 +141,84 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
       }
     }
     // No look-up first: the store's unique (owner, key) index refuses a second job with the
-    // key, and only then is the existing job read (a retried submit is the rare case).
-    auto job = std::make_shared<std::pair<store::JobRecord, core::JobSpec>>();
-    auto& [rec, spec] = *job;
-    rec.id = ctl->next_job_id();
-    rec.owner = p.subject;
-    rec.idempotency_key = pj.idempotency_key;
-    rec.name = pj.name;
-    rec.budget = pj.budget;
-    rec.spec_json = pj.canonical_json;
-    rec.state = "pending";
-    rec.reason = "submitted";
-    rec.submit_time = ctl->now();
-    rec.updated_at = rec.submit_time;
-    spec = std::move(pj.spec);
-    spec.id = rec.id;
-    spec.owner = rec.owner;
-    spec.submit_time = rec.submit_time;
-    // Its creation event ("" -> pending, "submitted", at submit_time) comes with the row.
-    store->write_async({op::InsertJob{rec}}, [this, job, reply](core::Status st) {
+    // key, and only then is the existing job read (a retried submit is the rare case). An array
+    // is one write of all its tasks: task i > 0 has the key "KEY[i]".
+    const std::size_t tasks = gate.array ? gate.array->indices.size() : 1;
+    auto jobs = std::make_shared<std::vector<std::pair<store::JobRecord, core::JobSpec>>>(tasks);
+    store::WriteBatch batch;
+    batch.reserve(tasks);
+    const Time now = ctl->now();
+    for (std::size_t i = 0; i < tasks; ++i) {
+      auto& [rec, spec] = (*jobs)[i];
+      rec.id = ctl->next_job_id();
+      rec.owner = p.subject;
+      rec.idempotency_key = pj.idempotency_key;
+      rec.name = pj.name;
+      rec.budget = pj.budget;
+      rec.spec_json = pj.canonical_json;
+      rec.state = "pending";
+      rec.reason = "submitted";
+      rec.submit_time = now;
+      rec.updated_at = now;
+      rec.held_by = gate.hold ? p.subject : "";
+      if (gate.hold) rec.reason = "submitted, held by " + p.subject;
+      rec.after = gate.after;
+      rec.after_any = gate.after_any;
+      if (gate.array) {
+        const int index = gate.array->indices[i];
+        rec.array_job = (*jobs)[0].first.id;
+        rec.array_index = index;
+        rec.array_limit = gate.array->limit;
+        rec.name =
+            (pj.name.empty() ? std::string("array") : pj.name) + "[" + std::to_string(index) + "]";
+        if (i > 0) rec.idempotency_key += "[" + std::to_string(index) + "]";
+      }
+      spec = i + 1 < tasks ? pj.spec : std::move(pj.spec);
+      spec.id = rec.id;
+      spec.owner = rec.owner;
+      spec.submit_time = rec.submit_time;
+      // Its creation event ("" -> pending, "submitted", at submit_time) comes with the row.
+      batch.push_back(op::InsertJob{rec});
+    }
+    const bool array = gate.array.has_value();
+    store->write_async(std::move(batch), [this, jobs, array, reply](core::Status st) {
       httplib::Response res;
       answering(res, [&] {
-        auto& [rec, spec] = *job;
+        auto& [rec, spec] = jobs->front();
         if (st.ok()) {
-          send_text(res, 201, job_text(rec));
-          ctl->submitted(std::move(rec), std::move(spec));
+          send_text(res, 201, array ? array_text(*jobs) : job_text(rec));
+          for (auto& [r, s] : *jobs) ctl->submitted(std::move(r), std::move(s));
         } else {
           auto existing = st.error().field == "idempotency_key"
                               ? store->job_by_key(rec.owner, rec.idempotency_key)
                               : std::nullopt;
           if (!existing) throw HttpError{503, "store", st.error().reason};
-          if (existing->spec_json != rec.spec_json || existing->budget != rec.budget) {
+          const bool same_array =
+              array ? existing->array_job == existing->id : existing->array_job == 0;
+          if (existing->spec_json != rec.spec_json || existing->budget != rec.budget ||
+              !same_array) {
             throw HttpError{409, "idempotency_key",
                             "already used for job " + std::to_string(existing->id) +
                                 " with a different request"};
           }
-          send_text(res, 200, job_text(*existing));
+          if (!array) {
+            send_text(res, 200, job_text(*existing));
+            return;
+          }
+          // The array it made: each task by its key.
+          std::vector<std::pair<store::JobRecord, core::JobSpec>> made;
+          made.emplace_back(*existing, core::JobSpec{});
+          for (std::size_t i = 1; i < jobs->size(); ++i) {
+            const auto& key = (*jobs)[i].first.idempotency_key;
+            auto task = store->job_by_key(rec.owner, key);
+            if (!task || task->array_job != existing->id) {
+              throw HttpError{409, "idempotency_key",
+                              "already used for job " + std::to_string(existing->id) +
+                                  " with a different request"};
+            }
+            made.emplace_back(*task, core::JobSpec{});
+          }
+          send_text(res, 200, array_text(made));
         }
       });
       reply(std::move(res));
@@ -211,6 +312,21 @@ void ApiServer::Impl::install_job_routes() {
           send_text(res, 200, job_text(r.value()));
         });
 
+  // Slurm's scontrol hold / release: the owner, a manager of the job's budget or an
+  // administrator (whoever may see the job); only a waiting job (409 otherwise).
+  for (const bool holding : {true, false}) {
+    route("POST", holding ? "/api/v1/jobs/{id}/hold" : "/api/v1/jobs/{id}/release",
+          [this, holding](const httplib::Request& req, httplib::Response& res) {
+            auto p = authenticate(req);
+            not_agent(p);
+            parse_body(req, {}, true);
+            auto j = visible_job(p, req.matches[1]);
+            auto r = holding ? ctl->hold(j.id, p.subject) : ctl->release(j.id, p.subject);
+            if (!r.ok()) check(r.error(), 409);
+            send_text(res, 200, job_text(r.value()));
+          });
+  }
+
   route("GET", "/api/v1/jobs/{id}/why",
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
@@ -220,7 +336,11 @@ void ApiServer::Impl::install_job_routes() {
           const bool queued = j.state == "pending" || j.state == "requeued";
           // The explanation holds if the job has not changed since the cycle that gave it.
           auto it = snap->why->find(j.id);
-          if (queued && it != snap->why->end() && j.updated_at <= snap->explained_at) {
+          if (queued && !j.held_by.empty()) {  // told at once, not at the next cycle
+            out["code"] = "held";
+            out["explanation"] = "held (by " + j.held_by + "): 'allot release " +
+                                 std::to_string(j.id) + "' lets it be scheduled";
+          } else if (queued && it != snap->why->end() && j.updated_at <= snap->explained_at) {
             out["code"] = it->second.code;
             out["explanation"] = it->second.text;
             out["rank"] = it->second.rank;

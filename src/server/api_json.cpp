@@ -89,6 +89,21 @@ void append_job(std::string& out, const store::JobRecord& j) {
   }
   field("exit_code");
   out += j.exit_code ? std::to_string(*j.exit_code) : std::string("null");
+  if (!j.held_by.empty()) text("held_by", j.held_by);
+  auto ids = [&](const char* name, const std::vector<store::JobId>& v) {
+    if (v.empty()) return;
+    field(name);
+    out += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+    out += ']';
+  };
+  ids("after", j.after);
+  ids("after_any", j.after_any);
+  if (j.array_job != 0) {
+    number("array_job_id", static_cast<std::int64_t>(j.array_job));
+    number("array_index", j.array_index);
+    if (j.array_limit > 0) number("array_limit", j.array_limit);
+  }
   out += '}';
 }
 

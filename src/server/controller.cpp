@@ -190,6 +190,7 @@ void Controller::cycle(bool explain) {
   core::CycleOptions copts;
   copts.explain_all = explain;
   std::erase_if(vacating_, [&](const auto& v) { return v.second.until <= now; });
+  gate(now, batch);
   auto res = sched_.cycle(now, copts);
   ++cycles_;
   for (const auto& s : res.stops) {
@@ -266,6 +267,8 @@ void Controller::cycle(bool explain) {
       w.expected_start = e.expected_start;
       why->emplace_hint(why->end(), e.job, std::move(w));
     }
+    gate(now, batch, false);  // in the words of the states this cycle left
+    for (const auto& [id, w] : gate_why_) why->emplace(id, w);
     why_ = std::move(why);
     explained_at_ = now;
     standing_ = standings();

@@ -160,6 +160,12 @@ class Controller {
 
   // Each of these runs on the loop thread, persists its effect, and returns once durable.
   core::Result<store::JobRecord> cancel(JobId id, const std::string& reason);
+  // Keeps a waiting job out of scheduling until release() (like Slurm's scontrol hold): refused
+  // (field "state") for a job that is not waiting. `by` is who holds it. Holding a held job
+  // changes nothing. (controller_gate.cpp)
+  core::Result<store::JobRecord> hold(JobId id, const std::string& by);
+  // Lets a held job be scheduled again once its dependencies allow; refused if it is not held.
+  core::Result<store::JobRecord> release(JobId id, const std::string& by);
   // An agent's report about run `run` of job `id` on `node`. event: "started", "exited" (with
   // exit_code, and signal when killed by one), "preempted", "lost". Never applied for another run
   // than the job's current one ("stale run"); repeating a report changes nothing. A job not
@@ -234,6 +240,13 @@ class Controller {
   std::shared_ptr<const StandingTable> standings() const;
   void sim_exits(Time now, store::WriteBatch& batch);
   void take_submits(std::vector<std::pair<store::JobRecord, core::JobSpec>>& jobs);
+  // The gate before the core (controller_gate.cpp): held jobs, jobs whose dependencies have not
+  // ended and array tasks over their array's limit stay in active_ and gated_ but out of the
+  // core's queue; each cycle hands the ones that became eligible to the core, fails those whose
+  // dependency failed, and explains the others (gate_why_). Without `decide` it only explains
+  // (after the cycle's decisions, so that the words name the states the jobs are in now).
+  static bool needs_gate(const store::JobRecord& rec);
+  void gate(Time now, store::WriteBatch& batch, bool decide = true);
 
   // Mutations of the in-memory mirror, appending the store ops to `batch`.
   Status transition(Active& a, JobStatus to, const std::string& reason, Time now,
@@ -273,6 +286,9 @@ class Controller {
   Time explained_at_ = 0;
   std::shared_ptr<const StandingTable> standing_;  // computed with the explanations
   std::set<JobId> holding_;  // jobs holding GPUs (starting, running, preempting)
+  std::set<JobId> gated_;    // waiting jobs kept out of the core (held, dependencies, array limit)
+  std::map<JobId, WhyInfo> gate_why_;                  // why each gated job waits
+  std::unordered_map<JobId, std::string> ended_deps_;  // dependencies seen ended: their state
   std::uint64_t cycles_ = 0;
   std::uint64_t published_ = 0;  // snapshots published (Snapshot::version)
   bool dirty_ = false;           // an event changed something since the last cycle

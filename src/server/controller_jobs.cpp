@@ -42,7 +42,14 @@ std::vector<std::string> placement_nodes(const std::string& text) {
 void Controller::set_placement(Active& a) {
   // The spec as the agent gets it, parsed once per job when it first holds GPUs.
   if (!a.spec_json) {
-    a.spec_json = std::make_shared<const json>(json::parse(a.rec.spec_json, nullptr, false));
+    auto spec = json::parse(a.rec.spec_json, nullptr, false);
+    if (a.rec.array_job != 0 && spec.is_object()) {
+      // An array task learns its place: the server's own variables (ALLOT_* are refused in a
+      // request's env), like Slurm's SLURM_ARRAY_TASK_ID and SLURM_ARRAY_JOB_ID.
+      spec["env"]["ALLOT_ARRAY_INDEX"] = std::to_string(a.rec.array_index);
+      spec["env"]["ALLOT_ARRAY_JOB_ID"] = std::to_string(a.rec.array_job);
+    }
+    a.spec_json = std::make_shared<const json>(std::move(spec));
   }
   auto nodes = std::make_shared<std::vector<std::string>>();
   a.per_node.clear();
@@ -109,8 +116,12 @@ void Controller::finish(Active& a, JobStatus to, const std::string& reason, Time
   a.rec.exit_code = code;
   a.rec.seg_start = 0;
   batch.push_back(op::UpdateJob{a.rec});
-  sched_.job_finished(a.rec.id, now);
+  // A job that waits for this one learns how it ended without reading the store (this batch is
+  // not written yet).
+  if (!gated_.empty()) ended_deps_[a.rec.id] = a.rec.state;
+  sched_.job_finished(a.rec.id, now);  // not in the core while gated: refused, harmlessly
   holding_.erase(a.rec.id);
+  gated_.erase(a.rec.id);
   active_.erase(a.rec.id);
 }
 
@@ -158,6 +169,11 @@ void Controller::take_submits(std::vector<std::pair<store::JobRecord, core::JobS
     a.rec = std::move(rec);
     a.spec = std::move(spec);
     const JobId id = a.rec.id;
+    if (needs_gate(a.rec)) {  // held, dependent or a limited array's task: the gate decides
+      gated_.insert(id);
+      active_[id] = std::move(a);
+      continue;
+    }
     auto st = sched_.submit(a.spec, std::max(now, sched_.now()));
     auto& placed = active_[id];
     placed = std::move(a);

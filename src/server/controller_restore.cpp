@@ -148,8 +148,13 @@ void Controller::rebuild() {
       sched_.set_node_health(id, parse_health(n.health), n.health_reason, now);
   }
   for (auto& a : queued) {
-    auto st = sched_.submit(a.spec, now);
     JobId id = a.rec.id;
+    if (needs_gate(a.rec)) {  // held or dependent: the first cycle's gate decides
+      gated_.insert(id);
+      active_[id] = std::move(a);
+      continue;
+    }
+    auto st = sched_.submit(a.spec, now);
     active_[id] = std::move(a);
     if (!st.ok()) {
       finish(active_[id], JobStatus::Failed, "rejected by the scheduler: " + st.error().message(),

@@ -18,6 +18,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_budgets.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/controller_gate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_jobs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_nodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_restore.cpp
@@ -28,6 +29,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/feasibility.cpp
   ${CMAKE_CURRENT_LIST_DIR}/http_frame.cpp
   ${CMAKE_CURRENT_LIST_DIR}/http_server.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/job_array.cpp
   ${CMAKE_CURRENT_LIST_DIR}/job_spec.cpp
   ${CMAKE_CURRENT_LIST_DIR}/lifecycle.cpp
   ${CMAKE_CURRENT_LIST_DIR}/logs.cpp

@@ -153,6 +153,16 @@ ALTER TABLE budget_audit ADD COLUMN actor_token INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE budgets ADD COLUMN submit_limits TEXT NOT NULL DEFAULT '';
 )sql",
+    // 8: Slurm's habits: who holds a job, the jobs it waits for (comma-separated ids; after: to
+    // have succeeded, after_any: to have ended) and its place in a job array.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN held_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN after_ok TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN after_any TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN array_job INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN array_index INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE jobs ADD COLUMN array_limit INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -168,7 +169,25 @@ std::int64_t col_int(sqlite3_stmt* st, int i) {
 
 const char* kJobCols =
     "id, owner, idem_key, name, budget, spec, state, reason, submit_time, updated_at, cluster, "
-    "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code";
+    "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code, held_by, "
+    "after_ok, after_any, array_job, array_index, array_limit";
+
+std::string id_list(const std::vector<JobId>& ids) {
+  std::string out;
+  for (JobId id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out;
+}
+std::vector<JobId> parse_id_list(const std::string& text) {
+  std::vector<JobId> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    out.push_back(static_cast<JobId>(std::strtoull(text.c_str() + start, nullptr, 10)));
+    start = comma + 1;
+  }
+  return out;
+}
 
 // Writes every column of kJobCols of a job (inserting it if it is new), leaving the others.
 std::string upsert_job_sql() {
@@ -210,6 +229,12 @@ JobRecord read_job(sqlite3_stmt* st) {
   j.milli = col_int(st, 16);
   j.runs = static_cast<int>(col_int(st, 17));
   if (sqlite3_column_type(st, 18) != SQLITE_NULL) j.exit_code = static_cast<int>(col_int(st, 18));
+  j.held_by = col_text(st, 19);
+  j.after = parse_id_list(col_text(st, 20));
+  j.after_any = parse_id_list(col_text(st, 21));
+  j.array_job = static_cast<JobId>(col_int(st, 22));
+  j.array_index = static_cast<int>(col_int(st, 23));
+  j.array_limit = static_cast<int>(col_int(st, 24));
   return j;
 }
 
@@ -703,14 +728,17 @@ class SqliteStore final : public Store {
           if constexpr (std::is_same_v<T, op::InsertJob>) {
             // With its creation event: the state and reason it starts in.
             const auto& j = o.job;
-            static const std::string sql = std::string("INSERT INTO jobs (") + kJobCols +
-                                           ", created_state, created_reason) VALUES "
-                                           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+            static const std::string sql =
+                std::string("INSERT INTO jobs (") + kJobCols +
+                ", created_state, created_reason) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
             st = wconn_.prepare_static(sql);
             bind_args(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
                       j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
                       j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                      j.seg_start, j.milli, j.runs, j.exit_code, j.state, j.reason);
+                      j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
+                      id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
+                      j.array_limit, j.state, j.reason);
           } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
             // Every column but the creation event's (a REPLACE would reset them).
             const auto& j = o.job;
@@ -719,7 +747,9 @@ class SqliteStore final : public Store {
             bind_args(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
                       j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
                       j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                      j.seg_start, j.milli, j.runs, j.exit_code);
+                      j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
+                      id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
+                      j.array_limit);
           } else if constexpr (std::is_same_v<T, op::AddEvent>) {
             const auto& e = o.event;
             static const std::string sql = "INSERT INTO job_events VALUES (?,?,?,?,?)";

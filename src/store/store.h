@@ -46,6 +46,14 @@ struct JobRecord {
   std::int64_t milli = 0;  // milli-GPUs the job holds while running
   int runs = 0;
   std::optional<int> exit_code;
+  // Kept out of scheduling by the controller (server/gate.h) until released or its dependencies
+  // are met; the core never sees it meanwhile.
+  std::string held_by;           // who holds it ("" = not held)
+  std::vector<JobId> after;      // jobs that must have succeeded before it may start
+  std::vector<JobId> after_any;  // jobs that must have ended (in any way) before it starts
+  JobId array_job = 0;           // a job array's task: the array's first job (0 = none)
+  int array_index = -1;          // its index in the array
+  int array_limit = 0;           // at most this many of the array's tasks queued or running
 };
 
 struct JobEvent {

@@ -275,16 +275,26 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  for (const char* sql :
-       {"DROP TABLE node_health", "DROP TABLE job_telemetry",
-        "ALTER TABLE nodes DROP COLUMN address", "ALTER TABLE nodes DROP COLUMN devices",
-        "ALTER TABLE nodes DROP COLUMN agent", "ALTER TABLE nodes DROP COLUMN timed_out",
-        "ALTER TABLE budgets DROP COLUMN owners", "DROP INDEX jobs_budget_state",
-        "ALTER TABLE jobs DROP COLUMN created_state", "ALTER TABLE jobs DROP COLUMN created_reason",
-        "ALTER TABLE budget_audit DROP COLUMN actor_token",
-        "ALTER TABLE budgets DROP COLUMN submit_limits",
-        "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
-        "UPDATE schema_version SET version = 1"}) {
+  for (const char* sql : {"DROP TABLE node_health",
+                          "DROP TABLE job_telemetry",
+                          "ALTER TABLE nodes DROP COLUMN address",
+                          "ALTER TABLE nodes DROP COLUMN devices",
+                          "ALTER TABLE nodes DROP COLUMN agent",
+                          "ALTER TABLE nodes DROP COLUMN timed_out",
+                          "ALTER TABLE budgets DROP COLUMN owners",
+                          "DROP INDEX jobs_budget_state",
+                          "ALTER TABLE jobs DROP COLUMN created_state",
+                          "ALTER TABLE jobs DROP COLUMN created_reason",
+                          "ALTER TABLE budget_audit DROP COLUMN actor_token",
+                          "ALTER TABLE budgets DROP COLUMN submit_limits",
+                          "ALTER TABLE jobs DROP COLUMN held_by",
+                          "ALTER TABLE jobs DROP COLUMN after_ok",
+                          "ALTER TABLE jobs DROP COLUMN after_any",
+                          "ALTER TABLE jobs DROP COLUMN array_job",
+                          "ALTER TABLE jobs DROP COLUMN array_index",
+                          "ALTER TABLE jobs DROP COLUMN array_limit",
+                          "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
+                          "UPDATE schema_version SET version = 1"}) {
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
   }
   sqlite3_close(db);
@@ -296,11 +306,48 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
   EXPECT_EQ(n->devices_json, "[]");
   EXPECT_EQ(n->agent_json, "{}");
   EXPECT_FALSE(n->timed_out);
-  EXPECT_TRUE(s->job(1));
+  auto j = s->job(1);
+  ASSERT_TRUE(j);
+  // Migration 8: not held, no dependencies, not in an array.
+  EXPECT_EQ(j->held_by, "");
+  EXPECT_TRUE(j->after.empty());
+  EXPECT_TRUE(j->after_any.empty());
+  EXPECT_EQ(j->array_job, 0u);
+  EXPECT_EQ(j->array_index, -1);
   // A job from before migration 5 has its creation event as a row, listed once.
   auto ev = s->job_events(1);
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].reason, "submitted");
+}
+
+// What the controller's gate needs survives the store: who holds a job, what it waits for and
+// its place in an array.
+TEST(SqliteStore, KeepsHoldDependenciesAndArrayPlace) {
+  TempDir dir;
+  auto s = open(dir.file("a.db"));
+  auto j = make_job(7, "ann", "k7");
+  j.held_by = "bob";
+  j.after = {3, 12345678901ULL};
+  j.after_any = {5};
+  j.array_job = 6;
+  j.array_index = 1;
+  j.array_limit = 4;
+  ASSERT_TRUE(s->write({op::InsertJob{j}}).ok());
+  auto got = s->job(7);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->held_by, "bob");
+  EXPECT_EQ(got->after, (std::vector<JobId>{3, 12345678901ULL}));
+  EXPECT_EQ(got->after_any, (std::vector<JobId>{5}));
+  EXPECT_EQ(got->array_job, 6u);
+  EXPECT_EQ(got->array_index, 1);
+  EXPECT_EQ(got->array_limit, 4);
+  got->held_by.clear();
+  got->after.clear();
+  ASSERT_TRUE(s->write({op::UpdateJob{*got}}).ok());
+  auto updated = s->job(7);
+  EXPECT_EQ(updated->held_by, "");
+  EXPECT_TRUE(updated->after.empty());
+  EXPECT_EQ(updated->after_any, (std::vector<JobId>{5}));
 }
 
 TEST(SqliteStore, NodeAgentFieldsHealthHistoryAndTelemetry) {
