@@ -1,7 +1,7 @@
 // The server's durable state behind one interface: jobs with their lifecycle history, budgets and
 // their audit log, nodes, API tokens, the accounting ledger and idempotency keys. The SQLite
-// implementation (sqlite_store.h) is the default; a later issue adds PostgreSQL behind the same
-// interface.
+// implementation (sqlite_store.h) is the default; PostgreSQL (postgres_store.h) is the production
+// one, with the same guarantees. open_store.h picks one from `--store`.
 //
 // Writes are batches applied atomically: write() returns only once the batch is durable (on disk),
 // so an acknowledged write survives kill -9 and power loss; write_async() says so through a
