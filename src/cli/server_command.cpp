@@ -90,8 +90,8 @@ void usage(bool up) {
   std::fprintf(
       stderr,
       "usage: allot %s [options]\n"
-      "  --data PATH          database file (default: %s); with PostgreSQL, where job\n"
-      "                       logs go (<data>.logs/)\n"
+      "  --data PATH          database file (default: %s);\n"
+      "                       with --store postgres://: where job logs go (<data>.logs/)\n"
       "  --store SPEC         sqlite:PATH (the same as --data PATH) or postgres://...,\n"
       "                       a libpq URI (production; docs/store.md)\n"
       "  --host HOST          address to listen on (default 127.0.0.1)\n"

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "store/postgres_conn.h"
+#include "store/postgres_ops.h"
 #include "store/postgres_schema.h"
 
 namespace allot::store {
@@ -23,19 +25,18 @@ using core::Status;
 
 // Any fixed number: every allot server on one database takes this lock to migrate its schema.
 constexpr std::int64_t kMigrationLock = 0x616c6c6f74;  // "allot"
+// Between tries to reach PostgreSQL again.
+constexpr auto kRetryPause = std::chrono::milliseconds(200);
+
+// A read that PostgreSQL refused (not a lost connection).
+struct QueryError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 int latest_version() {
   return static_cast<int>(kPostgresMigrations.size());
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += ',';
-    out += s;
-  }
-  return out;
-}
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -57,12 +58,6 @@ std::string like_prefix(const std::string& path) {
   return out + "%";
 }
 
-const std::string kJobCols =
-    "id, owner, idem_key, name, budget, spec, state, reason, submit_time, updated_at, cluster, "
-    "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code";
-const std::string kNodeCols =
-    "name, cluster, model, gpus, block, labels, health, health_reason, cordoned, simulated, "
-    "registered_at, last_heartbeat, address, devices, agent, timed_out";
 const std::string kTelemetryCols =
     "job_id, run, budget, samples, seconds, gpu_seconds, used_gpu_seconds, util_sum, util_peak, "
     "mem_peak_mib, mem_total_mib, cpu_sum, io_sum, first_time, last_time";
@@ -70,27 +65,6 @@ const std::string kTokenCols = "id, hash, name, role, subject, scope, created, r
 const std::string kLedgerSelect =
     "SELECT id, job_id, owner, budget, cluster, start, \"end\", milli, allocated FROM ledger ";
 const std::string kActive = "('pending','starting','running','preempting','requeued')";
-
-// "$1,$2,...,$n"
-std::string placeholders(int from, int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i) out += (i ? ",$" : "$") + std::to_string(from + i);
-  return out;
-}
-
-std::string upsert_job_sql() {
-  std::string set;
-  for (std::size_t start = 0; start < kJobCols.size();) {
-    auto end = kJobCols.find(',', start);
-    if (end == std::string::npos) end = kJobCols.size();
-    const auto col = kJobCols.substr(start, end - start);
-    if (col != "id") set += (set.empty() ? "" : ", ") + col + " = excluded." + col;
-    start = kJobCols.find_first_not_of(", ", end);
-    if (start == std::string::npos) break;
-  }
-  return "INSERT INTO jobs (" + kJobCols + ") VALUES (" + placeholders(1, 19) +
-         ") ON CONFLICT (id) DO UPDATE SET " + set;
-}
 
 JobRecord read_job(const PgResult& r, int i) {
   JobRecord j;
@@ -178,12 +152,6 @@ auto first(const PgResult& r, Read read) {
   return r.rows() > 0 ? std::optional(read(r, 0)) : std::nullopt;
 }
 
-// The SQL and parameters of one write op.
-struct Statement {
-  const std::string* sql = nullptr;
-  PgParams params;
-};
-
 class PostgresStore final : public Store {
  public:
   PostgresStore(std::string uri, PostgresOptions opts)
@@ -239,20 +207,20 @@ class PostgresStore final : public Store {
   }
 
   std::optional<JobRecord> job(JobId id) const override {
-    return first(query("SELECT " + kJobCols + " FROM jobs WHERE id = $1",
+    return first(query("SELECT " + kPgJobCols + " FROM jobs WHERE id = $1",
                        PgParams().add(static_cast<std::int64_t>(id))),
                  read_job);
   }
 
   std::optional<JobRecord> job_by_key(const std::string& owner,
                                       const std::string& key) const override {
-    return first(query("SELECT " + kJobCols + " FROM jobs WHERE owner = $1 AND idem_key = $2",
+    return first(query("SELECT " + kPgJobCols + " FROM jobs WHERE owner = $1 AND idem_key = $2",
                        PgParams().all(owner, key)),
                  read_job);
   }
 
   std::vector<JobRecord> jobs(const JobQuery& q) const override {
-    std::string sql = "SELECT " + kJobCols + " FROM jobs WHERE TRUE";
+    std::string sql = "SELECT " + kPgJobCols + " FROM jobs WHERE TRUE";
     PgParams p;
     auto next = [&p] { return "$" + std::to_string(p.size() + 1); };
     if (!q.states.empty()) {
@@ -302,12 +270,12 @@ class PostgresStore final : public Store {
 
   std::vector<JobRecord> active_jobs() const override {
     return all(
-        query("SELECT " + kJobCols + " FROM jobs WHERE state IN " + kActive + " ORDER BY id", {}),
+        query("SELECT " + kPgJobCols + " FROM jobs WHERE state IN " + kActive + " ORDER BY id", {}),
         read_job);
   }
 
   std::vector<JobRecord> jobs_overlapping(Time from, Time to) const override {
-    return all(query("SELECT " + kJobCols + " FROM jobs WHERE submit_time < $1 AND (state IN " +
+    return all(query("SELECT " + kPgJobCols + " FROM jobs WHERE submit_time < $1 AND (state IN " +
                          kActive + " OR updated_at > $2) ORDER BY id",
                      PgParams().all(to, from)),
                read_job);
@@ -355,12 +323,13 @@ class PostgresStore final : public Store {
   }
 
   std::vector<NodeRecord> nodes() const override {
-    return all(query("SELECT " + kNodeCols + " FROM nodes ORDER BY ord", {}), read_node);
+    return all(query("SELECT " + kPgNodeCols + " FROM nodes ORDER BY ord", {}), read_node);
   }
 
   std::optional<NodeRecord> node(const std::string& name) const override {
-    return first(query("SELECT " + kNodeCols + " FROM nodes WHERE name = $1", PgParams().add(name)),
-                 read_node);
+    return first(
+        query("SELECT " + kPgNodeCols + " FROM nodes WHERE name = $1", PgParams().add(name)),
+        read_node);
   }
 
   std::optional<TokenRecord> token_by_hash(const std::string& hash) const override {
@@ -520,19 +489,34 @@ class PostgresStore final : public Store {
   }
 
   // Runs a read; a connection that broke (the server restarted) is replaced once.
+  // Runs a read; a connection that broke (PostgreSQL restarted or failed over) is replaced, for
+  // up to opts_.reconnect_for.
   PgResult query(const std::string& sql, const PgParams& params) const {
+    const auto deadline = std::chrono::steady_clock::now() + opts_.reconnect_for;
     for (int attempt = 0;; ++attempt) {
-      auto c = reader();
-      auto r = c->exec(sql, params);
-      if (r.ok()) return r;
-      if (!c->healthy() && attempt == 0) continue;
-      throw std::runtime_error("store: " + (c->healthy() ? r.error() : c->last_error()));
+      std::string why;
+      try {
+        auto c = reader();
+        auto r = c->exec(sql, params);
+        if (r.ok()) return r;
+        if (c->healthy()) throw QueryError("store: " + r.error());
+        why = c->last_error();
+      } catch (const QueryError&) {
+        throw;  // PostgreSQL answered: not a connection to make again
+      } catch (const std::runtime_error& e) {
+        why = e.what();  // no connection could be made
+      }
+      if (attempt > 0 && std::chrono::steady_clock::now() >= deadline) {
+        throw std::runtime_error("store: " + why);
+      }
+      if (attempt > 0) std::this_thread::sleep_for(kRetryPause);
     }
   }
 
   Status apply_telemetry(const TelemetryRecord& d) {
     static const std::string sql =
-        "INSERT INTO job_telemetry AS t (" + kTelemetryCols + ") VALUES (" + placeholders(1, 15) +
+        "INSERT INTO job_telemetry AS t (" + kTelemetryCols + ") VALUES (" +
+        pg_placeholders(1, 15) +
         ") ON CONFLICT (job_id, run) DO UPDATE SET "
         "samples = t.samples + excluded.samples, seconds = t.seconds + excluded.seconds, "
         "gpu_seconds = t.gpu_seconds + excluded.gpu_seconds, "
@@ -555,11 +539,9 @@ class PostgresStore final : public Store {
     return core::ok_status();
   }
 
-  Statement statement(const WriteOp& w);
-
   Status apply(const WriteOp& w) {
     if (const auto* t = std::get_if<op::AddTelemetry>(&w)) return apply_telemetry(t->delta);
-    auto st = statement(w);
+    auto st = write_statement(w);
     auto r = wconn_.exec(*st.sql, st.params);
     if (!r.ok()) return Error{"store", r.error()};
     // Inserts of jobs and tokens skip a taken key (ON CONFLICT DO NOTHING) rather than fail,
@@ -589,41 +571,103 @@ class PostgresStore final : public Store {
     return result;
   }
 
-  // One group in one transaction; the status of the transaction (results: each batch's own).
-  Status commit_group(const std::vector<std::unique_ptr<Pending>>& group,
-                      std::vector<Status>& results) {
+  // Connects the writer again, retrying until `deadline` (PostgreSQL restarting or failing over).
+  Status reconnect(std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      auto s = wconn_.connect();
+      if (s.ok()) s = durable_session();
+      if (s.ok() || std::chrono::steady_clock::now() >= deadline || stopping()) return s;
+      std::this_thread::sleep_for(kRetryPause);
+    }
+  }
+
+  // After the connection broke during COMMIT: did transaction `xid` commit? (txid_status: PG 10)
+  std::optional<bool> committed(const std::string& xid,
+                                std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      if (!wconn_.healthy() && !reconnect(deadline).ok()) return std::nullopt;
+      auto r = wconn_.exec("SELECT txid_status($1::BIGINT)", PgParams().add(xid));
+      if (r.ok() && r.rows() == 1 && !r.null(0, 0)) {
+        const auto status = r.text(0, 0);
+        if (status == "committed") return true;
+        if (status == "aborted") return false;
+        // "in progress": the old backend has not yet seen its connection go; ask again.
+      }
+      if (std::chrono::steady_clock::now() >= deadline || stopping()) return std::nullopt;
+      std::this_thread::sleep_for(kRetryPause);
+    }
+  }
+
+  enum class Attempt { kDone, kRetry };
+
+  // One try at the group in one transaction. kRetry: the connection broke and nothing of the
+  // group is committed, so the whole group may run again on a new one.
+  Attempt try_group(const std::vector<std::unique_ptr<Pending>>& group,
+                    std::vector<Status>& results, Status& tx,
+                    std::chrono::steady_clock::time_point deadline) {
+    results.assign(group.size(), core::ok_status());
     if (!wconn_.healthy()) {
-      if (auto s = wconn_.connect(); !s.ok()) return s;
-      if (auto s = durable_session(); !s.ok()) return s;
+      if (tx = reconnect(deadline); !tx.ok()) return Attempt::kDone;
     }
     auto begin = wconn_.run("BEGIN");
-    if (!begin.ok() && !wconn_.healthy()) {
-      // The connection broke while idle (PostgreSQL restarted): nothing was sent, so connect
-      // again and begin once more.
-      if (auto s = wconn_.connect(); !s.ok()) return s;
-      if (auto s = durable_session(); !s.ok()) return s;
-      begin = wconn_.run("BEGIN");
+    auto xid = begin.ok() ? wconn_.run("SELECT txid_current()") : PgResult();
+    if (!begin.ok() || !xid.ok() || xid.rows() != 1) {
+      if (!wconn_.healthy()) return Attempt::kRetry;
+      tx = Error{"store", "BEGIN: " + (begin.ok() ? xid.error() : begin.error())};
+      wconn_.run("ROLLBACK");
+      return Attempt::kDone;
     }
-    if (!begin.ok()) return Error{"store", "BEGIN: " + begin.error()};
     for (std::size_t i = 0; i < group.size(); ++i) {
       results[i] = apply_batch(group[i]->batch);
-      if (!results[i].ok() && (wconn_.tx_failed() || !wconn_.healthy())) {
-        // The error ended the transaction (or the connection): nothing of the group commits.
-        const auto why = results[i].error().reason;
-        if (wconn_.healthy()) wconn_.run("ROLLBACK");
-        return Error{"store", "the transaction was rolled back: " + why};
+      if (!wconn_.healthy()) return Attempt::kRetry;
+      if (!results[i].ok() && wconn_.tx_failed()) {
+        // The error ended the transaction: nothing of the group commits.
+        tx = Error{"store", "the transaction was rolled back: " + results[i].error().reason};
+        wconn_.run("ROLLBACK");
+        return Attempt::kDone;
       }
     }
     auto c = wconn_.run("COMMIT");  // synchronous_commit: the WAL is flushed when this returns
-    if (!c.ok()) {
-      if (!wconn_.healthy()) {
-        return Error{"store", "commit outcome unknown, the connection to PostgreSQL was lost: " +
-                                  wconn_.last_error()};
-      }
-      wconn_.run("ROLLBACK");
-      return Error{"store", "COMMIT: " + c.error()};
+    if (c.ok()) {
+      tx = core::ok_status();
+      return Attempt::kDone;
     }
-    return core::ok_status();
+    if (wconn_.healthy()) {
+      tx = Error{"store", "COMMIT: " + c.error()};
+      wconn_.run("ROLLBACK");
+      return Attempt::kDone;
+    }
+    // The connection broke during COMMIT: ask PostgreSQL what became of the transaction.
+    const auto done = committed(xid.text(0, 0), deadline);
+    if (!done) {
+      tx = Error{"store", "commit outcome unknown, the connection to PostgreSQL was lost: " +
+                              wconn_.last_error()};
+      return Attempt::kDone;
+    }
+    if (*done) {
+      tx = core::ok_status();
+      return Attempt::kDone;
+    }
+    return Attempt::kRetry;
+  }
+
+  // One group in one transaction, tried again on a new connection while PostgreSQL is away for
+  // less than opts_.reconnect_for; the status of the transaction (results: each batch's own).
+  Status commit_group(const std::vector<std::unique_ptr<Pending>>& group,
+                      std::vector<Status>& results) {
+    const auto deadline = std::chrono::steady_clock::now() + opts_.reconnect_for;
+    Status tx = core::ok_status();
+    for (;;) {
+      if (try_group(group, results, tx, deadline) == Attempt::kDone) return tx;
+      if (std::chrono::steady_clock::now() >= deadline || stopping()) {
+        return Error{"store", "the connection to PostgreSQL was lost: " + wconn_.last_error()};
+      }
+    }
+  }
+
+  bool stopping() {
+    std::lock_guard lk(mu_);
+    return stopping_;
   }
 
   void writer_loop() {
@@ -639,7 +683,6 @@ class PostgresStore final : public Store {
           queue_.pop_front();
         }
       }
-      results.assign(group.size(), core::ok_status());
       const Status tx = commit_group(group, results);
       for (std::size_t i = 0; i < group.size(); ++i) group[i]->done(tx.ok() ? results[i] : tx);
       group.clear();
@@ -662,111 +705,6 @@ class PostgresStore final : public Store {
   mutable std::vector<std::unique_ptr<PgConn>> idle_;
   mutable std::size_t open_readers_ = 0;
 };
-
-Statement PostgresStore::statement(const WriteOp& w) {
-  Statement st;
-  std::visit(
-      [&](const auto& o) {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, op::InsertJob>) {
-          static const std::string sql = "INSERT INTO jobs (" + kJobCols +
-                                         ", created_state, created_reason) VALUES (" +
-                                         placeholders(1, 21) + ") ON CONFLICT DO NOTHING";
-          const auto& j = o.job;
-          st.sql = &sql;
-          st.params.all(static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
-                        j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
-                        j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                        j.seg_start, j.milli, j.runs, j.exit_code, j.state, j.reason);
-        } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
-          static const std::string sql = upsert_job_sql();
-          const auto& j = o.job;
-          st.sql = &sql;
-          st.params.all(static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
-                        j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
-                        j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                        j.seg_start, j.milli, j.runs, j.exit_code);
-        } else if constexpr (std::is_same_v<T, op::AddEvent>) {
-          static const std::string sql =
-              "INSERT INTO job_events (job_id, time, from_state, to_state, reason) VALUES "
-              "($1,$2,$3,$4,$5)";
-          const auto& e = o.event;
-          st.sql = &sql;
-          st.params.all(static_cast<std::int64_t>(e.job), e.time, e.from, e.to, e.reason);
-        } else if constexpr (std::is_same_v<T, op::PutBudget>) {
-          static const std::string sql =
-              "INSERT INTO budgets (path, share, members, removed, owners, submit_limits) VALUES "
-              "($1,$2,$3,$4,$5,$6) ON CONFLICT (path) DO UPDATE SET share = excluded.share, "
-              "members = excluded.members, removed = excluded.removed, owners = excluded.owners, "
-              "submit_limits = excluded.submit_limits";
-          const auto& b = o.budget;
-          st.sql = &sql;
-          st.params.all(b.path, b.share, join(b.members), b.removed, join(b.owners),
-                        b.submit_limits);
-        } else if constexpr (std::is_same_v<T, op::AddAudit>) {
-          static const std::string sql =
-              "INSERT INTO budget_audit (time, actor, path, field, old_value, new_value, "
-              "actor_token) VALUES ($1,$2,$3,$4,$5,$6,$7)";
-          const auto& a = o.entry;
-          st.sql = &sql;
-          st.params.all(a.time, a.actor, a.path, a.field, a.old_value, a.new_value, a.actor_token);
-        } else if constexpr (std::is_same_v<T, op::PutNode>) {
-          // As SQLite's REPLACE: every column, and a new place in the listing order.
-          static const std::string sql = [] {
-            std::string set;
-            for (const char* c : {"cluster", "model", "gpus", "block", "labels", "health",
-                                  "health_reason", "cordoned", "simulated", "registered_at",
-                                  "last_heartbeat", "address", "devices", "agent", "timed_out"}) {
-              set += std::string(c) + " = excluded." + c + ", ";
-            }
-            return "INSERT INTO nodes (" + kNodeCols + ") VALUES (" + placeholders(1, 16) +
-                   ") ON CONFLICT (name) DO UPDATE SET " + set +
-                   "ord = nextval(pg_get_serial_sequence('nodes', 'ord'))";
-          }();
-          const auto& n = o.node;
-          st.sql = &sql;
-          st.params.all(n.name, n.cluster, n.model, n.gpus, n.block, n.labels_json, n.health,
-                        n.health_reason, n.cordoned, n.simulated, n.registered_at, n.last_heartbeat,
-                        n.address, n.devices_json, n.agent_json, n.timed_out);
-        } else if constexpr (std::is_same_v<T, op::TouchNode>) {
-          static const std::string sql = "UPDATE nodes SET last_heartbeat = $1 WHERE name = $2";
-          st.sql = &sql;
-          st.params.all(o.at, o.name);
-        } else if constexpr (std::is_same_v<T, op::PutToken>) {
-          static const std::string sql =
-              "INSERT INTO tokens (hash, name, role, subject, scope, created, revoked) VALUES "
-              "($1,$2,$3,$4,$5,$6,$7) ON CONFLICT DO NOTHING";
-          const auto& t = o.token;
-          st.sql = &sql;
-          st.params.all(t.hash, t.name, t.role, t.subject, t.scope, t.created, t.revoked);
-        } else if constexpr (std::is_same_v<T, op::RevokeToken>) {
-          static const std::string sql =
-              "UPDATE tokens SET revoked = $1 WHERE id = $2 AND revoked = 0";
-          st.sql = &sql;
-          st.params.all(o.at, o.id);
-        } else if constexpr (std::is_same_v<T, op::AddLedger>) {
-          static const std::string sql =
-              "INSERT INTO ledger (job_id, owner, budget, cluster, start, \"end\", milli, "
-              "allocated) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)";
-          const auto& e = o.entry;
-          st.sql = &sql;
-          st.params.all(static_cast<std::int64_t>(e.job), e.owner, e.budget, e.cluster, e.start,
-                        e.end, e.milli, e.allocated);
-        } else if constexpr (std::is_same_v<T, op::AddNodeHealth>) {
-          static const std::string sql =
-              "INSERT INTO node_health (node, time, health, cordoned, gpus, reason) VALUES "
-              "($1,$2,$3,$4,$5,$6)";
-          const auto& e = o.event;
-          st.sql = &sql;
-          st.params.all(e.node, e.time, e.health, e.cordoned, e.gpus, e.reason);
-        } else {
-          static const std::string none = "SELECT 1";  // AddTelemetry: apply_telemetry
-          st.sql = &none;
-        }
-      },
-      w);
-  return st;
-}
 
 }  // namespace
 

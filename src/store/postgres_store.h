@@ -9,12 +9,15 @@
 // Reads use a bounded pool of connections (at most max_readers open; a reader waits for one
 // when all are in use) and never wait for the writer.
 //
-// A lost connection does not crash anything: the writer fails the batches of the group it was
-// committing with a Status (field "store"; "commit outcome unknown" when the connection broke
-// during COMMIT itself) and connects again for the next group; a read retries once on a fresh
-// connection, then throws std::runtime_error as the SQLite store's reads do on an I/O error.
+// A lost connection does not crash anything. The writer connects again and runs the group again
+// when nothing of it can have committed; when the connection broke during COMMIT itself it asks
+// PostgreSQL what became of the transaction (txid_status) before answering or retrying. It keeps
+// trying for reconnect_for, then fails the group's batches with a Status (field "store"; "commit
+// outcome unknown" if the COMMIT's fate could not be learnt). A read also tries again for
+// reconnect_for, then throws std::runtime_error as the SQLite store's reads do on an I/O error.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -30,6 +33,9 @@ struct PostgresOptions {
   std::size_t max_queued_batches = 65536;
   // Read connections open at once (each one a PostgreSQL backend process).
   std::size_t max_readers = 8;
+  // How long a write or a read keeps trying to reach PostgreSQL again after losing it (a restart,
+  // a failover) before it fails.
+  std::chrono::milliseconds reconnect_for{30'000};
 };
 
 // Connects to `uri` (a libpq connection URI, postgres://user@host:port/db?...), runs pending schema

@@ -586,11 +586,16 @@ TEST_P(PostgresOnly, ConnectionsEndedByTheServerAreMadeAgain) {
   EXPECT_TRUE(s->job(2));
 }
 
-// With the server down, writes fail with the reason (field "store") and reads throw, as SQLite's
-// do on an I/O error; once it is back, the same store object works again.
-TEST_P(PostgresOnly, AServerThatIsDownFailsWritesCleanlyUntilItIsBack) {
+// With the server down for longer than reconnect_for, writes fail with the reason (field
+// "store") and reads throw, as SQLite's do on an I/O error; once it is back, the same store object
+// works again, and nothing refused was written.
+TEST_P(PostgresOnly, AServerDownTooLongFailsWritesCleanlyUntilItIsBack) {
   auto& pg = testing::PostgresCluster::get();
-  auto s = open();
+  PostgresOptions o;
+  o.reconnect_for = std::chrono::milliseconds(300);
+  auto r = open_postgres(uri_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  auto s = std::move(r.value());
   ASSERT_TRUE(s->write({op::InsertJob{make_job(1, "ann", "k1")}}).ok());
   ASSERT_TRUE(pg.stop()) << pg.error();
   auto w = s->write({op::InsertJob{make_job(2, "ann", "k2")}});
@@ -607,6 +612,71 @@ TEST_P(PostgresOnly, AServerThatIsDownFailsWritesCleanlyUntilItIsBack) {
   EXPECT_FALSE(s->job(2)) << "a refused write was committed";
   EXPECT_FALSE(s->job(3));
   EXPECT_TRUE(s->job(4));
+}
+
+// A restart shorter than reconnect_for is not seen by callers: a write and a read made while
+// PostgreSQL is down wait for it and succeed (the server's controller stops on a failed write).
+TEST_P(PostgresOnly, WritesAndReadsRideOutAShortRestart) {
+  auto& pg = testing::PostgresCluster::get();
+  auto s = open();
+  ASSERT_TRUE(s->write({op::InsertJob{make_job(1, "ann", "k1")}}).ok());
+  ASSERT_TRUE(pg.stop()) << pg.error();
+  std::thread back([&pg] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    pg.start();
+  });
+  auto w = s->write({op::InsertJob{make_job(2, "ann", "k2")}});
+  back.join();
+  EXPECT_TRUE(w.ok()) << w.error().message();
+  ASSERT_TRUE(pg.stop()) << pg.error();
+  std::thread back2([&pg] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    pg.start();
+  });
+  std::optional<JobRecord> j;
+  EXPECT_NO_THROW(j = s->job(2));
+  back2.join();
+  EXPECT_TRUE(j);
+  EXPECT_EQ(s->count_jobs(), 2);
+}
+
+// Connections cut again and again during a submit storm (as by a flapping network or a
+// failover): every write is answered, each acknowledged one is there exactly once and no refused
+// one was written. The writer runs a group again only when PostgreSQL says it did not commit.
+TEST_P(PostgresOnly, ConnectionsCutDuringAStormLoseAndDuplicateNothing) {
+  constexpr int kThreads = 8, kPerThread = 150;
+  auto s = open();
+  std::atomic<bool> storming{true};
+  std::thread cutter([&] {
+    PGconn* admin = PQconnectdb(testing::PostgresCluster::get().admin_uri().c_str());
+    while (storming) {
+      PQclear(PQexec(admin,
+                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname "
+                     "LIKE 't%' AND pid <> pg_backend_pid()"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    }
+    PQfinish(admin);
+  });
+  std::vector<std::vector<JobId>> acked(kThreads), refused(kThreads);
+  concurrently(kThreads, kPerThread, [&](int t, int i, JobId id) {
+    auto r =
+        s->write({op::InsertJob{make_job(id, "u" + std::to_string(t), "k" + std::to_string(i))},
+                  op::AddEvent{{id, 1, "pending", "pending", "noted"}}});
+    (r.ok() ? acked : refused)[t].push_back(id);
+  });
+  storming = false;
+  cutter.join();
+  std::size_t n_acked = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    n_acked += acked[t].size();
+    for (JobId id : acked[t]) {
+      EXPECT_TRUE(s->job(id)) << "acknowledged job " << id << " is gone";
+      EXPECT_EQ(s->job_events(id).size(), 2u) << "job " << id;
+    }
+    for (JobId id : refused[t]) EXPECT_FALSE(s->job(id)) << "refused job " << id << " was written";
+  }
+  EXPECT_EQ(n_acked, static_cast<std::size_t>(kThreads * kPerThread)) << "all rode it out";
+  EXPECT_EQ(s->count_jobs(), static_cast<std::int64_t>(n_acked));
 }
 
 }  // namespace
