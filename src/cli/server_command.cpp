@@ -19,7 +19,7 @@
 #include "server/controller.h"
 #include "server/event_log.h"
 #include "server/prometheus.h"
-#include "store/sqlite_store.h"
+#include "store/open_store.h"
 
 namespace allot::cli {
 namespace {
@@ -49,6 +49,7 @@ std::string command_name() {
 
 struct ServerArgs {
   std::string data;
+  std::string store;  // --store: sqlite:PATH (default: sqlite:<data>) or postgres://...
   std::string host = "127.0.0.1";
   int port = 7400;
   std::string tls_cert, tls_key;
@@ -89,7 +90,10 @@ void usage(bool up) {
   std::fprintf(
       stderr,
       "usage: allot %s [options]\n"
-      "  --data PATH          database file (default: %s)\n"
+      "  --data PATH          database file (default: %s);\n"
+      "                       with --store postgres://: where job logs go (<data>.logs/)\n"
+      "  --store SPEC         sqlite:PATH (the same as --data PATH) or postgres://...,\n"
+      "                       a libpq URI (production; docs/store.md)\n"
       "  --host HOST          address to listen on (default 127.0.0.1)\n"
       "  --port N             port (default 7400; 0 = any free port)\n"
       "  --tls-cert FILE --tls-key FILE   serve HTTPS\n"
@@ -151,6 +155,8 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       std::exit(0);
     } else if (k == "--data") {
       a.data = next("a path");
+    } else if (k == "--store") {
+      a.store = next("sqlite:PATH or postgres://...");
     } else if (k == "--host") {
       a.host = next("a host");
     } else if (k == "--port") {
@@ -254,6 +260,15 @@ int serve(ServerArgs a, bool up) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (a.store.starts_with("sqlite:")) {
+    const auto path = a.store.substr(7);
+    if (!a.data.empty() && a.data != path) {
+      std::fprintf(stderr, "allot: --store sqlite:%s and --data %s name two databases\n",
+                   path.c_str(), a.data.c_str());
+      return 2;
+    }
+    a.data = path;
+  }
   if (a.data.empty()) {
     if (up) {
       auto dir =
@@ -286,9 +301,11 @@ int serve(ServerArgs a, bool up) {
                  v.error().reason.c_str());
     return 2;
   }
-  auto opened = store::open_sqlite(a.data);
+  const bool postgres = store::is_postgres_spec(a.store);
+  if (a.store.empty()) a.store = "sqlite:" + a.data;
+  auto opened = store::open_store(a.store);
   if (!opened.ok()) {
-    std::fprintf(stderr, "allot: %s\n", opened.error().message().c_str());
+    std::fprintf(stderr, "allot: --store: %s\n", opened.error().reason.c_str());
     return 1;
   }
   auto& st = *opened.value();
@@ -376,8 +393,9 @@ int serve(ServerArgs a, bool up) {
     std::ofstream(a.addr_file + ".tmp") << addr << "\n";
     std::filesystem::rename(a.addr_file + ".tmp", a.addr_file);
   }
+  // Not the URI itself: it may hold a password.
   std::printf("allot %s listening on %s (data: %s)\n", up ? "up:" : "server", addr.c_str(),
-              a.data.c_str());
+              postgres ? "PostgreSQL" : a.data.c_str());
   if (a.sim_nodes > 0) {
     std::printf("simulated cluster 'sim': %d nodes x 8 H100 (%d GPUs, jobs do not run)\n",
                 a.sim_nodes, a.sim_nodes * 8);

@@ -172,23 +172,6 @@ const char* kJobCols =
     "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code, held_by, "
     "after_ok, after_any, array_job, array_index, array_limit";
 
-std::string id_list(const std::vector<JobId>& ids) {
-  std::string out;
-  for (JobId id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
-  return out;
-}
-std::vector<JobId> parse_id_list(const std::string& text) {
-  std::vector<JobId> out;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    auto comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    out.push_back(static_cast<JobId>(std::strtoull(text.c_str() + start, nullptr, 10)));
-    start = comma + 1;
-  }
-  return out;
-}
-
 // Writes every column of kJobCols of a job (inserting it if it is new), leaving the others.
 std::string upsert_job_sql() {
   std::string cols = kJobCols;

@@ -1,7 +1,7 @@
 // The server's durable state behind one interface: jobs with their lifecycle history, budgets and
 // their audit log, nodes, API tokens, the accounting ledger and idempotency keys. The SQLite
-// implementation (sqlite_store.h) is the default; a later issue adds PostgreSQL behind the same
-// interface.
+// implementation (sqlite_store.h) is the default; PostgreSQL (postgres_store.h) is the production
+// one, with the same guarantees. open_store.h picks one from `--store`.
 //
 // Writes are batches applied atomically: write() returns only once the batch is durable (on disk),
 // so an acknowledged write survives kill -9 and power loss; write_async() says so through a
@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,6 +56,24 @@ struct JobRecord {
   int array_index = -1;          // its index in the array
   int array_limit = 0;           // at most this many of the array's tasks queued or running
 };
+
+// A list of job ids as stored in one text column ("3,12,40"; "" for none), for both backends.
+inline std::string id_list(const std::vector<JobId>& ids) {
+  std::string out;
+  for (JobId id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out;
+}
+inline std::vector<JobId> parse_id_list(const std::string& text) {
+  std::vector<JobId> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    out.push_back(static_cast<JobId>(std::strtoull(text.c_str() + start, nullptr, 10)));
+    start = comma + 1;
+  }
+  return out;
+}
 
 struct JobEvent {
   JobId job = 0;

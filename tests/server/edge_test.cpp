@@ -233,6 +233,14 @@ TEST_F(Edge, StoredBytesThatAreNotUtf8ComeOutAsJson) {
   rec.reason = "submitted\xc0";
   rec.submit_time = h->now();
   rec.updated_at = rec.submit_time;
+  if (const char* b = std::getenv("ALLOT_TEST_STORE"); b && std::string(b) == "postgres") {
+    // No PostgreSQL database (in UTF-8) holds such bytes: it refuses them, and says so.
+    auto w = h->store().write({store::op::InsertJob{rec}});
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.error().field, "store");
+    EXPECT_EQ(h->store().count_jobs(), 0);
+    return;
+  }
   ASSERT_TRUE(h->store().write({store::op::InsertJob{rec}}).ok());
   auto r = raw_request(h->port(), get_request("/api/v1/jobs", h->admin()));
   ASSERT_EQ(r.status, 200) << r.head;

@@ -1,18 +1,23 @@
 // A real server in-process for tests: a SQLite file in a temporary directory, the scheduling loop
-// on a clock the test moves, the HTTP API on a free loopback port, and a client.
+// on a clock the test moves, the HTTP API on a free loopback port, and a client. With
+// ALLOT_TEST_STORE=postgres the store is a fresh PostgreSQL database of the test binary's own
+// cluster instead (tests/store/postgres_cluster.h); job logs still go next to the SQLite path.
 #pragma once
 
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
+#include "../store/postgres_cluster.h"
 #include "server/api.h"
 #include "server/controller.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
 namespace allot::server::testing {
@@ -46,6 +51,13 @@ class Harness {
     base_ = base;
     clock_ = std::make_shared<std::atomic<core::Time>>(start);
     db_ = db;
+    if (const char* b = std::getenv("ALLOT_TEST_STORE"); b && std::string(b) == "postgres") {
+      auto& pg = store::testing::PostgresCluster::get();
+      pg.prepare();
+      if (!pg.skip_reason().empty()) throw std::runtime_error(pg.skip_reason());
+      pg_uri_ = pg.fresh_database();
+      if (pg_uri_.empty()) throw std::runtime_error(pg.error());
+    }
     api_ = api;
     if (api_.logs_dir.empty()) api_.logs_dir = db + ".logs";
     open();
@@ -53,7 +65,7 @@ class Harness {
   ~Harness() { close(); }
 
   void open() {
-    auto s = store::open_sqlite(db_);
+    auto s = pg_uri_.empty() ? store::open_sqlite(db_) : store::open_postgres(pg_uri_);
     if (!s.ok()) throw std::runtime_error(s.error().message());
     store_ = std::move(s.value());
     ControllerOptions o = base_;
@@ -145,6 +157,7 @@ class Harness {
  private:
   std::shared_ptr<std::atomic<core::Time>> clock_;
   std::string db_;
+  std::string pg_uri_;  // ALLOT_TEST_STORE=postgres: the store's database
   ApiOptions api_;
   ControllerOptions base_;
   std::unique_ptr<store::Store> store_;

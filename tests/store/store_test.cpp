@@ -1,6 +1,9 @@
-// The SQLite store on real files in a temporary directory: migrations, every record kind,
-// idempotency keys, atomic batches and group commit under concurrent writers.
+// The store on both backends: SQLite on real files in a temporary directory, and PostgreSQL on a
+// throwaway cluster of the test binary's own (postgres_cluster.h), a fresh database per test.
+// Migrations, every record kind, idempotency keys, atomic batches and group commit under
+// concurrent writers; then what only one backend has (SQLite's files, PostgreSQL's connections).
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -12,6 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "postgres_cluster.h"
+#include "store/open_store.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
 namespace allot::store {
@@ -66,29 +72,68 @@ std::unique_ptr<Store> open(const std::string& path) {
   return std::move(r.value());
 }
 
-TEST(SqliteStore, MigratesFreshDatabaseAndReopens) {
-  TempDir dir;
+// One test on each backend: GetParam() is "sqlite" or "postgres".
+class StoreTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!postgres()) return;
+    auto& pg = testing::PostgresCluster::get();
+    pg.prepare();
+    if (!pg.skip_reason().empty()) GTEST_SKIP() << pg.skip_reason();
+    ASSERT_EQ(pg.error(), "");
+    uri_ = pg.fresh_database();
+    ASSERT_NE(uri_, "") << pg.error();
+  }
+  bool postgres() const { return GetParam() == "postgres"; }
+  // What `allot server --store` would be given.
+  std::string spec() const { return postgres() ? uri_ : "sqlite:" + dir_.file("a.db"); }
+  core::Result<std::unique_ptr<Store>> try_open() const { return open_store(spec()); }
+  // Opens the test's database (again: it keeps what was written before).
+  std::unique_ptr<Store> open() const {
+    auto r = try_open();
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
+    return r.ok() ? std::move(r.value()) : nullptr;
+  }
+  // Runs SQL on the database directly, beside the store.
+  void raw_exec(const std::string& sql) const {
+    if (postgres()) {
+      PGconn* c = PQconnectdb(uri_.c_str());
+      PGresult* r = PQexec(c, sql.c_str());
+      EXPECT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << sql << ": " << PQresultErrorMessage(r);
+      PQclear(r);
+      PQfinish(c);
+      return;
+    }
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.file("a.db").c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+    sqlite3_close(db);
+  }
+
+  TempDir dir_;
+  std::string uri_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(StoreTest, MigratesFreshDatabaseAndReopens) {
   {
-    auto s = open(dir.file("a.db"));
+    auto s = open();
     EXPECT_EQ(s->schema_version(), sqlite_schema_latest());
     ASSERT_TRUE(s->write({op::InsertJob{make_job(1, "ann", "k1")}}).ok());
   }
-  auto s = open(dir.file("a.db"));
+  auto s = open();
   EXPECT_EQ(s->schema_version(), sqlite_schema_latest());
   ASSERT_TRUE(s->job(1).has_value());
   EXPECT_EQ(s->job(1)->owner, "ann");
   EXPECT_EQ(s->max_job_id(), 1u);
 }
 
-TEST(SqliteStore, RefusesNewerSchema) {
-  TempDir dir;
-  { open(dir.file("a.db")); }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.file("a.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE schema_version SET version = 999", nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
-  auto r = open_sqlite(dir.file("a.db"));
+TEST_P(StoreTest, RefusesNewerSchema) {
+  { open(); }
+  raw_exec("UPDATE schema_version SET version = 999");
+  auto r = try_open();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().reason.find("newer"), std::string::npos);
 }
@@ -106,9 +151,8 @@ TEST(SqliteStore, UsesWalAndFullSync) {
   sqlite3_close(db);
 }
 
-TEST(SqliteStore, IdempotencyKeyIsUniquePerOwner) {
-  TempDir dir;
-  auto s = open(dir.file("a.db"));
+TEST_P(StoreTest, IdempotencyKeyIsUniquePerOwner) {
+  auto s = open();
   ASSERT_TRUE(s->write({op::InsertJob{make_job(1, "ann", "k")}}).ok());
   auto dup = s->write({op::InsertJob{make_job(2, "ann", "k")}});
   ASSERT_FALSE(dup.ok());
@@ -119,9 +163,8 @@ TEST(SqliteStore, IdempotencyKeyIsUniquePerOwner) {
   EXPECT_FALSE(s->job(2).has_value());
 }
 
-TEST(SqliteStore, FailedBatchChangesNothing) {
-  TempDir dir;
-  auto s = open(dir.file("a.db"));
+TEST_P(StoreTest, FailedBatchChangesNothing) {
+  auto s = open();
   ASSERT_TRUE(s->write({op::InsertJob{make_job(1, "ann", "k")}}).ok());
   // The event and the second job are in the same batch as a conflicting insert: none of it lands.
   auto r = s->write({op::InsertJob{make_job(2, "ann", "k2")},
@@ -132,9 +175,8 @@ TEST(SqliteStore, FailedBatchChangesNothing) {
   EXPECT_TRUE(s->job_events(2).empty());
 }
 
-TEST(SqliteStore, JobsLifecycleEventsAndQueries) {
-  TempDir dir;
-  auto s = open(dir.file("a.db"));
+TEST_P(StoreTest, JobsLifecycleEventsAndQueries) {
+  auto s = open();
   for (JobId id = 1; id <= 20; ++id) {
     auto j = make_job(id, id % 2 ? "ann" : "bob", "k" + std::to_string(id));
     j.budget = id <= 10 ? "/lab/a" : "/lab/ab";
@@ -206,9 +248,8 @@ TEST(SqliteStore, DatabaseFilesArePrivate) {
   EXPECT_EQ(mode(path), 0600u);
 }
 
-TEST(SqliteStore, BudgetsAuditNodesTokensLedger) {
-  TempDir dir;
-  auto s = open(dir.file("a.db"));
+TEST_P(StoreTest, BudgetsAuditNodesTokensLedger) {
+  auto s = open();
   ASSERT_TRUE(s->write({op::PutBudget{{"/lab", 2.0, {"ann", "bob"}, false, {}, ""}},
                         op::AddAudit{{0, 10, "admin", "/lab", "share", "", "2", 1}}})
                   .ok());
@@ -262,43 +303,31 @@ TEST(SqliteStore, BudgetsAuditNodesTokensLedger) {
 
 // A database written by the first schema (before the agent protocol) opens, migrates in place and
 // keeps its rows; the new columns take their defaults.
-TEST(SqliteStore, MigratesAVersionOneDatabase) {
-  TempDir dir;
-  const auto path = dir.file("a.db");
+TEST_P(StoreTest, MigratesAVersionOneDatabase) {
   {
-    auto s = open(path);
+    auto s = open();
     NodeRecord n;
     n.name = "old";
     n.cluster = "c";
     n.model = "H100";
     ASSERT_TRUE(s->write({op::PutNode{n}, op::InsertJob{make_job(1, "ann", "k")}}).ok());
   }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  for (const char* sql : {"DROP TABLE node_health",
-                          "DROP TABLE job_telemetry",
-                          "ALTER TABLE nodes DROP COLUMN address",
-                          "ALTER TABLE nodes DROP COLUMN devices",
-                          "ALTER TABLE nodes DROP COLUMN agent",
-                          "ALTER TABLE nodes DROP COLUMN timed_out",
-                          "ALTER TABLE budgets DROP COLUMN owners",
-                          "DROP INDEX jobs_budget_state",
-                          "ALTER TABLE jobs DROP COLUMN created_state",
-                          "ALTER TABLE jobs DROP COLUMN created_reason",
-                          "ALTER TABLE budget_audit DROP COLUMN actor_token",
-                          "ALTER TABLE budgets DROP COLUMN submit_limits",
-                          "ALTER TABLE jobs DROP COLUMN held_by",
-                          "ALTER TABLE jobs DROP COLUMN after_ok",
-                          "ALTER TABLE jobs DROP COLUMN after_any",
-                          "ALTER TABLE jobs DROP COLUMN array_job",
-                          "ALTER TABLE jobs DROP COLUMN array_index",
-                          "ALTER TABLE jobs DROP COLUMN array_limit",
-                          "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
-                          "UPDATE schema_version SET version = 1"}) {
-    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  for (const char* sql :
+       {"DROP TABLE node_health", "DROP TABLE job_telemetry",
+        "ALTER TABLE nodes DROP COLUMN address", "ALTER TABLE nodes DROP COLUMN devices",
+        "ALTER TABLE nodes DROP COLUMN agent", "ALTER TABLE nodes DROP COLUMN timed_out",
+        "ALTER TABLE budgets DROP COLUMN owners", "DROP INDEX jobs_budget_state",
+        "ALTER TABLE jobs DROP COLUMN created_state", "ALTER TABLE jobs DROP COLUMN created_reason",
+        "ALTER TABLE budget_audit DROP COLUMN actor_token",
+        "ALTER TABLE budgets DROP COLUMN submit_limits", "ALTER TABLE jobs DROP COLUMN held_by",
+        "ALTER TABLE jobs DROP COLUMN after_ok", "ALTER TABLE jobs DROP COLUMN after_any",
+        "ALTER TABLE jobs DROP COLUMN array_job", "ALTER TABLE jobs DROP COLUMN array_index",
+        "ALTER TABLE jobs DROP COLUMN array_limit",
+        "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
+        "UPDATE schema_version SET version = 1"}) {
+    raw_exec(sql);
   }
-  sqlite3_close(db);
-  auto s = open(path);
+  auto s = open();
   EXPECT_EQ(s->schema_version(), sqlite_schema_latest());
   auto n = s->node("old");
   ASSERT_TRUE(n);
@@ -322,9 +351,8 @@ TEST(SqliteStore, MigratesAVersionOneDatabase) {
 
 // What the controller's gate needs survives the store: who holds a job, what it waits for and
 // its place in an array.
-TEST(SqliteStore, KeepsHoldDependenciesAndArrayPlace) {
-  TempDir dir;
-  auto s = open(dir.file("a.db"));
+TEST_P(StoreTest, KeepsHoldDependenciesAndArrayPlace) {
+  auto s = open();
   auto j = make_job(7, "ann", "k7");
   j.held_by = "bob";
   j.after = {3, 12345678901ULL};
@@ -350,9 +378,8 @@ TEST(SqliteStore, KeepsHoldDependenciesAndArrayPlace) {
   EXPECT_EQ(updated->after_any, (std::vector<JobId>{5}));
 }
 
-TEST(SqliteStore, NodeAgentFieldsHealthHistoryAndTelemetry) {
-  TempDir dir;
-  auto s = open(dir.file("a.db"));
+TEST_P(StoreTest, NodeAgentFieldsHealthHistoryAndTelemetry) {
+  auto s = open();
   NodeRecord n;
   n.name = "n1";
   n.cluster = "c";
@@ -416,12 +443,10 @@ TEST(SqliteStore, NodeAgentFieldsHealthHistoryAndTelemetry) {
   EXPECT_EQ(s->telemetry_between(121, 200).size(), 0u);
 }
 
-TEST(SqliteStore, ConcurrentWritersAreAllDurableAndGrouped) {
-  TempDir dir;
-  const std::string path = dir.file("a.db");
+TEST_P(StoreTest, ConcurrentWritersAreAllDurableAndGrouped) {
   constexpr int kThreads = 8, kPerThread = 200;
   {
-    auto s = open(path);
+    auto s = open();
     std::atomic<int> failures{0};
     concurrently(kThreads, kPerThread, [&](int t, int i, JobId id) {
       auto r =
@@ -433,20 +458,18 @@ TEST(SqliteStore, ConcurrentWritersAreAllDurableAndGrouped) {
     });
     EXPECT_EQ(failures.load(), 0);
   }
-  auto s = open(path);
+  auto s = open();
   EXPECT_EQ(s->count_jobs(), kThreads * kPerThread);
 }
 
 // One-insert batches (a submission each) commit without a savepoint of their own: racing
 // submissions of the same keys land in the same groups, and each key still goes to exactly one,
 // without undoing the others in its group.
-TEST(SqliteStore, RacingOneJobWritesOfTheSameKeysEachLandOnce) {
-  TempDir dir;
-  const std::string path = dir.file("a.db");
+TEST_P(StoreTest, RacingOneJobWritesOfTheSameKeysEachLandOnce) {
   constexpr int kThreads = 8, kKeys = 300;
   std::vector<std::vector<JobId>> won(kThreads);
   {
-    auto s = open(path);
+    auto s = open();
     std::atomic<int> wrong{0};
     concurrently(kThreads, kKeys, [&](int t, int i, JobId id) {
       auto r = s->write({op::InsertJob{make_job(id, "ann", "k" + std::to_string(i))}});
@@ -459,7 +482,7 @@ TEST(SqliteStore, RacingOneJobWritesOfTheSameKeysEachLandOnce) {
     });
     EXPECT_EQ(wrong.load(), 0);
   }
-  auto s = open(path);
+  auto s = open();
   EXPECT_EQ(s->count_jobs(), kKeys);
   std::set<std::string> keys;
   for (const auto& ids : won) {
@@ -532,13 +555,11 @@ TEST(SqliteStore, TheWalIsCheckpointedPastItsBound) {
 
 // write_async answers once, from the store's thread, only after the batch is durable; a refused
 // batch (a taken key) and a store that is closing answer with the error.
-TEST(SqliteStore, WriteAsyncAnswersOnceWhenDurable) {
-  TempDir dir;
-  const std::string path = dir.file("a.db");
+TEST_P(StoreTest, WriteAsyncAnswersOnceWhenDurable) {
   std::vector<std::promise<core::Status>> answers(3);
   std::atomic<int> calls{0};
   {
-    auto s = open(path);
+    auto s = open();
     for (int i = 0; i < 3; ++i) {
       // Jobs 1 and 2 share an idempotency key: the second is refused.
       auto job =
@@ -556,9 +577,145 @@ TEST(SqliteStore, WriteAsyncAnswersOnceWhenDurable) {
     EXPECT_TRUE(s->job(1) && s->job(3));
   }
   EXPECT_EQ(calls, 3);
-  auto s = open(path);  // what was acknowledged is there after a reopen
+  auto s = open();  // what was acknowledged is there after a reopen
   EXPECT_TRUE(s->job(1) && s->job(3));
   EXPECT_FALSE(s->job(2));
+}
+
+// Both backends know the same schema versions.
+TEST(PostgresStore, HasTheSameSchemaVersionsAsSqlite) {
+  EXPECT_EQ(postgres_schema_latest(), sqlite_schema_latest());
+}
+
+TEST(OpenStore, NamesTheFieldOfABadSpec) {
+  for (const char* bad : {"mysql://x", "sqlite:", "allot.db", ""}) {
+    auto r = open_store(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().field, "store") << bad;
+  }
+  // Nothing listens on port 1: a clean error, not a crash or a hang.
+  auto r = open_store("postgres://allot@127.0.0.1:1/x?connect_timeout=2");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().field, "store");
+  EXPECT_NE(r.error().reason.find("cannot connect"), std::string::npos) << r.error().reason;
+}
+
+class PostgresOnly : public StoreTest {};
+INSTANTIATE_TEST_SUITE_P(Backends, PostgresOnly, ::testing::Values("postgres"),
+                         [](const auto& info) { return info.param; });
+
+// PostgreSQL ends every connection of the store (as a restart or a failover would): the next
+// write and read connect again instead of failing or crashing, and nothing acknowledged is lost.
+TEST_P(PostgresOnly, ConnectionsEndedByTheServerAreMadeAgain) {
+  auto s = open();
+  ASSERT_TRUE(s->write({op::InsertJob{make_job(1, "ann", "k1")}}).ok());
+  ASSERT_TRUE(s->job(1));
+  PGconn* admin = PQconnectdb(testing::PostgresCluster::get().admin_uri().c_str());
+  ASSERT_EQ(PQstatus(admin), CONNECTION_OK);
+  PGresult* r = PQexec(admin,
+                       "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname "
+                       "LIKE 't%' AND pid <> pg_backend_pid()");
+  EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
+  EXPECT_GE(PQntuples(r), 2) << "the writer's and a reader's connections";
+  PQclear(r);
+  PQfinish(admin);
+  auto w = s->write({op::InsertJob{make_job(2, "ann", "k2")}});
+  EXPECT_TRUE(w.ok()) << w.error().message();
+  EXPECT_TRUE(s->job(1));
+  EXPECT_TRUE(s->job(2));
+}
+
+// With the server down for longer than reconnect_for, writes fail with the reason (field
+// "store") and reads throw, as SQLite's do on an I/O error; once it is back, the same store object
+// works again, and nothing refused was written.
+TEST_P(PostgresOnly, AServerDownTooLongFailsWritesCleanlyUntilItIsBack) {
+  auto& pg = testing::PostgresCluster::get();
+  PostgresOptions o;
+  o.reconnect_for = std::chrono::milliseconds(300);
+  auto r = open_postgres(uri_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  auto s = std::move(r.value());
+  ASSERT_TRUE(s->write({op::InsertJob{make_job(1, "ann", "k1")}}).ok());
+  ASSERT_TRUE(pg.stop()) << pg.error();
+  auto w = s->write({op::InsertJob{make_job(2, "ann", "k2")}});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().field, "store");
+  std::promise<core::Status> answer;
+  s->write_async({op::InsertJob{make_job(3, "ann", "k3")}},
+                 [&](core::Status st) { answer.set_value(std::move(st)); });
+  EXPECT_FALSE(answer.get_future().get().ok());
+  EXPECT_THROW(s->job(1), std::runtime_error);
+  ASSERT_TRUE(pg.start()) << pg.error();
+  EXPECT_TRUE(s->write({op::InsertJob{make_job(4, "ann", "k4")}}).ok());
+  EXPECT_TRUE(s->job(1));
+  EXPECT_FALSE(s->job(2)) << "a refused write was committed";
+  EXPECT_FALSE(s->job(3));
+  EXPECT_TRUE(s->job(4));
+}
+
+// A restart shorter than reconnect_for is not seen by callers: a write and a read made while
+// PostgreSQL is down wait for it and succeed (the server's controller stops on a failed write).
+TEST_P(PostgresOnly, WritesAndReadsRideOutAShortRestart) {
+  auto& pg = testing::PostgresCluster::get();
+  auto s = open();
+  ASSERT_TRUE(s->write({op::InsertJob{make_job(1, "ann", "k1")}}).ok());
+  ASSERT_TRUE(pg.stop()) << pg.error();
+  std::thread back([&pg] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    pg.start();
+  });
+  auto w = s->write({op::InsertJob{make_job(2, "ann", "k2")}});
+  back.join();
+  EXPECT_TRUE(w.ok()) << w.error().message();
+  ASSERT_TRUE(pg.stop()) << pg.error();
+  std::thread back2([&pg] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    pg.start();
+  });
+  std::optional<JobRecord> j;
+  EXPECT_NO_THROW(j = s->job(2));
+  back2.join();
+  EXPECT_TRUE(j);
+  EXPECT_EQ(s->count_jobs(), 2);
+}
+
+// Connections cut again and again during a submit storm (as by a flapping network or a
+// failover): every write is answered, each acknowledged one is there exactly once and no refused
+// one was written. The writer runs a group again only when PostgreSQL says it did not commit.
+TEST_P(PostgresOnly, ConnectionsCutDuringAStormLoseAndDuplicateNothing) {
+  constexpr int kThreads = 8, kPerThread = 150;
+  auto s = open();
+  std::atomic<bool> storming{true};
+  std::thread cutter([&] {
+    PGconn* admin = PQconnectdb(testing::PostgresCluster::get().admin_uri().c_str());
+    while (storming) {
+      PQclear(PQexec(admin,
+                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname "
+                     "LIKE 't%' AND pid <> pg_backend_pid()"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    }
+    PQfinish(admin);
+  });
+  std::vector<std::vector<JobId>> acked(kThreads), refused(kThreads);
+  concurrently(kThreads, kPerThread, [&](int t, int i, JobId id) {
+    auto r =
+        s->write({op::InsertJob{make_job(id, "u" + std::to_string(t), "k" + std::to_string(i))},
+                  op::AddEvent{{id, 1, "pending", "pending", "noted"}}});
+    (r.ok() ? acked : refused)[t].push_back(id);
+  });
+  storming = false;
+  cutter.join();
+  std::size_t n_acked = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    n_acked += acked[t].size();
+    for (JobId id : acked[t]) {
+      EXPECT_TRUE(s->job(id)) << "acknowledged job " << id << " is gone";
+      EXPECT_EQ(s->job_events(id).size(), 2u) << "job " << id;
+    }
+    for (JobId id : refused[t]) EXPECT_FALSE(s->job(id)) << "refused job " << id << " was written";
+  }
+  EXPECT_EQ(n_acked, static_cast<std::size_t>(kThreads * kPerThread)) << "all rode it out";
+  EXPECT_EQ(s->count_jobs(), static_cast<std::int64_t>(n_acked));
 }
 
 }  // namespace

@@ -1,0 +1,159 @@
+#include "store/postgres_ops.h"
+
+#include <type_traits>
+
+namespace allot::store {
+
+const std::string kPgJobCols =
+    "id, owner, idem_key, name, budget, spec, state, reason, submit_time, updated_at, cluster, "
+    "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code, held_by, "
+    "after_ok, after_any, array_job, array_index, array_limit";
+const std::string kPgNodeCols =
+    "name, cluster, model, gpus, block, labels, health, health_reason, cordoned, simulated, "
+    "registered_at, last_heartbeat, address, devices, agent, timed_out";
+
+std::string pg_placeholders(int from, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += (i ? ",$" : "$") + std::to_string(from + i);
+  return out;
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  // Members are validated names ([A-Za-z0-9._@-]); a comma separates them.
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += ',';
+    out += s;
+  }
+  return out;
+}
+
+// Writes every column of a job (inserting it if it is new), leaving the creation event's.
+std::string upsert_job_sql() {
+  std::string set;
+  for (std::size_t start = 0; start < kPgJobCols.size();) {
+    auto end = kPgJobCols.find(',', start);
+    if (end == std::string::npos) end = kPgJobCols.size();
+    const auto col = kPgJobCols.substr(start, end - start);
+    if (col != "id") set += (set.empty() ? "" : ", ") + col + " = excluded." + col;
+    start = kPgJobCols.find_first_not_of(", ", end);
+    if (start == std::string::npos) break;
+  }
+  return "INSERT INTO jobs (" + kPgJobCols + ") VALUES (" + pg_placeholders(1, 25) +
+         ") ON CONFLICT (id) DO UPDATE SET " + set;
+}
+
+}  // namespace
+
+PgStatement write_statement(const WriteOp& w) {
+  PgStatement st;
+  std::visit(
+      [&](const auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, op::InsertJob>) {
+          static const std::string sql = "INSERT INTO jobs (" + kPgJobCols +
+                                         ", created_state, created_reason) VALUES (" +
+                                         pg_placeholders(1, 27) + ") ON CONFLICT DO NOTHING";
+          const auto& j = o.job;
+          st.sql = &sql;
+          st.params.all(static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
+                        j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
+                        j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
+                        j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
+                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job),
+                        j.array_index, j.array_limit, j.state, j.reason);
+        } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
+          static const std::string sql = upsert_job_sql();
+          const auto& j = o.job;
+          st.sql = &sql;
+          st.params.all(static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
+                        j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
+                        j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
+                        j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
+                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job),
+                        j.array_index, j.array_limit);
+        } else if constexpr (std::is_same_v<T, op::AddEvent>) {
+          static const std::string sql =
+              "INSERT INTO job_events (job_id, time, from_state, to_state, reason) VALUES "
+              "($1,$2,$3,$4,$5)";
+          const auto& e = o.event;
+          st.sql = &sql;
+          st.params.all(static_cast<std::int64_t>(e.job), e.time, e.from, e.to, e.reason);
+        } else if constexpr (std::is_same_v<T, op::PutBudget>) {
+          static const std::string sql =
+              "INSERT INTO budgets (path, share, members, removed, owners, submit_limits) VALUES "
+              "($1,$2,$3,$4,$5,$6) ON CONFLICT (path) DO UPDATE SET share = excluded.share, "
+              "members = excluded.members, removed = excluded.removed, owners = excluded.owners, "
+              "submit_limits = excluded.submit_limits";
+          const auto& b = o.budget;
+          st.sql = &sql;
+          st.params.all(b.path, b.share, join(b.members), b.removed, join(b.owners),
+                        b.submit_limits);
+        } else if constexpr (std::is_same_v<T, op::AddAudit>) {
+          static const std::string sql =
+              "INSERT INTO budget_audit (time, actor, path, field, old_value, new_value, "
+              "actor_token) VALUES ($1,$2,$3,$4,$5,$6,$7)";
+          const auto& a = o.entry;
+          st.sql = &sql;
+          st.params.all(a.time, a.actor, a.path, a.field, a.old_value, a.new_value, a.actor_token);
+        } else if constexpr (std::is_same_v<T, op::PutNode>) {
+          // As SQLite's REPLACE: every column, and a new place in the listing order.
+          static const std::string sql = [] {
+            std::string set;
+            for (const char* c : {"cluster", "model", "gpus", "block", "labels", "health",
+                                  "health_reason", "cordoned", "simulated", "registered_at",
+                                  "last_heartbeat", "address", "devices", "agent", "timed_out"}) {
+              set += std::string(c) + " = excluded." + c + ", ";
+            }
+            return "INSERT INTO nodes (" + kPgNodeCols + ") VALUES (" + pg_placeholders(1, 16) +
+                   ") ON CONFLICT (name) DO UPDATE SET " + set +
+                   "ord = nextval(pg_get_serial_sequence('nodes', 'ord'))";
+          }();
+          const auto& n = o.node;
+          st.sql = &sql;
+          st.params.all(n.name, n.cluster, n.model, n.gpus, n.block, n.labels_json, n.health,
+                        n.health_reason, n.cordoned, n.simulated, n.registered_at, n.last_heartbeat,
+                        n.address, n.devices_json, n.agent_json, n.timed_out);
+        } else if constexpr (std::is_same_v<T, op::TouchNode>) {
+          static const std::string sql = "UPDATE nodes SET last_heartbeat = $1 WHERE name = $2";
+          st.sql = &sql;
+          st.params.all(o.at, o.name);
+        } else if constexpr (std::is_same_v<T, op::PutToken>) {
+          static const std::string sql =
+              "INSERT INTO tokens (hash, name, role, subject, scope, created, revoked) VALUES "
+              "($1,$2,$3,$4,$5,$6,$7) ON CONFLICT DO NOTHING";
+          const auto& t = o.token;
+          st.sql = &sql;
+          st.params.all(t.hash, t.name, t.role, t.subject, t.scope, t.created, t.revoked);
+        } else if constexpr (std::is_same_v<T, op::RevokeToken>) {
+          static const std::string sql =
+              "UPDATE tokens SET revoked = $1 WHERE id = $2 AND revoked = 0";
+          st.sql = &sql;
+          st.params.all(o.at, o.id);
+        } else if constexpr (std::is_same_v<T, op::AddLedger>) {
+          static const std::string sql =
+              "INSERT INTO ledger (job_id, owner, budget, cluster, start, \"end\", milli, "
+              "allocated) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)";
+          const auto& e = o.entry;
+          st.sql = &sql;
+          st.params.all(static_cast<std::int64_t>(e.job), e.owner, e.budget, e.cluster, e.start,
+                        e.end, e.milli, e.allocated);
+        } else if constexpr (std::is_same_v<T, op::AddNodeHealth>) {
+          static const std::string sql =
+              "INSERT INTO node_health (node, time, health, cordoned, gpus, reason) VALUES "
+              "($1,$2,$3,$4,$5,$6)";
+          const auto& e = o.event;
+          st.sql = &sql;
+          st.params.all(e.node, e.time, e.health, e.cordoned, e.gpus, e.reason);
+        } else {
+          static const std::string none = "SELECT 1";  // AddTelemetry: apply_telemetry
+          st.sql = &none;
+        }
+      },
+      w);
+  return st;
+}
+
+}  // namespace allot::store
