@@ -62,8 +62,8 @@ PgStatement write_statement(const WriteOp& w) {
                         j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
                         j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
                         j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
-                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job),
-                        j.array_index, j.array_limit, j.state, j.reason);
+                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
+                        j.array_limit, j.state, j.reason);
         } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
           static const std::string sql = upsert_job_sql();
           const auto& j = o.job;
@@ -72,8 +72,8 @@ PgStatement write_statement(const WriteOp& w) {
                         j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
                         j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
                         j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
-                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job),
-                        j.array_index, j.array_limit);
+                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
+                        j.array_limit);
         } else if constexpr (std::is_same_v<T, op::AddEvent>) {
           static const std::string sql =
               "INSERT INTO job_events (job_id, time, from_state, to_state, reason) VALUES "

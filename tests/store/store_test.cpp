@@ -312,19 +312,26 @@ TEST_P(StoreTest, MigratesAVersionOneDatabase) {
     n.model = "H100";
     ASSERT_TRUE(s->write({op::PutNode{n}, op::InsertJob{make_job(1, "ann", "k")}}).ok());
   }
-  for (const char* sql :
-       {"DROP TABLE node_health", "DROP TABLE job_telemetry",
-        "ALTER TABLE nodes DROP COLUMN address", "ALTER TABLE nodes DROP COLUMN devices",
-        "ALTER TABLE nodes DROP COLUMN agent", "ALTER TABLE nodes DROP COLUMN timed_out",
-        "ALTER TABLE budgets DROP COLUMN owners", "DROP INDEX jobs_budget_state",
-        "ALTER TABLE jobs DROP COLUMN created_state", "ALTER TABLE jobs DROP COLUMN created_reason",
-        "ALTER TABLE budget_audit DROP COLUMN actor_token",
-        "ALTER TABLE budgets DROP COLUMN submit_limits", "ALTER TABLE jobs DROP COLUMN held_by",
-        "ALTER TABLE jobs DROP COLUMN after_ok", "ALTER TABLE jobs DROP COLUMN after_any",
-        "ALTER TABLE jobs DROP COLUMN array_job", "ALTER TABLE jobs DROP COLUMN array_index",
-        "ALTER TABLE jobs DROP COLUMN array_limit",
-        "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
-        "UPDATE schema_version SET version = 1"}) {
+  for (const char* sql : {"DROP TABLE node_health",
+                          "DROP TABLE job_telemetry",
+                          "ALTER TABLE nodes DROP COLUMN address",
+                          "ALTER TABLE nodes DROP COLUMN devices",
+                          "ALTER TABLE nodes DROP COLUMN agent",
+                          "ALTER TABLE nodes DROP COLUMN timed_out",
+                          "ALTER TABLE budgets DROP COLUMN owners",
+                          "DROP INDEX jobs_budget_state",
+                          "ALTER TABLE jobs DROP COLUMN created_state",
+                          "ALTER TABLE jobs DROP COLUMN created_reason",
+                          "ALTER TABLE budget_audit DROP COLUMN actor_token",
+                          "ALTER TABLE budgets DROP COLUMN submit_limits",
+                          "ALTER TABLE jobs DROP COLUMN held_by",
+                          "ALTER TABLE jobs DROP COLUMN after_ok",
+                          "ALTER TABLE jobs DROP COLUMN after_any",
+                          "ALTER TABLE jobs DROP COLUMN array_job",
+                          "ALTER TABLE jobs DROP COLUMN array_index",
+                          "ALTER TABLE jobs DROP COLUMN array_limit",
+                          "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
+                          "UPDATE schema_version SET version = 1"}) {
     raw_exec(sql);
   }
   auto s = open();
