@@ -102,7 +102,7 @@ struct RunResult {
   std::vector<Check> checks;
   std::vector<EventRecord> events;  // only when recording
   double wall_seconds = 0;          // not part of report.json (it would break byte identity)
-  double core_seconds = 0;          // of which in Scheduler::cycle
+  double core_seconds = 0;          // of which in Scheduler::cycle (CPU time)
   // The same by the backlog each cycle faced (pending jobs before it), in buckets from 0, 1,000,
   // 3,000, 10,000, 30,000 and 100,000 pending: how the cost of a cycle grows with the backlog.
   struct BacklogCost {

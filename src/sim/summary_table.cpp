@@ -79,7 +79,7 @@ std::string summary_table(const Report& rep, bool with_wall_time) {
     if (with_wall_time) {
       std::snprintf(
           line, sizeof line,
-          "  %s: %.2f s wall, %.2f s CPU, %.2f s in the core's cycle (%.0f events/s)\n",
+          "  %s: %.2f s wall, %.2f s CPU, %.2f s CPU in the core's cycle (%.0f events/s)\n",
           name.c_str(), r.wall_seconds, r.cpu_seconds, r.core_seconds,
           r.wall_seconds > 0 ? static_cast<double>(r.events_processed) / r.wall_seconds : 0.0);
       out += line;
