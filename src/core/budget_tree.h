@@ -2,6 +2,9 @@
 // parent; a leaf's allocated fraction of a cluster is the product of normalised shares down its
 // path. Shares are managed data: the tree may change while jobs run (version() tells readers to
 // refresh).
+//
+// Thread-safety: none; owned by one Scheduler and used by one thread at a time, like all of
+// src/core (which has no threads, I/O or clock).
 #pragma once
 
 #include <map>

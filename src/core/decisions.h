@@ -1,5 +1,7 @@
 // What one scheduling cycle decides. The caller carries the decisions out (start processes, send
 // signals) and reports back with Scheduler::job_stopped / job_finished.
+//
+// Thread-safety: plain values; copies may be read from several threads while none writes.
 #pragma once
 
 #include <string>

@@ -1,4 +1,6 @@
 // Why a pending job is waiting, as data (for APIs) and as a sentence (for people).
+//
+// Thread-safety: plain values; copies may be read from several threads while none writes.
 #pragma once
 
 #include <string>

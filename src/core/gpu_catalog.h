@@ -1,4 +1,7 @@
 // The catalogue of GPU models the scheduler knows, with the memory each has.
+//
+// Thread-safety: none; owned by one Scheduler and used by one thread at a time, like all of
+// src/core (which has no threads, I/O or clock).
 #pragma once
 
 #include <optional>

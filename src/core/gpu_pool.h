@@ -1,6 +1,9 @@
 // Free GPU capacity of every node, indexed so that placement is a best-fit look-up rather than a
 // scan. Each GPU is a vector entry of free thousandths, so whole GPUs and fractions (MIG slices,
 // shared GPUs) are allocated by the same all-or-nothing take/release.
+//
+// Thread-safety: none; owned by one Scheduler and used by one thread at a time, like all of
+// src/core (which has no threads, I/O or clock).
 #pragma once
 
 #include <algorithm>

@@ -1,4 +1,6 @@
 // A job as its owner submits it: what it needs, what it promises (minimum runtime), who pays.
+//
+// Thread-safety: plain values; copies may be read from several threads while none writes.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,7 @@
 // Clusters and their nodes, in the terms operators use: GPU model, GPU count, topology block,
 // health.
+//
+// Thread-safety: plain values; copies may be read from several threads while none writes.
 #pragma once
 
 #include <map>

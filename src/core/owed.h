@@ -4,6 +4,8 @@
 // for in it; the GPU-time delivered to it counts toward the owed amount up to it. Impact is what
 // counted over what was owed. Its share uncapped (fraction x available) is its entitlement, not
 // what it is owed: a budget that asks for nothing is owed nothing.
+//
+// Thread-safety: plain values; copies may be read from several threads while none writes.
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,9 @@
 // The two node filters every placement search applies (gpu_pool.cpp's best fit and
 // consolidated_placement.cpp's Helios rule), kept in one place so that the two rules cannot
 // drift apart on which nodes a request may use. Internal to src/core.
+//
+// Thread-safety: none; owned by one Scheduler and used by one thread at a time, like all of
+// src/core (which has no threads, I/O or clock).
 #pragma once
 
 #include <algorithm>

@@ -1,4 +1,6 @@
 // Every constant of the scheduling policy, with the defaults documented in docs/policy.md.
+//
+// Thread-safety: plain values; copies may be read from several threads while none writes.
 #pragma once
 
 #include "core/types.h"

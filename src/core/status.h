@@ -1,4 +1,6 @@
 // A result that is either a value or an error naming the field at fault and the reason.
+//
+// Thread-safety: plain values; copies may be read from several threads while none writes.
 #pragma once
 
 #include <string>

@@ -1,5 +1,7 @@
 // Basic quantities of the scheduling core. Time is always an argument: the core never reads a
 // clock.
+//
+// Thread-safety: plain values; copies may be read from several threads while none writes.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,8 @@
 // Usage over a sliding lookback window, kept incrementally in time buckets: charging and reading
 // cost the same however long the history is. One window holds every budget node of one cluster.
+//
+// Thread-safety: none; owned by one Scheduler and used by one thread at a time, like all of
+// src/core (which has no threads, I/O or clock).
 #pragma once
 
 #include <vector>
