@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "sim/report_numbers.h"
 #include "sim/svg_plot.h"
 
 namespace allot::sim {
@@ -12,18 +13,6 @@ namespace {
 
 // More runs than this (a sweep's grid) would make the per-budget sections unreadable.
 constexpr std::size_t kMaxRunsPerBudget = 8;
-
-std::string pct(double x) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
-  return b;
-}
-
-std::string fmt(double x, const char* f = "%.0f") {
-  char b[32];
-  std::snprintf(b, sizeof b, f, x);
-  return b;
-}
 
 // The budget paths of every run, in first-seen order.
 std::vector<std::string> budget_paths(const Report& rep) {

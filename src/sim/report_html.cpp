@@ -5,24 +5,13 @@
 
 #include "sim/duration_text.h"
 #include "sim/report_budgets.h"
+#include "sim/report_numbers.h"
 #include "sim/reports.h"
 #include "sim/svg_plot.h"
 #include "sim/tradeoff.h"
 
 namespace allot::sim {
 namespace {
-
-std::string pct(double x) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
-  return b;
-}
-
-std::string fmt(double x, const char* f = "%.0f") {
-  char b[32];
-  std::snprintf(b, sizeof b, f, x);
-  return b;
-}
 
 // Averages of consecutive ratio buckets, at most `points` of them, as (day, value).
 std::vector<std::pair<double, double>> downsample(const std::vector<core::MilliGpuSeconds>& part,

@@ -20,16 +20,6 @@ std::string pg_placeholders(int from, int n) {
 
 namespace {
 
-std::string join(const std::vector<std::string>& v) {
-  // Members are validated names ([A-Za-z0-9._@-]); a comma separates them.
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += ',';
-    out += s;
-  }
-  return out;
-}
-
 // Writes every column of a job (inserting it if it is new), leaving the creation event's.
 std::string upsert_job_sql() {
   std::string set;
@@ -89,7 +79,7 @@ PgStatement write_statement(const WriteOp& w) {
               "submit_limits = excluded.submit_limits";
           const auto& b = o.budget;
           st.sql = &sql;
-          st.params.all(b.path, b.share, join(b.members), b.removed, join(b.owners),
+          st.params.all(b.path, b.share, name_list(b.members), b.removed, name_list(b.owners),
                         b.submit_limits);
         } else if constexpr (std::is_same_v<T, op::AddAudit>) {
           static const std::string sql =

@@ -37,17 +37,6 @@ int latest_version() {
   return static_cast<int>(kPostgresMigrations.size());
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start < s.size()) {
-    auto comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 std::string like_prefix(const std::string& path) {
   std::string out;
   for (char ch : path) {
@@ -312,8 +301,12 @@ class PostgresStore final : public Store {
                      "ORDER BY ord",
                      {}),
                [](const PgResult& r, int i) {
-                 return BudgetRecord{r.text(i, 0),         r.real(i, 1),        split(r.text(i, 2)),
-                                     r.integer(i, 3) != 0, split(r.text(i, 4)), r.text(i, 5)};
+                 return BudgetRecord{r.text(i, 0),
+                                     r.real(i, 1),
+                                     parse_name_list(r.text(i, 2)),
+                                     r.integer(i, 3) != 0,
+                                     parse_name_list(r.text(i, 4)),
+                                     r.text(i, 5)};
                });
   }
 

@@ -33,27 +33,6 @@ int latest_version() {
   return static_cast<int>(kSqliteMigrations.size());
 }
 
-std::string join(const std::vector<std::string>& v) {
-  // Members are validated names ([A-Za-z0-9._@-]); a comma separates them.
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += ',';
-    out += s;
-  }
-  return out;
-}
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start < s.size()) {
-    auto comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
 // One connection with its prepared statements, cached by SQL text.
 class Conn {
  public:
@@ -482,9 +461,12 @@ class SqliteStore final : public Store {
     return rows(
         "SELECT path, share, members, removed, owners, submit_limits FROM budgets ORDER BY rowid",
         [](sqlite3_stmt* st) {
-          return BudgetRecord{col_text(st, 0),        sqlite3_column_double(st, 1),
-                              split(col_text(st, 2)), col_int(st, 3) != 0,
-                              split(col_text(st, 4)), col_text(st, 5)};
+          return BudgetRecord{col_text(st, 0),
+                              sqlite3_column_double(st, 1),
+                              parse_name_list(col_text(st, 2)),
+                              col_int(st, 3) != 0,
+                              parse_name_list(col_text(st, 4)),
+                              col_text(st, 5)};
         });
   }
 
@@ -745,7 +727,7 @@ class SqliteStore final : public Store {
                 "(?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET share = excluded.share, members = "
                 "excluded.members, removed = excluded.removed, owners = excluded.owners, "
                 "submit_limits = excluded.submit_limits");
-            bind_args(st, b.path, b.share, join(b.members), b.removed, join(b.owners),
+            bind_args(st, b.path, b.share, name_list(b.members), b.removed, name_list(b.owners),
                       b.submit_limits);
           } else if constexpr (std::is_same_v<T, op::AddAudit>) {
             const auto& a = o.entry;

@@ -57,6 +57,28 @@ struct JobRecord {
   int array_limit = 0;           // at most this many of the array's tasks queued or running
 };
 
+// A list of user names as stored in one text column ("ann,bob"; names are validated, so a comma
+// never occurs in one), for both backends.
+inline std::string name_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out += ',';
+    out += n;
+  }
+  return out;
+}
+inline std::vector<std::string> parse_name_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 // A list of job ids as stored in one text column ("3,12,40"; "" for none), for both backends.
 inline std::string id_list(const std::vector<JobId>& ids) {
   std::string out;
