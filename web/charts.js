@@ -61,6 +61,25 @@ export function sparkBars(values, { width = 200, height = 30, max = 100 } = {}) 
   return svg;
 }
 
+// A sparkline: a value over time (points [{t, v}], oldest first) as a polyline from 0 to max,
+// each point a dot carrying its value (data-value) and a tooltip.
+export function sparkline(points, { width = 240, height = 36, max = 100, unit = "" } = {}) {
+  const svg = s("svg", { width, height, role: "img", class: "chart sparkline" });
+  if (!points.length) return svg;
+  const t0 = points[0].t;
+  const span = Math.max(1, points[points.length - 1].t - t0);
+  const x = (t) => (points.length === 1 ? width / 2 : 3 + ((t - t0) / span) * (width - 6));
+  const top = max > 0 ? max : 1;
+  const y = (v) => height - 3 - (Math.min(Math.max(v, 0), top) / top) * (height - 6);
+  svg.append(s("polyline", { class: "spark-line", fill: "none",
+    points: points.map((p) => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(" ") }));
+  for (const p of points) {
+    svg.append(s("circle", { cx: x(p.t).toFixed(1), cy: y(p.v).toFixed(1), r: 1.5,
+      class: "spark-dot", "data-value": p.v }, s("title", {}, `${p.v}${unit}`)));
+  }
+  return svg;
+}
+
 // A filled fraction 0..1 (drain progress, delivered share).
 export function progress(fraction, { width = 120 } = {}) {
   const f = Math.max(0, Math.min(1, fraction || 0));

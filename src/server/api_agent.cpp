@@ -208,6 +208,7 @@ void ApiServer::Impl::install_agent_routes() {
             d.io_sum = j.value("io_wait_pct_mean", 0.0) * static_cast<double>(samples);
             d.first_time = now - static_cast<core::Time>(secs);
             d.last_time = now;
+            telemetry_series.add(part.job, part.run, now, util, d.mem_peak_mib, d.mem_total_mib);
             batch.push_back(store::op::AddTelemetry{d});
           }
           if (!batch.empty()) {

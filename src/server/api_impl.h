@@ -26,6 +26,7 @@
 #include "server/job_spec.h"
 #include "server/logs.h"
 #include "server/prometheus.h"
+#include "server/telemetry_series.h"
 
 namespace allot::server {
 
@@ -52,6 +53,7 @@ struct ApiServer::Impl {
 
   // Thread-safe itself.
   SubmitQuota quota;
+  TelemetrySeries telemetry_series;  // running jobs' recent points, for the sparklines
 
   std::mutex token_mu;
   // Guarded by token_mu.

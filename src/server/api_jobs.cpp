@@ -377,11 +377,15 @@ void ApiServer::Impl::install_job_routes() {
           check_query(req, {});
           auto j = visible_job(p, req.matches[1]);
           auto snap = ctl->snapshot();
-          json out = {{"id", j.id},
-                      {"run", j.runs},
-                      {"current", nullptr},
-                      {"total", nullptr},
-                      {"flags", json::array()}};
+          json out = {{"id", j.id},       {"run", j.runs},          {"current", nullptr},
+                      {"total", nullptr}, {"flags", json::array()}, {"samples", json::array()}};
+          // The current run's recent points, as the agents reported them (in memory only).
+          for (const auto& pt : telemetry_series.points(j.id, j.runs)) {
+            out["samples"].push_back({{"time", pt.time},
+                                      {"gpu_util_pct", pt.gpu_util_pct},
+                                      {"mem_used_mib", pt.mem_used_mib},
+                                      {"mem_total_mib", pt.mem_total_mib}});
+          }
           const auto spec = parsed_or(j.spec_json, json::object());
           for (const auto& t : store->telemetry(j.id)) {
             if (t.run == 0) out["total"] = telemetry_json(t);

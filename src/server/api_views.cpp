@@ -143,8 +143,21 @@ void ApiServer::Impl::install_view_routes() {
       if (!can_see_budget(p, path, snap->members)) continue;
       budgets[path] = {{"allocated_milli", am.first}, {"unallocated_milli", am.second}};
     }
+    // Fragmentation per cluster, as the last explaining cycle left it: counts only.
+    json clusters = json::array();
+    for (const auto& c : snap->clusters) {
+      clusters.push_back({{"name", c.name},
+                          {"free_gpus", c.free_gpus},
+                          {"largest_waiting_per_node", c.largest_waiting_per_node},
+                          {"fragmented_gpus", c.fragmented_gpus}});
+    }
     send(res, 200,
-         {{"time", snap->now}, {"nodes", nodes}, {"by_model", models}, {"budgets", budgets}});
+         {{"time", snap->now},
+          {"explained_at", snap->explained_at},
+          {"nodes", nodes},
+          {"by_model", models},
+          {"clusters", clusters},
+          {"budgets", budgets}});
   });
 
   route("GET", "/api/v1/queue", [this](const httplib::Request& req, httplib::Response& res) {

@@ -271,6 +271,7 @@ void Controller::cycle(bool explain) {
     for (const auto& [id, w] : gate_why_) why->emplace(id, w);
     why_ = std::move(why);
     explained_at_ = now;
+    cluster_states_ = res.clusters;
     standing_ = standings();
   }
   write(std::move(batch));
@@ -299,7 +300,14 @@ void Controller::publish() {
     for (const auto& o : b.owners) s->owned_by[o].push_back(path);
   }
   for (const auto& c : sched_.clusters()) {
-    s->clusters.push_back({c.name, sched_.capacity(c.id), 0});
+    ClusterInfo info{c.name, sched_.capacity(c.id)};
+    for (const auto& st : cluster_states_) {
+      if (st.cluster != c.id) continue;
+      info.free_gpus = st.free_gpus;
+      info.largest_waiting_per_node = st.largest_waiting_per_node;
+      info.fragmented_gpus = st.fragmented_gpus;
+    }
+    s->clusters.push_back(std::move(info));
   }
   s->cluster_ids = cluster_ids_;
   s->node_shapes.reserve(sched_.nodes().size());

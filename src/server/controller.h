@@ -99,7 +99,12 @@ struct ReportOutcome {
 struct ClusterInfo {
   std::string name;
   core::Milli capacity = 0;
+  // What the last explaining cycle left idle (core::ClusterState): whole free GPUs on
+  // schedulable nodes, the largest per-node request still waiting, and the free GPUs it cannot
+  // use (fragmentation).
   int free_gpus = 0;
+  int largest_waiting_per_node = 0;
+  int fragmented_gpus = 0;
 };
 
 struct Snapshot {
@@ -284,7 +289,8 @@ class Controller {
   std::map<std::string, core::ClusterId> cluster_ids_;
   std::shared_ptr<const std::map<JobId, WhyInfo>> why_;
   Time explained_at_ = 0;
-  std::shared_ptr<const StandingTable> standing_;  // computed with the explanations
+  std::vector<core::ClusterState> cluster_states_;  // the last explaining cycle's, by ClusterId
+  std::shared_ptr<const StandingTable> standing_;   // computed with the explanations
   std::set<JobId> holding_;  // jobs holding GPUs (starting, running, preempting)
   std::set<JobId> gated_;    // waiting jobs kept out of the core (held, dependencies, array limit)
   std::map<JobId, WhyInfo> gate_why_;                  // why each gated job waits

@@ -40,5 +40,6 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/telemetry_series.cpp
   ${CMAKE_CURRENT_LIST_DIR}/web_assets.cpp
 )

@@ -611,6 +611,11 @@ TEST_F(Agent, TelemetryKeepsSummariesFlagsAndTheLatestGpuSample) {
   EXPECT_DOUBLE_EQ(t.body["current"]["gpu_util_peak"].get<double>(), 9);
   EXPECT_EQ(t.body["current"]["mem_used_peak_mib"], 2 * 6144);
   EXPECT_EQ(t.body["total"]["samples"], 660);
+  // A point per post, for the dashboard's sparklines.
+  ASSERT_EQ(t.body["samples"].size(), 66u);
+  EXPECT_EQ(t.body["samples"].back()["time"], h->now());
+  EXPECT_EQ(t.body["samples"].back()["gpu_util_pct"], 5.0);
+  EXPECT_EQ(t.body["samples"].back()["mem_used_mib"], 2 * 6144);
   std::map<std::string, std::string> flags;
   for (const auto& f : t.body["flags"]) flags[f["flag"]] = f["hint"];
   ASSERT_TRUE(flags.count("idle")) << t.body.dump();

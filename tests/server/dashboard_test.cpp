@@ -191,6 +191,31 @@ TEST_F(Dashboard, GpusViewGivesEachGpusStateAndHeldGpusPerBudget) {
   EXPECT_EQ(h->get("/api/v1/gpus?x=1").status, 400);
 }
 
+// Fragmentation: idle GPUs that no waiting job can use. One node of 8 GPUs runs a 5-GPU job;
+// a 4-GPU job waits, so the 3 free GPUs are fragmented.
+TEST_F(Dashboard, GpusViewCountsIdleGpusNoWaitingJobCanUse) {
+  h->add_sim_nodes(1);
+  ASSERT_EQ(h->post("/api/v1/jobs", job("five", "/lab/a", 5)).status, 201);
+  h->sync();
+  auto idle = h->get("/api/v1/gpus");
+  ASSERT_EQ(idle.status, 200) << idle.body.dump();
+  ASSERT_EQ(idle.body["clusters"].size(), 1u) << idle.body.dump();
+  EXPECT_EQ(idle.body["clusters"][0]["free_gpus"], 3);
+  EXPECT_EQ(idle.body["clusters"][0]["largest_waiting_per_node"], 0);
+  EXPECT_EQ(idle.body["clusters"][0]["fragmented_gpus"], 0);  // nothing waits: none is stranded
+
+  ASSERT_EQ(h->post("/api/v1/jobs", job("four", "/lab/a", 4)).status, 201);
+  h->sync();
+  auto r = h->get("/api/v1/gpus");
+  ASSERT_EQ(r.status, 200);
+  const auto& c = r.body["clusters"][0];
+  EXPECT_EQ(c["name"], r.body["nodes"][0]["cluster"]);
+  EXPECT_EQ(c["free_gpus"], 3);
+  EXPECT_EQ(c["largest_waiting_per_node"], 4);
+  EXPECT_EQ(c["fragmented_gpus"], 3) << r.body.dump();
+  EXPECT_GE(r.body["explained_at"].get<core::Time>(), idle.body["explained_at"].get<core::Time>());
+}
+
 // A draining node is empty once each job reaches its drain deadline (its minimum runtime, or its
 // protection's end): that, not the jobs' expected end, is its ETA. A cordoned node keeps its
 // jobs to their end.

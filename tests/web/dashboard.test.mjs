@@ -6,7 +6,7 @@
 //   node dashboard.test.mjs <path to the allot binary> [artifacts dir]
 // Exit 0: passed; 77: skipped (no chromium); anything else: failed.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import assert from "node:assert/strict";
@@ -74,6 +74,16 @@ try {
     return out;
   };
   await until("both nodes", async () => (await call("/nodes")).nodes.length === 2);
+  // The fake GPUs report 70% use and 20,000 MiB used (their control files), so that a running
+  // job's telemetry sparklines have known values.
+  for (const n of (await call("/nodes")).nodes) {
+    const control = join(dir, "allot.db.local", "agents", n.name, "gpus");
+    assert.ok(existsSync(control), "the fake node's control directory " + control);
+    for (let i = 0; i < 8; ++i) {
+      writeFileSync(join(control, `gpu${i}.util_pct`), "70\n");
+      writeFileSync(join(control, `gpu${i}.mem_used_mib`), "20000\n");
+    }
+  }
   await call("/budgets", { path: "/lab/a", share: 3, members: ["ann"] });
   await call("/budgets", { path: "/lab/b", share: 1, members: ["bo"] });
   const ann = (await call("/tokens", { name: "ann-web", role: "user", subject: "ann" })).token;
@@ -138,6 +148,16 @@ try {
   const states = await page.$$eval("#by-model tbody td", (tds) => tds.map((t) => t.textContent));
   assert.deepEqual(states.slice(2), ["8", "0", "8", "0", "0"], JSON.stringify(states));
   assert.match(await text("#by-reason"), new RegExp(waitWhy.code));
+  // Fragmentation, per cluster, as the API measured it: the free node's 8 GPUs are idle, and
+  // the waiting jobs ask 8 per node, so none of them is stranded.
+  const frag = (await call("/gpus")).clusters;
+  assert.equal(frag.length, 1);
+  assert.equal(frag[0].largest_waiting_per_node, 8, JSON.stringify(frag));
+  const fragCells = await page.$$eval("#fragmentation tbody td", (tds) =>
+    tds.map((t) => t.textContent));
+  assert.deepEqual(fragCells, [frag[0].name, String(frag[0].free_gpus), "8 GPUs",
+    String(frag[0].fragmented_gpus)], JSON.stringify(fragCells));
+  assert.equal(fragCells[1], "8");
   await shot("cluster");
 
   // Queue: the waiting job with its reason and rank; the running one with its class.
@@ -158,9 +178,24 @@ try {
   assert.equal(await text("#why-code"), waitWhy.code);
   await visit(`/jobs/${taker.id}`, "#job-class");
   assert.equal(await text("#job-class"), "allocated");
+  // Its telemetry sparklines: a point per agent report (every 10 s), the values the API has.
+  await page.waitForSelector("#spark-util circle", { timeout: 30000 });
+  const tel = await call(`/jobs/${taker.id}/telemetry`);
+  assert.ok(tel.samples.length >= 1, JSON.stringify(tel));
+  const utilDots = await page.$$eval("#spark-util circle", (cs) => cs.map((c) =>
+    Number(c.dataset.value)));
+  assert.ok(utilDots.length >= 1 && utilDots.every((v) => v === 70), "GPU use 70%: " + utilDots);
+  const memDots = await page.$$eval("#spark-mem circle", (cs) => cs.map((c) =>
+    Number(c.dataset.value)));
+  assert.ok(memDots.length >= 1 && memDots.every((v) => v === 8 * 20000),
+    "memory, summed over its 8 GPUs: " + memDots);
+  assert.equal(tel.samples[0].mem_used_mib, 8 * 20000);
+  await shot("job-telemetry");
   await visit(`/jobs/${victim.id}`, "#events");
   const links = await page.$$eval("#events a", (as) => as.map((a) => a.getAttribute("href")));
   assert.ok(links.includes(`/jobs/${taker.id}`), "the preemption links its cause: " + links);
+  assert.match(await text("#events"), new RegExp(`preempt.*job ${taker.id}`, "i"),
+    "the preemption names the job that took the GPUs");
   await shot("job");
   await page.click(`#events a[href="/jobs/${taker.id}"]`);
   await page.waitForFunction((id) => document.querySelector("h1")?.textContent.startsWith(
@@ -200,6 +235,17 @@ try {
   const gpuHours = usage.rows.find((r) => r.budget === "/lab/a").allocated_gpu_seconds / 3600;
   assert.ok(today[0] > 0 && today[0] <= gpuHours + 1e-9, `${today[0]} GPU-h, API ${gpuHours}`);
   assert.ok(await page.$("#week line.share"), "the share line is drawn");
+  // Each budget's rank in the fair-share order, and why, as GET /standing has it.
+  await page.waitForSelector("#ranks", { timeout: 10000 });
+  const standing = await call("/standing");
+  const labA = standing.budgets.find((b) => b.budget === "/lab/a").clusters[0];
+  const rankRow = await page.$$eval("#ranks tbody tr", (trs) => trs.map((t) =>
+    [...t.children].map((c) => c.textContent)).find((r) => r[0] === "/lab/a"));
+  assert.ok(rankRow, "/lab/a has a rank row");
+  assert.equal(rankRow[2], `${labA.rank} of ${labA.siblings}`);
+  assert.equal(labA.siblings, 3);  // /lab/default (allot up makes it), /lab/a and /lab/b
+  assert.match(rankRow[4], /used \+ .* promised GPU-h\) ÷ .* allocated GPU-h/, rankRow[4]);
+  assert.ok(await page.$("#audit"), "the admin sees the audit log");
 
   // The admin changes /lab/b's share: the page previews the new fractions, then saves it.
   const editor = 'input[aria-label="share of /lab/b"]';
@@ -216,6 +262,16 @@ try {
   const audit = await call("/budgets/audit?path=/lab/b");
   assert.ok(audit.entries.some((e) => e.field === "share" && Number(e.new) === 2),
     "the audit log has the change: " + JSON.stringify(audit.entries));
+  // ...and the page's audit log shows it once it refreshes: who, which budget, old and new.
+  await page.waitForFunction(() => [...document.querySelectorAll("#audit tbody tr")].some((tr) => {
+    const c = [...tr.children].map((td) => td.textContent);
+    return c[2] === "/lab/b" && c[3] === "share" && Number(c[5]) === 2;
+  }), { timeout: 15000 });
+  const auditRow = await page.$$eval("#audit tbody tr", (trs) => trs.map((t) =>
+    [...t.children].map((c) => c.textContent)).find((r) => r[2] === "/lab/b" && r[3] === "share"));
+  assert.equal(auditRow[1], "admin", "the audit names who changed it: " + auditRow);
+  assert.equal(Number(auditRow[4]), 1, "and the old share: " + auditRow);
+  await shot("budgets-audit");
 
   // Me, as ann: her budget and her jobs.
   await page.click("#signout");

@@ -1,8 +1,9 @@
 // Budgets: the tree with shares and what each share is worth (fraction of each cluster), what
 // each budget holds now (allocated vs unallocated GPUs), and owed vs delivered GPU-hours over the
-// last 7 days. Whoever may change a share edits it here, seeing the new fractions first.
+// last 7 days, each budget's rank in the fair-share order and why (GET /standing), and the audit
+// log of changes. Whoever may change a share edits it here, seeing the new fractions first.
 import { api, cached, me } from "../app.js";
-import { h, table, num, gpus, hours, pct, later } from "../dom.js";
+import { h, table, num, gpus, hours, pct, later, when } from "../dom.js";
 import { stackedBars, progress, dailyBars } from "../charts.js";
 
 const parentOf = (p) => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
@@ -52,7 +53,10 @@ function shareEditor(b, budgets, onSaved) {
     try {
       await api("/budgets", { path: b.path, share: Number(input.value) });
       msg.textContent = " saved";
-      save.blur(); // the page refreshes again (not while a field of it has the focus)
+      // The page refreshes again (not while a field of it has the focus): the new share and
+      // its audit entry show within the refresh.
+      input.blur();
+      save.blur();
       onSaved();
     } catch (e) {
       msg.textContent = " " + e.message;
@@ -98,12 +102,49 @@ function standing(report, list) {
     }), { id: "standing" }));
 }
 
+// Each budget's rank among its siblings per cluster (GET /standing), and why: the lower its
+// standing ((usage + promised) ÷ allocation over the lookback window), the earlier its jobs go.
+const fixed = (v, d = 1) => (v === null || v === undefined ? "∞"
+  : v > 0 && v < 10 ** -d ? Number(v).toPrecision(2) : Number(v).toFixed(d));
+function ranks(st) {
+  const rows = [];
+  for (const b of st.budgets) {
+    for (const c of b.clusters) {
+      rows.push([b.budget, c.cluster, h("td", { class: "num rank" }, `${c.rank} of ${c.siblings}`),
+        num(fixed(c.standing, 3)),
+        `(${fixed(c.usage_gpu_hours)} used + ${fixed(c.promised_gpu_hours)} promised GPU-h) ÷ ` +
+        `${fixed(c.allocation_gpu_hours)} allocated GPU-h` + (c.waiting ? `; ${c.waiting} waiting`
+          : "") + (c.rank === 1 && c.siblings > 1 ? ": the lowest standing of its siblings, first"
+          : c.rank > 1 ? `: after ${c.rank - 1} sibling${c.rank > 2 ? "s" : ""} with a standing ` +
+            "as low or lower" : "")]);
+    }
+  }
+  return h("div", {}, h("h2", {}, "Rank in the fair-share order"),
+    h("p", { class: "muted" }, "Among its siblings, per cluster: lowest standing first. " +
+      `Standing as of ${when(st.at)}.`),
+    table(["Budget", "Cluster", "Rank", "Standing", "Why"], rows, { id: "ranks" }));
+}
+
+// The audit log of changes to budgets the signed-in principal may read (admins: all; managers:
+// their scope), newest first.
+function auditLog(a) {
+  return h("div", {}, h("h2", {}, "Audit log"),
+    a.entries.length ? table(["Time", "Who", "Budget", "Field", "Old", "New"], a.entries.map((e) =>
+      [when(e.time), e.actor, e.path, e.field, e.old, e.new]), { id: "audit" })
+      : h("p", { class: "muted", id: "audit" }, "No changes recorded."));
+}
+
 export async function budgetsPage(_m, params) {
   const [tree, g] = await Promise.all([api("/budgets"), api("/gpus")]);
   // The history (seconds over 100,000 jobs) comes later, read at most once in 5 minutes.
   const report = cached("report-week", 300000, "/report");
   const who = me();
   const list = tree.budgets;
+  // The standing reads the last 7 days too: at most once a minute.
+  const order = cached("standing", 60000, "/standing");
+  const auditScope = who.role === "admin" ? "/" : who.role === "manager" ? who.scope : null;
+  const audit = auditScope
+    ? api(`/budgets/audit?path=${encodeURIComponent(auditScope)}&limit=20`) : null;
   const rows = list.map((b) => {
     const held = g.budgets[b.path] || { allocated_milli: 0, unallocated_milli: 0 };
     const frac = Object.entries(b.fraction).map(([c, f]) => `${c} ${pct(f)}`).join(", ");
@@ -133,5 +174,7 @@ export async function budgetsPage(_m, params) {
     heldRows.length ? stackedBars(heldRows, { unit: " GPUs", labelWidth: 200 })
       : h("p", { class: "muted" }, "No budget holds GPUs now."),
     later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
-    later(report.then(weekOf), (w) => w, "Loading the last 7 days…"));
+    later(report.then(weekOf), (w) => w, "Loading the last 7 days…"),
+    later(order, ranks, "Loading the fair-share order…"),
+    audit ? later(audit, auditLog, "Loading the audit log…") : "");
 }

@@ -1,5 +1,6 @@
 // Cluster: is the cluster healthy and busy, and why does work wait? The four metrics over the
-// last hour and the last 7 days, GPUs by state per GPU model, and the queue by reason.
+// last hour and the last 7 days, GPUs by state per GPU model, fragmentation (idle GPUs no waiting
+// job can use), and the queue by reason.
 import { api, cached } from "../app.js";
 import { h, pct, table, num, later } from "../dom.js";
 import { stackedBars } from "../charts.js";
@@ -38,6 +39,13 @@ export async function clusterPage() {
     models.length ? stackedBars(models, { unit: " GPUs" }) : h("p", { class: "muted" }, "No nodes."),
     table(["Cluster", "Model", ...STATES], g.by_model.map((m) =>
       [m.cluster, m.model, ...STATES.map((k) => num(m[k]))]), { id: "by-model" }),
+    h("h2", {}, "Fragmentation"),
+    h("p", { class: "muted" }, "Idle GPUs no waiting job can use: on each node, free GPUs fewer " +
+      "than the largest per-node request still waiting (or left over after whole requests)."),
+    table(["Cluster", "Idle GPUs", "Largest waiting request per node", "Fragmented GPUs"],
+      (g.clusters || []).map((c) => [c.name, num(c.free_gpus),
+        num(c.largest_waiting_per_node ? `${c.largest_waiting_per_node} GPUs` : "nothing waits"),
+        num(c.fragmented_gpus)]), { id: "fragmentation" }),
     h("h2", {}, `Waiting jobs by reason (${q.waiting})`),
     reasons.length
       ? stackedBars(reasons.map(([code, n]) => ({ label: code, parts: [{ key: "plain", value: n }] })),

@@ -2,7 +2,7 @@
 // the job that took its GPUs linked), how well it used them (telemetry) and what it printed.
 import { api, apiResponse, ApiError } from "../app.js";
 import { h, table, num, when, pct, withJobLinks } from "../dom.js";
-import { timeline, sparkBars } from "../charts.js";
+import { timeline, sparkBars, sparkline } from "../charts.js";
 
 const kv = (pairs) => h("dl", { class: "kv" },
   pairs.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")]));
@@ -28,6 +28,21 @@ async function logTail(j) {
     throw e;
   }
   return h("pre", { class: "log", id: "log" }, last.split("\n").slice(-60).join("\n") || "(empty)");
+}
+
+// GPU use and memory over the current run, a point per agent report (GET .../telemetry samples).
+function sparklines(samples) {
+  if (!samples || !samples.length) return "";
+  const last = samples[samples.length - 1];
+  const memMax = Math.max(1, ...samples.map((p) => p.mem_total_mib || p.mem_used_mib));
+  return h("div", { class: "sparklines", id: "sparklines" },
+    h("div", { id: "spark-util" }, h("span", { class: "label" }, "GPU use, %: "),
+      sparkline(samples.map((p) => ({ t: p.time, v: Number(p.gpu_util_pct.toFixed(1)) })),
+        { unit: "%" }), ` now ${last.gpu_util_pct.toFixed(1)}%`),
+    h("div", { id: "spark-mem" }, h("span", { class: "label" }, "Memory, MiB: "),
+      sparkline(samples.map((p) => ({ t: p.time, v: p.mem_used_mib })),
+        { max: memMax, unit: " MiB" }), ` now ${last.mem_used_mib} of ${last.mem_total_mib} MiB`),
+    h("div", { class: "muted" }, `${samples.length} reports since ${when(samples[0].time)}`));
 }
 
 export async function jobPage(m) {
@@ -84,6 +99,7 @@ export async function jobPage(m) {
     ["GPU use now, per GPU", mine.length ? sparkBars(mine) : "–"],
     ...tel.flags.map((f) => [f.flag, f.hint])])
       : h("p", { class: "muted" }, "No telemetry yet (simulated nodes send none)."),
+    sparklines(tel.samples),
     h("h2", {}, "Log tail (stdout)"),
     await logTail(j));
 }
