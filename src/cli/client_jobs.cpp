@@ -28,7 +28,8 @@ namespace {
 
 // A YAML job spec holds the fields of POST /jobs, with a few written the way people write them:
 // durations ("2h") for min_runtime and expected_duration, sizes ("64G") for memory (memory_mib),
-// gpus for gpus_per_node, model/cluster for one-entry models/clusters, env values of any scalar.
+// gpus for the total GPUs (shaped by the server), model/cluster for one-entry models/clusters, env
+// values of any scalar.
 json from_yaml_spec(const std::string& file, json body) {
   if (!body.is_object()) die(kUsage, file + ": a job spec is a mapping of fields");
   for (const char* k : {"min_runtime", "expected_duration"}) {
@@ -42,7 +43,6 @@ json from_yaml_spec(const std::string& file, json body) {
     body[to] = body[from];
     body.erase(from);
   };
-  rename("gpus", "gpus_per_node");
   rename("memory", "memory_mib");
   if (body.contains("memory_mib") && body["memory_mib"].is_string()) {
     body["memory_mib"] = parse_mib(file + ": memory", body["memory_mib"].get<std::string>());
@@ -143,8 +143,24 @@ int cmd_submit(const Args& a, const Conn& c) {
   }
   if (a.has("budget")) body["budget"] = a.get("budget");
   if (a.has("name")) body["name"] = a.get("name");
-  if (a.has("gpus")) body["gpus_per_node"] = parse_count("--gpus", a.get("gpus"));
+  if (a.has("gpus")) body["gpus"] = parse_count("--gpus", a.get("gpus"));
+  if (a.has("gpus-per-node"))
+    body["gpus_per_node"] = parse_count("--gpus-per-node", a.get("gpus-per-node"));
   if (a.has("nodes")) body["nodes"] = parse_count("--nodes", a.get("nodes"));
+  // --gpus is the total; with --nodes it is split evenly over them (like Slurm's --gpus).
+  if (body.contains("gpus") && body.contains("gpus_per_node")) {
+    die(kUsage, "--gpus is the total: give it or --gpus-per-node, not both");
+  }
+  if (body.contains("gpus") && body.contains("nodes") && body["gpus"].is_number_integer() &&
+      body["nodes"].is_number_integer()) {
+    const long long total = body["gpus"].get<long long>(), nodes = body["nodes"].get<long long>();
+    if (nodes < 1 || total % nodes != 0) {
+      die(kUsage, "--gpus " + std::to_string(total) + " does not split evenly over --nodes " +
+                      std::to_string(nodes) + ": give --gpus-per-node instead");
+    }
+    body["gpus_per_node"] = total / nodes;
+    body.erase("gpus");
+  }
   if (a.has("gpu-milli")) body["gpu_milli"] = parse_count("--gpu-milli", a.get("gpu-milli"));
   if (a.has("min-runtime"))
     body["min_runtime"] = parse_duration("--min-runtime", a.get("min-runtime"));
@@ -209,6 +225,9 @@ int cmd_submit(const Args& a, const Conn& c) {
   const auto id = std::to_string(r["id"].get<unsigned long long>());
   std::printf("submitted job %s (%s)\n  %s\n", id.c_str(), r["state"].get<std::string>().c_str(),
               contract_promise(r).c_str());
+  if (r.contains("spec") && r["spec"].value("nodes", 1) > 1) {
+    std::printf("  a gang of %s GPUs (nodes x GPUs per node)\n", gpus_of(r).c_str());
+  }
   std::fflush(stdout);
   tell_class(c, id, r);
   return kOk;

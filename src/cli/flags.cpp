@@ -36,8 +36,12 @@ std::vector<CommandSpec> build() {
        {
            {"budget", "PATH", "the budget that pays, e.g. /lab/nlp (required)"},
            {"name", "NAME", "a name to find the job by (default: the command's name)"},
-           {"gpus", "N", "GPUs on each node (default 1)"},
-           {"nodes", "N", "nodes of a gang, each with --gpus GPUs (default 1)"},
+           {"gpus", "N",
+            "GPUs in all (default 1); more than a node holds become a gang, shaped like the "
+            "scheduler does: 16 on 8-GPU nodes = 2 x 8, 12 = 2 x 6"},
+           {"gpus-per-node", "G", "an explicit gang: G GPUs on each of --nodes nodes"},
+           {"nodes", "N",
+            "nodes of an explicit gang (with --gpus-per-node, or --gpus split evenly)"},
            {"gpu-milli", "M", "a fraction of one GPU in thousandths, 1-1000 (default 1000)"},
            {"min-runtime", "DURATION",
             "the contract: protected this long once started, e.g. 30m, 2h (default 0: "
@@ -173,6 +177,16 @@ std::vector<CommandSpec> build() {
                1,
                false,
                "allot budget set /lab/nlp --share 2 --members ann,bob"});
+  c.push_back({"budget log",
+               "[PATH] [options]",
+               "The audit log of budget changes at PATH and below (default /: all you may "
+               "read): who changed which field, from what to what, newest first. Admins read "
+               "it all; managers within their scope; users for the budgets they belong to.",
+               {{"limit", "N", "at most N entries (1-1000, default 100)"}},
+               0,
+               1,
+               false,
+               "allot budget log /lab/nlp --limit 20"});
   c.push_back({"budget rm",
                "PATH",
                "Remove a budget and those under it.",
@@ -197,7 +211,12 @@ std::vector<CommandSpec> build() {
   }
   c.push_back({"nodes",
                "",
-               "The nodes: GPUs, health, and why a node is not healthy.",
+               "The nodes, like Slurm's sinfo, in name order (n2 before n10): per node its GPUs "
+               "FREE, ALLOC (held by allocated jobs), UNALLOC (held by unallocated, preemptible "
+               "jobs) and DOWN (on a down node, or idle on a draining or cordoned one), the JOBS "
+               "on it you may see (+N: others), HEALTH and cordon, EMPTY-AT (when a draining "
+               "node's last job will have left), UTIL (mean GPU utilisation its agent reports), "
+               "and why a node is not healthy.",
                {},
                0,
                0,
