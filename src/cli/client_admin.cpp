@@ -167,9 +167,12 @@ int cmd_budget(const Args& a, const Conn& c) {
     for (const auto& p : r["removed"]) std::printf("removed %s\n", p.get<std::string>().c_str());
     return kOk;
   }
-  if (sub == "set") {
-    if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b] [--owners c,d]");
-    json body = {{"path", a.pos[1]}};
+  if (sub == "set" || sub == "create") {
+    if (a.pos.size() < 2) {
+      die(kUsage, "budget " + sub + " PATH [--share X] [--members a,b] [--owners c,d]");
+    }
+    json body = {{"path", a.pos[1]}, {"expect", sub == "create" ? "new" : "existing"}};
+    if (sub == "create") body["share"] = 1.0;
     if (a.has("share")) {
       body["share"] = parse_number("--share", a.get("share"));
     }
@@ -246,7 +249,7 @@ int cmd_budget(const Args& a, const Conn& c) {
           rows);
     return kOk;
   }
-  die(kUsage, "budget: tree, set, log, rm or usage");
+  die(kUsage, "budget: tree, create, set, log, rm or usage");
 }
 
 int cmd_report(const Args& a, const Conn& c) {

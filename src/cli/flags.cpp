@@ -160,23 +160,30 @@ std::vector<CommandSpec> build() {
                0,
                false,
                "allot budget tree"});
-  c.push_back({"budget set",
-               "PATH [options]",
-               "Create or change a budget (admins, and managers within their subtree).",
-               {{"share", "X", "its weight among its siblings (default 1)"},
-                {"members", "a,b", "the users who may submit to it"},
-                {"owners", "c,d", "the users who manage it and the budgets under it"},
-                {"submit-rate", "N",
-                 "admins: submissions a second per user here and below (0: no limit; "
-                 "default: the server's)"},
-                {"submit-burst", "N", "admins: submissions at once per user here and below"},
-                {"max-waiting-jobs", "N",
-                 "admins: jobs waiting per user when submitting here and below (0: no limit)"},
-                {"server-limits", "", "admins: drop this budget's own limits"}},
-               1,
-               1,
-               false,
-               "allot budget set /lab/nlp --share 2 --members ann,bob"});
+  {
+    const std::vector<FlagSpec> budget_fields = {
+        {"share", "X", "its weight among its siblings (default 1)"},
+        {"members", "a,b", "the users who may submit to it"},
+        {"owners", "c,d", "the users who manage it and the budgets under it"},
+        {"submit-rate", "N",
+         "admins: submissions a second per user here and below (0: no limit; "
+         "default: the server's)"},
+        {"submit-burst", "N", "admins: submissions at once per user here and below"},
+        {"max-waiting-jobs", "N",
+         "admins: jobs waiting per user when submitting here and below (0: no limit)"},
+        {"server-limits", "", "admins: drop this budget's own limits"}};
+    c.push_back({"budget create", "PATH [options]",
+                 "Create a budget, and any missing budgets above it (admins, and managers within "
+                 "their subtree). Refused if it exists (use `budget set`), or if its parent is a "
+                 "leaf with queued or running jobs (a budget with jobs gets no sub-budgets).",
+                 budget_fields, 1, 1, false,
+                 "allot budget create /lab/nlp --share 2 --members ann,bob"});
+    c.push_back({"budget set", "PATH [options]",
+                 "Change a budget (admins, and managers within their subtree). Refused for a "
+                 "path that does not exist: `budget create` makes one.",
+                 budget_fields, 1, 1, false,
+                 "allot budget set /lab/nlp --share 3 --members ann,bob,cy"});
+  }
   c.push_back({"budget log",
                "[PATH] [options]",
                "The audit log of budget changes at PATH and below (default /: all you may "

@@ -131,7 +131,8 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, SubmitWithFlagsAndYamlThenListShowWhyCancel) {
-  ASSERT_EQ(allot({"budget", "set", "/lab/cli", "--share", "2", "--members", "ann,bob"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/cli", "--share", "2", "--members", "ann,bob"}).code,
+            0);
   auto s = allot({"submit",
                   "--budget",
                   "/lab/cli",
@@ -257,7 +258,7 @@ TEST_F(Cli, SubmitWithFlagsAndYamlThenListShowWhyCancel) {
 }
 
 TEST_F(Cli, BudgetsNodesReportAndTokens) {
-  ASSERT_EQ(allot({"budget", "set", "/org/x", "--share", "3", "--owners", "olga"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/org/x", "--share", "3", "--owners", "olga"}).code, 0);
   auto t = allot({"budget", "tree"});
   ASSERT_EQ(t.code, 0);
   EXPECT_NE(t.out.find("OWNERS"), std::string::npos);
@@ -304,7 +305,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(allot({"drain", "nosuch"}).code, 5);
 
   // Tokens: create one for ann, use it, revoke it.
-  ASSERT_EQ(allot({"budget", "set", "/lab/tok", "--members", "ann"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/tok", "--members", "ann"}).code, 0);
   auto c = allot({"token", "create", "ann-cli", "--role", "user", "--subject", "ann"});
   ASSERT_EQ(c.code, 0) << c.err;
   const auto ann = c.out.substr(0, c.out.find('\n'));
@@ -314,7 +315,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(mine.code, 0) << mine.err;
   EXPECT_EQ(allot({"submit", "--budget", "/org/y", "--gpus", "1"}, ann).code, 1);  // no budget
   // Everyone reads their own standing: usage and the report of the budgets they belong to.
-  ASSERT_EQ(allot({"budget", "set", "/lab/own", "--members", "una"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/own", "--members", "una"}).code, 0);
   auto uc = allot({"token", "create", "una-cli", "--role", "user", "--subject", "una"});
   ASSERT_EQ(uc.code, 0) << uc.err;
   const auto una = uc.out.substr(0, uc.out.find('\n'));
@@ -328,7 +329,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(allot({"report", "--budget", "/"}, una).code, 4);
   EXPECT_EQ(allot({"budget", "usage", "--budget", "/lab"}, una).code, 4);
   // A manager's plain report is of the subtree it manages, not "/" (a 403 before).
-  ASSERT_EQ(allot({"budget", "set", "/org/m/team", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/org/m/team", "--share", "1"}).code, 0);
   auto mc = allot(
       {"token", "create", "mgr-cli", "--role", "manager", "--scope", "/org/m", "--subject", "mia"});
   ASSERT_EQ(mc.code, 0) << mc.err;
@@ -354,7 +355,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
 }
 
 TEST_F(Cli, MeShowsStandingAndWhatANewJobWouldGet) {
-  ASSERT_EQ(allot({"budget", "set", "/me/x", "--share", "1", "--members", "mia"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/me/x", "--share", "1", "--members", "mia"}).code, 0);
   auto t = allot({"token", "create", "mia-t", "--role", "user", "--subject", "mia"});
   ASSERT_EQ(t.code, 0) << t.err;
   const std::string mia = t.out.substr(0, t.out.find('\n'));
@@ -435,7 +436,7 @@ TEST_F(Cli, LogsFromAnAgentAndFollowUntilComplete) {
                 "application/json");
   ASSERT_TRUE(reg);
   ASSERT_EQ(reg->status, 201) << reg->body;
-  ASSERT_EQ(allot({"budget", "set", "/lab/logs", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/logs", "--share", "1"}).code, 0);
   // Where processes really run, a job without a command is refused at submission.
   auto empty = allot({"submit", "--budget", "/lab/logs", "--cluster", "real"});
   EXPECT_EQ(empty.code, 1);
@@ -482,7 +483,7 @@ TEST_F(Cli, LogsFromAnAgentAndFollowUntilComplete) {
 // Every misspelling a Slurm or kubectl habit produces fails with exit 2 and names the flag meant;
 // nothing is submitted or listed on a guess.
 TEST_F(Cli, MistypedFlagsAreRefusedWithASuggestion) {
-  ASSERT_EQ(allot({"budget", "set", "/lab/typo", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/typo", "--share", "1"}).code, 0);
   struct Case {
     std::vector<std::string> args;
     std::string says;
@@ -529,7 +530,7 @@ TEST_F(Cli, MistypedFlagsAreRefusedWithASuggestion) {
 
 // Requests no node of the cluster could hold are refused at submission, with what to ask.
 TEST_F(Cli, ImpossibleRequestsAreRefusedAtSubmit) {
-  ASSERT_EQ(allot({"budget", "set", "/lab/big", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/big", "--share", "1"}).code, 0);
   // --gpus-per-node is an explicit shape: larger than any node, refused with the way to ask.
   auto r = allot({"submit", "--budget", "/lab/big", "--gpus-per-node", "16"});
   EXPECT_EQ(r.code, 1);
@@ -562,7 +563,7 @@ TEST_F(Cli, ImpossibleRequestsAreRefusedAtSubmit) {
 // --gpus N is the total: 16 on 8-GPU nodes is a gang of 2 x 8, 12 is 2 x 6, 4 stays on one node;
 // --nodes with --gpus splits it evenly. Held, so that they take no GPUs from the other tests.
 TEST_F(Cli, GpusIsTheTotalShapedIntoAGang) {
-  ASSERT_EQ(allot({"budget", "set", "/lab/shape", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/shape", "--share", "1"}).code, 0);
   auto shape_of = [](const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"submit", "--budget", "/lab/shape", "--cluster",
                                      "sim",    "--hold",   "--json"};
@@ -615,7 +616,7 @@ TEST_F(Cli, NodesListsGpusAndJobsInNaturalOrder) {
     ASSERT_TRUE(reg);
     ASSERT_EQ(reg->status, 201) << reg->body;
   }
-  ASSERT_EQ(allot({"budget", "set", "/lab/sinfo", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/sinfo", "--share", "1"}).code, 0);
   auto s = allot({"submit", "--budget", "/lab/sinfo", "--cluster", "sim", "--gpus", "3",
                   "--min-runtime", "1h", "--json"});
   ASSERT_EQ(s.code, 0) << s.err;
@@ -666,7 +667,7 @@ TEST_F(Cli, NodesListsGpusAndJobsInNaturalOrder) {
 
 // `allot budget log` shows the audit: who created or changed what, newest first, under PATH.
 TEST_F(Cli, BudgetLogShowsTheAudit) {
-  ASSERT_EQ(allot({"budget", "set", "/lab/audited", "--share", "2"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/audited", "--share", "2"}).code, 0);
   ASSERT_EQ(allot({"budget", "set", "/lab/audited", "--share", "3"}).code, 0);
   auto l = allot({"budget", "log", "/lab/audited"});
   ASSERT_EQ(l.code, 0) << l.err;
@@ -689,13 +690,42 @@ TEST_F(Cli, BudgetLogShowsTheAudit) {
             4);  // not authorised
 }
 
+// Budgets are made only by `budget create`; `set` on a mistyped path is refused, not made; a
+// leaf with live jobs gets no sub-budgets (its jobs would lose their funding).
+TEST_F(Cli, BudgetCreateSetAndNoChildUnderALeafWithJobs) {
+  auto set = allot({"budget", "set", "/lab/mistyped", "--share", "2"});
+  EXPECT_EQ(set.code, 5) << set.err;  // not found
+  EXPECT_NE(set.err.find("create it with 'allot budget create /lab/mistyped"), std::string::npos)
+      << set.err;
+  EXPECT_EQ(json::parse(allot({"budget", "tree", "--json"}).out).dump().find("/lab/mistyped"),
+            std::string::npos);
+  ASSERT_EQ(allot({"budget", "create", "/lab/leaf", "--share", "2"}).code, 0);
+  auto again = allot({"budget", "create", "/lab/leaf"});
+  EXPECT_EQ(again.code, 1) << again.err;
+  EXPECT_NE(again.err.find("exists: change it with 'allot budget set /lab/leaf'"),
+            std::string::npos)
+      << again.err;
+  EXPECT_EQ(allot({"budget", "set", "/lab/leaf", "--share", "3"}).code, 0);
+  auto s = allot({"submit", "--budget", "/lab/leaf", "--cluster", "sim", "--hold", "--json"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  auto child = allot({"budget", "create", "/lab/leaf/sub"});
+  EXPECT_EQ(child.code, 1) << child.err;
+  EXPECT_NE(child.err.find("/lab/leaf has 1 job queued or running"), std::string::npos)
+      << child.err;
+  ASSERT_EQ(
+      allot({"cancel", std::to_string(json::parse(s.out)["id"].get<unsigned long long>())}).code,
+      0);
+  auto later = allot({"budget", "create", "/lab/leaf/sub"});
+  EXPECT_EQ(later.code, 0) << later.err;
+}
+
 // A fresh server (2 simulated nodes of 8 GPUs) for the story of contracts: a free job, a
 // protected one, one that loses its contract to the burst limit and is preempted, and a drain.
 class CliContract : public Cli {};
 
 TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
   for (const char* b : {"/lab/p", "/lab/q"}) {
-    ASSERT_EQ(allot({"budget", "set", b, "--share", "1"}).code, 0);
+    ASSERT_EQ(allot({"budget", "create", b, "--share", "1"}).code, 0);
   }
   // A: no --min-runtime: free, preemptible work, and submit says so.
   auto a = allot({"submit", "--budget", "/lab/q", "--gpus", "8", "--name", "free"});
@@ -843,7 +873,7 @@ TEST_F(Cli, MetricsAndEventLogOfTheServerBinary) {
     secret = t.out.substr(at, t.out.find_first_of(" \n", at) - at);
   }
   ASSERT_EQ(secret.size(), 46u) << t.out;
-  ASSERT_EQ(allot({"budget", "set", "/lab/metrics", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/metrics", "--share", "1"}).code, 0);
   auto s = allot({"submit", "--budget", "/lab/metrics", "--gpus", "1", "--", "sleep", "1"});
   ASSERT_EQ(s.code, 0) << s.err;
   std::this_thread::sleep_for(300ms);  // a few cycles of 50 ms
