@@ -123,6 +123,27 @@ void tell_class(const Conn& c, const std::string& id, const json& submitted) {
               id.c_str());
 }
 
+// The nodes no job may stay on: draining (cordoned nodes keep their jobs) or unhealthy.
+std::set<std::string> draining_nodes(const Conn& c) {
+  std::set<std::string> out;
+  for (const auto& n : request(c, "GET", "/api/v1/nodes").value("nodes", json::array())) {
+    const auto h = n.value("health", "");
+    if (h == "draining" || h == "unhealthy") out.insert(n.value("name", ""));
+  }
+  return out;
+}
+
+// "draining: stops at 14:30" for a job on a draining node ("" when it is on none).
+std::string drain_story(const json& job, const std::set<std::string>& draining, long long now) {
+  for (const auto& g : job.value("placement", json::array())) {
+    if (!draining.count(g.value("node", ""))) continue;
+    const long long stop = drain_stop_time(job, now);
+    return g.value("node", "") + " draining: " +
+           (stop <= now ? std::string("stops now") : "stops at " + local_time(stop, now));
+  }
+  return "";
+}
+
 int need_id(const Args& a, const char* cmd) {
   if (a.pos.empty()) die(kUsage, std::string(cmd) + ": give a job id");
   parse_count("job id", a.pos[0]);
@@ -248,10 +269,18 @@ int cmd_ls(const Args& a, const Conn& c) {
   }
   std::vector<std::vector<std::string>> rows;
   const long long now = static_cast<long long>(std::time(nullptr));
+  std::set<std::string> draining;  // asked once, only when some job is on a node
+  bool asked = false;
   for (const auto& j : r["jobs"]) {
     const auto id = std::to_string(j["id"].get<unsigned long long>());
     const auto state = j["state"].get<std::string>();
     std::string reason = j["reason"];
+    if (!j.value("placement", json::array()).empty() &&
+        (state == "starting" || state == "running")) {
+      if (!asked) draining = draining_nodes(c);
+      asked = true;
+      if (const auto d = drain_story(j, draining, now); !d.empty()) reason = d;
+    }
     if (state == "pending" || state == "requeued") {
       // A waiting job's reason is the scheduler's, not "submitted".
       auto w = request(c, "GET", "/api/v1/jobs/" + id + "/why");
@@ -289,6 +318,12 @@ int cmd_show(const Args& a, const Conn& c) {
                 (left == "ended" ? " (ended)" : " (" + left + " left)");
   }
   std::printf("  %-10s %s\n", "class", contract.c_str());
+  if (const auto st = r.value("state", "");
+      (st == "starting" || st == "running") && !r.value("placement", json::array()).empty()) {
+    if (const auto d = drain_story(r, draining_nodes(c), now); !d.empty()) {
+      std::printf("  %-10s %s\n", "drain", d.c_str());
+    }
+  }
   if (r.contains("held_by")) {
     std::printf("  %-10s held (by %s): 'allot release %s'\n", "hold",
                 r["held_by"].get<std::string>().c_str(), a.pos[0].c_str());

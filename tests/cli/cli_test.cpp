@@ -797,6 +797,16 @@ TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
   wb = allot({"why", idb});
   EXPECT_NE(wb.out.find("its node " + node + " is draining (fan)"), std::string::npos) << wb.out;
   EXPECT_NE(wb.out.find("when its protection ends"), std::string::npos) << wb.out;
+  // ls and show tell B's owner too.
+  auto ld = allot({"ls", "--budget", "/lab/p"});
+  const auto brow = ld.out.find("\n" + idb + " ");
+  ASSERT_NE(brow, std::string::npos) << ld.out;
+  EXPECT_NE(
+      ld.out.substr(brow, ld.out.find('\n', brow + 1) - brow).find(node + " draining: stops at "),
+      std::string::npos)
+      << ld.out;
+  EXPECT_NE(allot({"show", idb}).out.find("  drain      " + node + " draining: stops at "),
+            std::string::npos);
   // nodes: the draining node, B on it, and when it will be empty.
   for (const auto& n : json::parse(allot({"nodes", "--json"}).out)) {
     if (n["name"] != node) continue;
