@@ -167,9 +167,12 @@ int cmd_budget(const Args& a, const Conn& c) {
     for (const auto& p : r["removed"]) std::printf("removed %s\n", p.get<std::string>().c_str());
     return kOk;
   }
-  if (sub == "set") {
-    if (a.pos.size() < 2) die(kUsage, "budget set PATH [--share X] [--members a,b] [--owners c,d]");
-    json body = {{"path", a.pos[1]}};
+  if (sub == "set" || sub == "create") {
+    if (a.pos.size() < 2) {
+      die(kUsage, "budget " + sub + " PATH [--share X] [--members a,b] [--owners c,d]");
+    }
+    json body = {{"path", a.pos[1]}, {"expect", sub == "create" ? "new" : "existing"}};
+    if (sub == "create") body["share"] = 1.0;
     if (a.has("share")) {
       body["share"] = parse_number("--share", a.get("share"));
     }
@@ -198,6 +201,32 @@ int cmd_budget(const Args& a, const Conn& c) {
                 r["share"].get<double>(), limits_text(r.value("submit_limits", json())).c_str());
     return kOk;
   }
+  if (sub == "log") {
+    const std::string path = a.pos.size() > 1 ? a.pos[1] : "/";
+    auto r = request(c, "GET",
+                     "/api/v1/budgets/audit?path=" + qs_escape(path) +
+                         "&limit=" + std::to_string(parse_count("--limit", a.get("limit", "100"))));
+    if (a.has("json")) {
+      std::printf("%s\n", r["entries"].dump(2).c_str());
+      return kOk;
+    }
+    const long long now = static_cast<long long>(std::time(nullptr));
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& e : r["entries"]) {
+      auto text = [](const json& v) {
+        const auto t = v.is_string() ? v.get<std::string>() : v.dump();
+        return t.empty() ? std::string("-") : t;
+      };
+      rows.push_back({local_time(e.value("time", 0LL), now), e.value("actor", ""),
+                      e.value("path", ""), e.value("field", ""), text(e["old"]), text(e["new"])});
+    }
+    if (rows.empty()) {
+      std::printf("no budget changes recorded at %s\n", path.c_str());
+      return kOk;
+    }
+    table({"TIME", "ACTOR", "BUDGET", "FIELD", "OLD", "NEW"}, rows);
+    return kOk;
+  }
   if (sub == "usage") {
     std::string q = "/api/v1/usage?" + period_query(a) + "&by=" + qs_escape(a.get("by", "budget"));
     if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
@@ -220,7 +249,7 @@ int cmd_budget(const Args& a, const Conn& c) {
           rows);
     return kOk;
   }
-  die(kUsage, "budget: tree, set, rm or usage");
+  die(kUsage, "budget: tree, create, set, log, rm or usage");
 }
 
 int cmd_report(const Args& a, const Conn& c) {
@@ -308,35 +337,6 @@ int cmd_report(const Args& a, const Conn& c) {
   }
   table({"BUDGET", "SHARE GPU-H", "OWED GPU-H", "ALLOCATED GPU-H", "UNALLOCATED GPU-H", "IMPACT",
          "UTILIZATION"},
-        rows);
-  return kOk;
-}
-
-// What a node's agent achieved, in a few words: whose account jobs run as, whether cgroup v2
-// limits them, and how GPUs are kept apart ("-" when the agent did not say).
-static std::string isolation_of(const json& node) {
-  const auto agent = node.find("agent");
-  if (agent == node.end() || !agent->is_object() || !agent->contains("achieved")) return "-";
-  const auto& h = (*agent)["achieved"];
-  return std::string(h.value("jobs_as_owner", false) ? "as-owner" : "as-agent") +
-         (h.value("cgroup_limits", false) ? ",cgroup" : ",no-cgroup") +
-         ",gpus:" + h.value("gpu_devices", std::string("none"));
-}
-
-int cmd_nodes(const Args& a, const Conn& c) {
-  auto r = request(c, "GET", "/api/v1/nodes");
-  if (a.has("json")) {
-    std::printf("%s\n", r["nodes"].dump(2).c_str());
-    return kOk;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& n : r["nodes"]) {
-    rows.push_back(
-        {n["name"], n["cluster"], n["model"], std::to_string(n["gpus"].get<int>()), n["block"],
-         n["health"].get<std::string>() + (n["cordoned"].get<bool>() ? ",cordoned" : ""),
-         n["simulated"].get<bool>() ? "simulated" : "agent", isolation_of(n), n["health_reason"]});
-  }
-  table({"NAME", "CLUSTER", "MODEL", "GPUS", "BLOCK", "HEALTH", "KIND", "ISOLATION", "REASON"},
         rows);
   return kOk;
 }

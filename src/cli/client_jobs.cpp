@@ -28,7 +28,8 @@ namespace {
 
 // A YAML job spec holds the fields of POST /jobs, with a few written the way people write them:
 // durations ("2h") for min_runtime and expected_duration, sizes ("64G") for memory (memory_mib),
-// gpus for gpus_per_node, model/cluster for one-entry models/clusters, env values of any scalar.
+// gpus for the total GPUs (shaped by the server), model/cluster for one-entry models/clusters, env
+// values of any scalar.
 json from_yaml_spec(const std::string& file, json body) {
   if (!body.is_object()) die(kUsage, file + ": a job spec is a mapping of fields");
   for (const char* k : {"min_runtime", "expected_duration"}) {
@@ -42,7 +43,6 @@ json from_yaml_spec(const std::string& file, json body) {
     body[to] = body[from];
     body.erase(from);
   };
-  rename("gpus", "gpus_per_node");
   rename("memory", "memory_mib");
   if (body.contains("memory_mib") && body["memory_mib"].is_string()) {
     body["memory_mib"] = parse_mib(file + ": memory", body["memory_mib"].get<std::string>());
@@ -123,6 +123,27 @@ void tell_class(const Conn& c, const std::string& id, const json& submitted) {
               id.c_str());
 }
 
+// The nodes no job may stay on: draining (cordoned nodes keep their jobs) or unhealthy.
+std::set<std::string> draining_nodes(const Conn& c) {
+  std::set<std::string> out;
+  for (const auto& n : request(c, "GET", "/api/v1/nodes").value("nodes", json::array())) {
+    const auto h = n.value("health", "");
+    if (h == "draining" || h == "unhealthy") out.insert(n.value("name", ""));
+  }
+  return out;
+}
+
+// "draining: stops at 14:30" for a job on a draining node ("" when it is on none).
+std::string drain_story(const json& job, const std::set<std::string>& draining, long long now) {
+  for (const auto& g : job.value("placement", json::array())) {
+    if (!draining.count(g.value("node", ""))) continue;
+    const long long stop = drain_stop_time(job, now);
+    return g.value("node", "") + " draining: " +
+           (stop <= now ? std::string("stops now") : "stops at " + local_time(stop, now));
+  }
+  return "";
+}
+
 int need_id(const Args& a, const char* cmd) {
   if (a.pos.empty()) die(kUsage, std::string(cmd) + ": give a job id");
   parse_count("job id", a.pos[0]);
@@ -143,8 +164,24 @@ int cmd_submit(const Args& a, const Conn& c) {
   }
   if (a.has("budget")) body["budget"] = a.get("budget");
   if (a.has("name")) body["name"] = a.get("name");
-  if (a.has("gpus")) body["gpus_per_node"] = parse_count("--gpus", a.get("gpus"));
+  if (a.has("gpus")) body["gpus"] = parse_count("--gpus", a.get("gpus"));
+  if (a.has("gpus-per-node"))
+    body["gpus_per_node"] = parse_count("--gpus-per-node", a.get("gpus-per-node"));
   if (a.has("nodes")) body["nodes"] = parse_count("--nodes", a.get("nodes"));
+  // --gpus is the total; with --nodes it is split evenly over them (like Slurm's --gpus).
+  if (body.contains("gpus") && body.contains("gpus_per_node")) {
+    die(kUsage, "--gpus is the total: give it or --gpus-per-node, not both");
+  }
+  if (body.contains("gpus") && body.contains("nodes") && body["gpus"].is_number_integer() &&
+      body["nodes"].is_number_integer()) {
+    const long long total = body["gpus"].get<long long>(), nodes = body["nodes"].get<long long>();
+    if (nodes < 1 || total % nodes != 0) {
+      die(kUsage, "--gpus " + std::to_string(total) + " does not split evenly over --nodes " +
+                      std::to_string(nodes) + ": give --gpus-per-node instead");
+    }
+    body["gpus_per_node"] = total / nodes;
+    body.erase("gpus");
+  }
   if (a.has("gpu-milli")) body["gpu_milli"] = parse_count("--gpu-milli", a.get("gpu-milli"));
   if (a.has("min-runtime"))
     body["min_runtime"] = parse_duration("--min-runtime", a.get("min-runtime"));
@@ -209,6 +246,9 @@ int cmd_submit(const Args& a, const Conn& c) {
   const auto id = std::to_string(r["id"].get<unsigned long long>());
   std::printf("submitted job %s (%s)\n  %s\n", id.c_str(), r["state"].get<std::string>().c_str(),
               contract_promise(r).c_str());
+  if (r.contains("spec") && r["spec"].value("nodes", 1) > 1) {
+    std::printf("  a gang of %s GPUs (nodes x GPUs per node)\n", gpus_of(r).c_str());
+  }
   std::fflush(stdout);
   tell_class(c, id, r);
   return kOk;
@@ -229,10 +269,18 @@ int cmd_ls(const Args& a, const Conn& c) {
   }
   std::vector<std::vector<std::string>> rows;
   const long long now = static_cast<long long>(std::time(nullptr));
+  std::set<std::string> draining;  // asked once, only when some job is on a node
+  bool asked = false;
   for (const auto& j : r["jobs"]) {
     const auto id = std::to_string(j["id"].get<unsigned long long>());
     const auto state = j["state"].get<std::string>();
     std::string reason = j["reason"];
+    if (!j.value("placement", json::array()).empty() &&
+        (state == "starting" || state == "running")) {
+      if (!asked) draining = draining_nodes(c);
+      asked = true;
+      if (const auto d = drain_story(j, draining, now); !d.empty()) reason = d;
+    }
     if (state == "pending" || state == "requeued") {
       // A waiting job's reason is the scheduler's, not "submitted".
       auto w = request(c, "GET", "/api/v1/jobs/" + id + "/why");
@@ -270,6 +318,12 @@ int cmd_show(const Args& a, const Conn& c) {
                 (left == "ended" ? " (ended)" : " (" + left + " left)");
   }
   std::printf("  %-10s %s\n", "class", contract.c_str());
+  if (const auto st = r.value("state", "");
+      (st == "starting" || st == "running") && !r.value("placement", json::array()).empty()) {
+    if (const auto d = drain_story(r, draining_nodes(c), now); !d.empty()) {
+      std::printf("  %-10s %s\n", "drain", d.c_str());
+    }
+  }
   if (r.contains("held_by")) {
     std::printf("  %-10s held (by %s): 'allot release %s'\n", "hold",
                 r["held_by"].get<std::string>().c_str(), a.pos[0].c_str());

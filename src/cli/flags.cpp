@@ -36,8 +36,12 @@ std::vector<CommandSpec> build() {
        {
            {"budget", "PATH", "the budget that pays, e.g. /lab/nlp (required)"},
            {"name", "NAME", "a name to find the job by (default: the command's name)"},
-           {"gpus", "N", "GPUs on each node (default 1)"},
-           {"nodes", "N", "nodes of a gang, each with --gpus GPUs (default 1)"},
+           {"gpus", "N",
+            "GPUs in all (default 1); more than a node holds become a gang, shaped like the "
+            "scheduler does: 16 on 8-GPU nodes = 2 x 8, 12 = 2 x 6"},
+           {"gpus-per-node", "G", "an explicit gang: G GPUs on each of --nodes nodes"},
+           {"nodes", "N",
+            "nodes of an explicit gang (with --gpus-per-node, or --gpus split evenly)"},
            {"gpu-milli", "M", "a fraction of one GPU in thousandths, 1-1000 (default 1000)"},
            {"min-runtime", "DURATION",
             "the contract: protected this long once started, e.g. 30m, 2h (default 0: "
@@ -156,23 +160,40 @@ std::vector<CommandSpec> build() {
                0,
                false,
                "allot budget tree"});
-  c.push_back({"budget set",
-               "PATH [options]",
-               "Create or change a budget (admins, and managers within their subtree).",
-               {{"share", "X", "its weight among its siblings (default 1)"},
-                {"members", "a,b", "the users who may submit to it"},
-                {"owners", "c,d", "the users who manage it and the budgets under it"},
-                {"submit-rate", "N",
-                 "admins: submissions a second per user here and below (0: no limit; "
-                 "default: the server's)"},
-                {"submit-burst", "N", "admins: submissions at once per user here and below"},
-                {"max-waiting-jobs", "N",
-                 "admins: jobs waiting per user when submitting here and below (0: no limit)"},
-                {"server-limits", "", "admins: drop this budget's own limits"}},
-               1,
+  {
+    const std::vector<FlagSpec> budget_fields = {
+        {"share", "X", "its weight among its siblings (default 1)"},
+        {"members", "a,b", "the users who may submit to it"},
+        {"owners", "c,d", "the users who manage it and the budgets under it"},
+        {"submit-rate", "N",
+         "admins: submissions a second per user here and below (0: no limit; "
+         "default: the server's)"},
+        {"submit-burst", "N", "admins: submissions at once per user here and below"},
+        {"max-waiting-jobs", "N",
+         "admins: jobs waiting per user when submitting here and below (0: no limit)"},
+        {"server-limits", "", "admins: drop this budget's own limits"}};
+    c.push_back({"budget create", "PATH [options]",
+                 "Create a budget, and any missing budgets above it (admins, and managers within "
+                 "their subtree). Refused if it exists (use `budget set`), or if its parent is a "
+                 "leaf with queued or running jobs (a budget with jobs gets no sub-budgets).",
+                 budget_fields, 1, 1, false,
+                 "allot budget create /lab/nlp --share 2 --members ann,bob"});
+    c.push_back({"budget set", "PATH [options]",
+                 "Change a budget (admins, and managers within their subtree). Refused for a "
+                 "path that does not exist: `budget create` makes one.",
+                 budget_fields, 1, 1, false,
+                 "allot budget set /lab/nlp --share 3 --members ann,bob,cy"});
+  }
+  c.push_back({"budget log",
+               "[PATH] [options]",
+               "The audit log of budget changes at PATH and below (default /: all you may "
+               "read): who changed which field, from what to what, newest first. Admins read "
+               "it all; managers within their scope; users for the budgets they belong to.",
+               {{"limit", "N", "at most N entries (1-1000, default 100)"}},
+               0,
                1,
                false,
-               "allot budget set /lab/nlp --share 2 --members ann,bob"});
+               "allot budget log /lab/nlp --limit 20"});
   c.push_back({"budget rm",
                "PATH",
                "Remove a budget and those under it.",
@@ -197,7 +218,12 @@ std::vector<CommandSpec> build() {
   }
   c.push_back({"nodes",
                "",
-               "The nodes: GPUs, health, and why a node is not healthy.",
+               "The nodes, like Slurm's sinfo, in name order (n2 before n10): per node its GPUs "
+               "FREE, ALLOC (held by allocated jobs), UNALLOC (held by unallocated, preemptible "
+               "jobs) and DOWN (on a down node, or idle on a draining or cordoned one), the JOBS "
+               "on it you may see (+N: others), HEALTH and cordon, EMPTY-AT (when a draining "
+               "node's last job will have left), UTIL (mean GPU utilisation its agent reports), "
+               "and why a node is not healthy.",
                {},
                0,
                0,

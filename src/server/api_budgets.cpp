@@ -59,10 +59,16 @@ void ApiServer::Impl::install_budget_routes() {
 
   route("POST", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    auto body = parse_body(req, {"path", "share", "members", "owners", "submit_limits"});
+    auto body = parse_body(req, {"path", "share", "members", "owners", "submit_limits", "expect"});
     auto path = str_field(body, "path", true, 512);
     if (!valid_budget_path(path) || path == "/") {
       throw HttpError{400, "path", "must be a budget path like /org/team"};
+    }
+    // expect: "new" creates only (allot budget create), "existing" changes only (budget set),
+    // so that a mistyped path is refused rather than made; absent, either (as before).
+    const auto expect = str_field(body, "expect", false, 16);
+    if (!expect.empty() && expect != "new" && expect != "existing") {
+      throw HttpError{400, "expect", "must be new or existing"};
     }
     std::optional<double> share;
     if (auto it = body.find("share"); it != body.end()) {
@@ -104,6 +110,39 @@ void ApiServer::Impl::install_budget_routes() {
       throw HttpError{400, "share", "give a share, members, owners or submit_limits"};
     }
     require(can_manage_budget(p, path), "change budget " + path);
+    if (!expect.empty()) {
+      const bool exists = ctl->snapshot()->budgets->find(path).has_value();
+      if (expect == "existing" && !exists) {
+        throw HttpError{
+            404, "path",
+            "no budget " + path + ": create it with 'allot budget create " + path + " --share S'"};
+      }
+      if (expect == "new" && exists) {
+        throw HttpError{
+            409, "path",
+            "budget " + path + " exists: change it with 'allot budget set " + path + "'"};
+      }
+      // A leaf's queued and running jobs are funded by it as a leaf: it gets no sub-budgets
+      // until they end. (Checked for `expect`; a plain upsert keeps its old behaviour.)
+      const auto tree = ctl->snapshot()->budgets;
+      std::string parent = path.substr(0, path.rfind('/'));
+      while (!parent.empty() && !tree->find(parent)) parent = parent.substr(0, parent.rfind('/'));
+      if (!exists && !parent.empty() && tree->is_leaf(*tree->find(parent))) {
+        store::JobQuery q;
+        q.states = {"pending", "starting", "running", "preempting", "requeued"};
+        q.budget = parent;
+        q.budget_subtree = false;
+        q.limit = 1000;
+        const auto live = store->jobs(q).size();
+        if (live > 0) {
+          throw HttpError{409, "parent",
+                          parent + " has " + std::to_string(live) + (live == 1000 ? "+" : "") +
+                              " job" + (live == 1 ? "" : "s") +
+                              " queued or running: a budget with jobs cannot get sub-budgets "
+                              "until they end (or are cancelled)"};
+        }
+      }
+    }
     auto r = ctl->set_budget(path, share, members, p.subject, owners, p.token_id, limits);
     if (!r.ok()) check(r.error());
     json out = {{"path", r.value().path},

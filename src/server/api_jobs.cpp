@@ -82,8 +82,8 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     // Slurm's habits, kept out of the spec: hold, dependencies and arrays (server/job_array.h).
     const auto gate = gate_fields(p, body);
     auto snap = ctl->snapshot();
-    auto parsed =
-        parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets, snap->policy);
+    auto parsed = parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets,
+                                    snap->policy, JobSpecLimits{}, snap->node_shapes);
     if (!parsed.ok()) check(parsed.error());
     auto& pj = parsed.value();
     require(can_submit(p, pj.budget, snap->members),

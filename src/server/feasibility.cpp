@@ -8,12 +8,28 @@ namespace allot::server {
 
 using core::Error;
 
+namespace {
+
+template <typename List, typename V>
+bool accepts(const List& list, V v) {
+  return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+}
+
+}  // namespace
+
+int largest_node_for(const core::JobSpec& spec, const std::vector<NodeShape>& nodes) {
+  int largest = 0;
+  for (const auto& n : nodes) {
+    if (accepts(spec.clusters, n.cluster) && accepts(spec.models, n.model)) {
+      largest = std::max(largest, n.gpus);
+    }
+  }
+  return largest;
+}
+
 core::Status check_satisfiable(const core::JobSpec& spec, bool command_empty,
                                const std::vector<NodeShape>& nodes, const core::GpuCatalog& catalog,
                                const std::vector<std::string>& cluster_names) {
-  auto accepts = [](const auto& list, auto v) {
-    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
-  };
   std::vector<const NodeShape*> in_clusters;
   for (const auto& n : nodes) {
     if (accepts(spec.clusters, n.cluster)) in_clusters.push_back(&n);
@@ -48,8 +64,9 @@ core::Status check_satisfiable(const core::JobSpec& spec, bool command_empty,
     return Error{"gpus_per_node", std::to_string(per_node) +
                                       " GPUs per node, but the largest node has " +
                                       std::to_string(largest) + ": for " + std::to_string(total) +
-                                      " GPUs ask for --nodes " + std::to_string(total / g) +
-                                      " --gpus " + std::to_string(g)};
+                                      " GPUs ask for --gpus " + std::to_string(total) +
+                                      " (shaped for you) or --nodes " + std::to_string(total / g) +
+                                      " --gpus-per-node " + std::to_string(g)};
   }
   // A gang runs within one cluster: some cluster needs `nodes` nodes with `per_node` GPUs each.
   std::map<core::ClusterId, int> large_enough;

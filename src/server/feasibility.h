@@ -20,6 +20,10 @@ struct NodeShape {
   bool simulated = false;  // runs no processes: a job without a command is fine there
 };
 
+// The most GPUs of one node that the job's clusters and models accept (0: no such node known):
+// what `gpus` (a total) is shaped against, by the core's rule (core/gang_shape.h).
+int largest_node_for(const core::JobSpec& spec, const std::vector<NodeShape>& nodes);
+
 // Ok if some cluster the job accepts has nodes that could hold it, or if no node is known yet in
 // those clusters (nothing to judge by: the nodes may still register). Else the field at fault and
 // what to ask for instead, in the words of the command line ("--nodes 2 --gpus 8").

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/gang_shape.h"
+
 namespace allot::server {
 
 using core::Error;
@@ -88,13 +90,14 @@ core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog&
                                           const std::map<std::string, core::ClusterId>& clusters,
                                           const core::BudgetTree& budgets,
                                           const core::PolicyConfig& policy,
-                                          const JobSpecLimits& limits) {
+                                          const JobSpecLimits& limits,
+                                          const std::vector<NodeShape>& nodes) {
   static const std::set<std::string> known = {
-      "idempotency_key",   "name",      "budget",   "nodes",
-      "gpus_per_node",     "gpu_milli", "models",   "clusters",
-      "min_runtime",       "resumable", "priority", "kind",
-      "expected_duration", "command",   "env",      "workdir",
-      "memory_mib",        "cpus",      "container"};
+      "idempotency_key",   "name",      "budget",    "nodes",
+      "gpus_per_node",     "gpu_milli", "models",    "clusters",
+      "min_runtime",       "resumable", "priority",  "kind",
+      "expected_duration", "command",   "env",       "workdir",
+      "memory_mib",        "cpus",      "container", "gpus"};
   if (!b.is_object()) return Error{"body", "must be a JSON object"};
   for (const auto& [k, v] : b.items()) {
     if (!known.count(k)) return Error{k, "unknown field"};
@@ -125,6 +128,17 @@ core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog&
   out.budget = bud->get<std::string>();
   canon["budget"] = out.budget;
   auto& s = out.spec;
+  // gpus: the total, shaped below once the models and clusters are known.
+  std::int64_t total_gpus = 0;
+  if (b.contains("gpus")) {
+    if (b.contains("nodes") || b.contains("gpus_per_node")) {
+      return Error{"gpus", "is the total: give it, or nodes and gpus_per_node, not both"};
+    }
+    auto v =
+        get_int(b, "gpus", 1, 1, std::int64_t{policy.max_nodes_per_job} * policy.max_gpus_per_node);
+    if (!v.ok()) return v.error();
+    total_gpus = v.value();
+  }
   {
     auto v = get_int(b, "nodes", 1, 1, policy.max_nodes_per_job);
     if (!v.ok()) return v.error();
@@ -264,6 +278,21 @@ core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog&
       if (ch <= ' ' || ch == 0x7f) return Error{"container", "must not contain spaces or controls"};
     }
     if (!c->get<std::string>().empty()) canon["container"] = *c;
+  }
+  if (total_gpus > 0) {
+    const auto shaped =
+        core::shape_of_gpus(static_cast<int>(total_gpus), largest_node_for(s, nodes));
+    s.shape.nodes = shaped.nodes;
+    s.shape.gpus_per_node = shaped.gpus_per_node;
+    if (s.shape.nodes > policy.max_nodes_per_job ||
+        s.shape.gpus_per_node > policy.max_gpus_per_node) {
+      return Error{"gpus", std::to_string(total_gpus) + " GPUs would be " +
+                               std::to_string(s.shape.nodes) + " x " +
+                               std::to_string(s.shape.gpus_per_node) +
+                               ", more than a job may ask for here"};
+    }
+    canon["nodes"] = s.shape.nodes;
+    canon["gpus_per_node"] = s.shape.gpus_per_node;
   }
   auto leaf = budgets.find(out.budget);
   if (!leaf || !budgets.valid(*leaf)) return Error{"budget", "no budget " + out.budget};

@@ -6,8 +6,10 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "core/scheduler.h"
+#include "server/feasibility.h"
 
 namespace allot::server {
 
@@ -35,13 +37,15 @@ struct ParsedJob {
   core::JobSpec spec;          // id, owner and submit_time left to the caller
 };
 
-// `body` must be an object; unknown fields are refused.
+// `body` must be an object; unknown fields are refused. `gpus` (a total, instead of nodes and
+// gpus_per_node) is shaped against the largest of `nodes` the job accepts, by the core's rule.
 core::Result<ParsedJob> parse_job_request(const nlohmann::json& body,
                                           const core::GpuCatalog& catalog,
                                           const std::map<std::string, core::ClusterId>& clusters,
                                           const core::BudgetTree& budgets,
                                           const core::PolicyConfig& policy,
-                                          const JobSpecLimits& limits = {});
+                                          const JobSpecLimits& limits = {},
+                                          const std::vector<NodeShape>& nodes = {});
 
 // The canonical JSON back into a core spec (ids resolved against the given model).
 core::Result<core::JobSpec> spec_from_canonical(

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/gang_shape.h"
 #include "sim/simulation.h"
 
 namespace allot::sim {
@@ -17,27 +18,7 @@ core::Shape shape_for(const SimJob& j, int node_gpus, GangShape rule) {
     s.gpu_milli = j.gpu_milli;
     return s;
   }
-  if (node_gpus <= 0 || j.gpus <= node_gpus) {
-    s.gpus_per_node = j.gpus;
-    return s;
-  }
-  const int fewest = (j.gpus + node_gpus - 1) / node_gpus;
-  if (rule == GangShape::Uneven) {
-    s.nodes = fewest;
-    s.gpus_per_node = node_gpus;
-    s.last_node_gpus = j.gpus % node_gpus;  // 0 when whole nodes hold it exactly
-    return s;
-  }
-  for (int k = fewest; k <= j.gpus; ++k) {
-    if (j.gpus % k == 0 && j.gpus / k <= node_gpus) {
-      s.nodes = k;
-      s.gpus_per_node = j.gpus / k;
-      return s;
-    }
-  }
-  s.nodes = fewest;  // unreachable for k = gpus (1 GPU per node), kept for safety
-  s.gpus_per_node = node_gpus;
-  return s;
+  return core::shape_of_gpus(j.gpus, node_gpus, rule == GangShape::Uneven);
 }
 
 Scenario make_scenario(ClusterConfig cluster, BudgetConfig budgets, const Workload& workload,

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -130,7 +131,8 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, SubmitWithFlagsAndYamlThenListShowWhyCancel) {
-  ASSERT_EQ(allot({"budget", "set", "/lab/cli", "--share", "2", "--members", "ann,bob"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/cli", "--share", "2", "--members", "ann,bob"}).code,
+            0);
   auto s = allot({"submit",
                   "--budget",
                   "/lab/cli",
@@ -256,7 +258,7 @@ TEST_F(Cli, SubmitWithFlagsAndYamlThenListShowWhyCancel) {
 }
 
 TEST_F(Cli, BudgetsNodesReportAndTokens) {
-  ASSERT_EQ(allot({"budget", "set", "/org/x", "--share", "3", "--owners", "olga"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/org/x", "--share", "3", "--owners", "olga"}).code, 0);
   auto t = allot({"budget", "tree"});
   ASSERT_EQ(t.code, 0);
   EXPECT_NE(t.out.find("OWNERS"), std::string::npos);
@@ -303,7 +305,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(allot({"drain", "nosuch"}).code, 5);
 
   // Tokens: create one for ann, use it, revoke it.
-  ASSERT_EQ(allot({"budget", "set", "/lab/tok", "--members", "ann"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/tok", "--members", "ann"}).code, 0);
   auto c = allot({"token", "create", "ann-cli", "--role", "user", "--subject", "ann"});
   ASSERT_EQ(c.code, 0) << c.err;
   const auto ann = c.out.substr(0, c.out.find('\n'));
@@ -313,7 +315,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(mine.code, 0) << mine.err;
   EXPECT_EQ(allot({"submit", "--budget", "/org/y", "--gpus", "1"}, ann).code, 1);  // no budget
   // Everyone reads their own standing: usage and the report of the budgets they belong to.
-  ASSERT_EQ(allot({"budget", "set", "/lab/own", "--members", "una"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/own", "--members", "una"}).code, 0);
   auto uc = allot({"token", "create", "una-cli", "--role", "user", "--subject", "una"});
   ASSERT_EQ(uc.code, 0) << uc.err;
   const auto una = uc.out.substr(0, uc.out.find('\n'));
@@ -327,7 +329,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   EXPECT_EQ(allot({"report", "--budget", "/"}, una).code, 4);
   EXPECT_EQ(allot({"budget", "usage", "--budget", "/lab"}, una).code, 4);
   // A manager's plain report is of the subtree it manages, not "/" (a 403 before).
-  ASSERT_EQ(allot({"budget", "set", "/org/m/team", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/org/m/team", "--share", "1"}).code, 0);
   auto mc = allot(
       {"token", "create", "mgr-cli", "--role", "manager", "--scope", "/org/m", "--subject", "mia"});
   ASSERT_EQ(mc.code, 0) << mc.err;
@@ -353,7 +355,7 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
 }
 
 TEST_F(Cli, MeShowsStandingAndWhatANewJobWouldGet) {
-  ASSERT_EQ(allot({"budget", "set", "/me/x", "--share", "1", "--members", "mia"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/me/x", "--share", "1", "--members", "mia"}).code, 0);
   auto t = allot({"token", "create", "mia-t", "--role", "user", "--subject", "mia"});
   ASSERT_EQ(t.code, 0) << t.err;
   const std::string mia = t.out.substr(0, t.out.find('\n'));
@@ -434,7 +436,7 @@ TEST_F(Cli, LogsFromAnAgentAndFollowUntilComplete) {
                 "application/json");
   ASSERT_TRUE(reg);
   ASSERT_EQ(reg->status, 201) << reg->body;
-  ASSERT_EQ(allot({"budget", "set", "/lab/logs", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/logs", "--share", "1"}).code, 0);
   // Where processes really run, a job without a command is refused at submission.
   auto empty = allot({"submit", "--budget", "/lab/logs", "--cluster", "real"});
   EXPECT_EQ(empty.code, 1);
@@ -481,7 +483,7 @@ TEST_F(Cli, LogsFromAnAgentAndFollowUntilComplete) {
 // Every misspelling a Slurm or kubectl habit produces fails with exit 2 and names the flag meant;
 // nothing is submitted or listed on a guess.
 TEST_F(Cli, MistypedFlagsAreRefusedWithASuggestion) {
-  ASSERT_EQ(allot({"budget", "set", "/lab/typo", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/typo", "--share", "1"}).code, 0);
   struct Case {
     std::vector<std::string> args;
     std::string says;
@@ -528,17 +530,193 @@ TEST_F(Cli, MistypedFlagsAreRefusedWithASuggestion) {
 
 // Requests no node of the cluster could hold are refused at submission, with what to ask.
 TEST_F(Cli, ImpossibleRequestsAreRefusedAtSubmit) {
-  ASSERT_EQ(allot({"budget", "set", "/lab/big", "--share", "1"}).code, 0);
-  auto r = allot({"submit", "--budget", "/lab/big", "--gpus", "16"});
+  ASSERT_EQ(allot({"budget", "create", "/lab/big", "--share", "1"}).code, 0);
+  // --gpus-per-node is an explicit shape: larger than any node, refused with the way to ask.
+  auto r = allot({"submit", "--budget", "/lab/big", "--gpus-per-node", "16"});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--nodes 2 --gpus 8"), std::string::npos) << r.err;
-  r = allot({"submit", "--budget", "/lab/big", "--nodes", "3", "--gpus", "8", "--cluster", "sim"});
+  EXPECT_NE(r.err.find("--gpus 16 (shaped for you) or --nodes 2 --gpus-per-node 8"),
+            std::string::npos)
+      << r.err;
+  r = allot({"submit", "--budget", "/lab/big", "--nodes", "3", "--gpus-per-node", "8", "--cluster",
+             "sim"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("has only 2"), std::string::npos) << r.err;
+  // --gpus is the total, shaped by the scheduler's rule; 24 on two 8-GPU nodes can never run.
+  r = allot({"submit", "--budget", "/lab/big", "--gpus", "24", "--cluster", "sim"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("needs 3 nodes with 8 GPUs each, but cluster sim has only 2"),
+            std::string::npos)
+      << r.err;
+  // Mixed or uneven requests are usage errors, before any request.
+  r = allot({"submit", "--budget", "/lab/big", "--gpus", "16", "--gpus-per-node", "8"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
+  r = allot({"submit", "--budget", "/lab/big", "--gpus", "16", "--nodes", "3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("does not split evenly over --nodes 3"), std::string::npos) << r.err;
   r = allot({"submit", "--budget", "/lab/big", "--model", "B200"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no node has a GPU model B200"), std::string::npos) << r.err;
   EXPECT_EQ(json::parse(allot({"ls", "--budget", "/lab/big", "--all", "--json"}).out).size(), 0u);
+}
+
+// --gpus N is the total: 16 on 8-GPU nodes is a gang of 2 x 8, 12 is 2 x 6, 4 stays on one node;
+// --nodes with --gpus splits it evenly. Held, so that they take no GPUs from the other tests.
+TEST_F(Cli, GpusIsTheTotalShapedIntoAGang) {
+  ASSERT_EQ(allot({"budget", "create", "/lab/shape", "--share", "1"}).code, 0);
+  auto shape_of = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"submit", "--budget", "/lab/shape", "--cluster",
+                                     "sim",    "--hold",   "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = allot(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    auto j = json::parse(r.out, nullptr, false);
+    if (!j.is_object()) return std::string("?");
+    allot({"cancel", std::to_string(j["id"].get<unsigned long long>())});
+    return std::to_string(j["spec"].value("nodes", 0)) + "x" +
+           std::to_string(j["spec"].value("gpus_per_node", 0));
+  };
+  EXPECT_EQ(shape_of({"--gpus", "16"}), "2x8");
+  EXPECT_EQ(shape_of({"--gpus", "12"}), "2x6");
+  EXPECT_EQ(shape_of({"--gpus", "4"}), "1x4");
+  EXPECT_EQ(shape_of({"--gpus", "8", "--nodes", "2"}), "2x4");
+  EXPECT_EQ(shape_of({"--nodes", "2", "--gpus-per-node", "3"}), "2x3");
+  // The human output names the gang.
+  auto r =
+      allot({"submit", "--budget", "/lab/shape", "--cluster", "sim", "--hold", "--gpus", "16"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("a gang of 2x8 GPUs"), std::string::npos) << r.out;
+  // A YAML spec's gpus is the total too.
+  const auto spec = file("gang.yaml", "budget: /lab/shape\ngpus: 16\ncluster: sim\n");
+  r = allot({"submit", spec, "--hold", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["spec"].value("nodes", 0), 2) << r.out;
+  // And the API still takes an explicit shape, but not both.
+  httplib::Client http("127.0.0.1", port());
+  json both = {{"budget", "/lab/shape"}, {"gpus", 4}, {"nodes", 1}, {"idempotency_key", "both"}};
+  auto res = http.Post("/api/v1/jobs", bearer(admin_), both.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("not both"), std::string::npos) << res->body;
+}
+
+// `allot nodes` like sinfo: GPUs free/allocated/unallocated/down per node, the jobs on it, in
+// natural name order (n2 before n10), and the same under --json.
+TEST_F(Cli, NodesListsGpusAndJobsInNaturalOrder) {
+  httplib::Client http("127.0.0.1", port());
+  for (const char* node : {"n10", "n2"}) {
+    auto tok = allot(
+        {"token", "create", std::string("agent-") + node, "--role", "agent", "--scope", node});
+    ASSERT_EQ(tok.code, 0) << tok.err;
+    const auto agent = tok.out.substr(0, tok.out.find('\n'));
+    auto reg =
+        http.Post("/api/v1/nodes", bearer(agent),
+                  json{{"name", node}, {"cluster", "order"}, {"model", "H100"}, {"gpus", 4}}.dump(),
+                  "application/json");
+    ASSERT_TRUE(reg);
+    ASSERT_EQ(reg->status, 201) << reg->body;
+  }
+  ASSERT_EQ(allot({"budget", "create", "/lab/sinfo", "--share", "1"}).code, 0);
+  auto s = allot({"submit", "--budget", "/lab/sinfo", "--cluster", "sim", "--gpus", "3",
+                  "--min-runtime", "1h", "--json"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto id = json::parse(s.out)["id"].get<unsigned long long>();
+  ASSERT_TRUE(wait_state(std::to_string(id), "running"));
+  auto js = allot({"nodes", "--json"});
+  ASSERT_EQ(js.code, 0) << js.err;
+  const auto nodes = json::parse(js.out);
+  std::vector<std::string> names;
+  json on;
+  for (const auto& n : nodes) {
+    names.push_back(n["name"]);
+    for (const auto& j : n["jobs"]) {
+      if (j.get<unsigned long long>() == id) on = n;
+    }
+  }
+  const auto at = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) - names.begin();
+  };
+  EXPECT_LT(at("n2"), at("n10"));
+  EXPECT_LT(at("sim-01"), at("sim-02"));
+  ASSERT_TRUE(on.is_object()) << nodes.dump();
+  EXPECT_GE(on["allocated_gpus"].get<int>(), 3) << on.dump();
+  EXPECT_EQ(on["free_gpus"].get<int>() + on["allocated_gpus"].get<int>() +
+                on["unallocated_gpus"].get<int>() + on["down_gpus"].get<int>() +
+                on["draining_idle_gpus"].get<int>(),
+            8)
+      << on.dump();
+  // The table: the new columns, and the job on its node's row.
+  auto t = allot({"nodes"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  for (const char* col : {"FREE", "ALLOC", "UNALLOC", "DOWN", "JOBS", "EMPTY-AT", "UTIL"}) {
+    EXPECT_NE(t.out.find(col), std::string::npos) << col << "\n" << t.out;
+  }
+  const auto row_at = t.out.find("\n" + on["name"].get<std::string>() + " ");
+  ASSERT_NE(row_at, std::string::npos) << t.out;
+  const auto row = t.out.substr(row_at + 1, t.out.find('\n', row_at + 1) - row_at - 1);
+  bool listed = false;  // in the JOBS column: "1,3,14"
+  for (const char* before : {" ", ","}) {
+    for (const char* after : {" ", ","}) {
+      listed = listed || row.find(before + std::to_string(id) + after) != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(listed) << row;
+  EXPECT_LT(t.out.find("\nn2 "), t.out.find("\nn10 ")) << t.out;
+  allot({"cancel", std::to_string(id)});
+}
+
+// `allot budget log` shows the audit: who created or changed what, newest first, under PATH.
+TEST_F(Cli, BudgetLogShowsTheAudit) {
+  ASSERT_EQ(allot({"budget", "create", "/lab/audited", "--share", "2"}).code, 0);
+  ASSERT_EQ(allot({"budget", "set", "/lab/audited", "--share", "3"}).code, 0);
+  auto l = allot({"budget", "log", "/lab/audited"});
+  ASSERT_EQ(l.code, 0) << l.err;
+  EXPECT_NE(l.out.find("FIELD"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("created"), std::string::npos) << l.out;
+  const auto share = l.out.find(" share ");
+  ASSERT_NE(share, std::string::npos) << l.out;
+  EXPECT_LT(share, l.out.find("created")) << "newest first\n" << l.out;
+  EXPECT_EQ(l.out.find("/lab/tok"), std::string::npos) << "only under the path\n" << l.out;
+  auto js = allot({"budget", "log", "/lab/audited", "--json", "--limit", "1"});
+  ASSERT_EQ(js.code, 0) << js.err;
+  const auto entries = json::parse(js.out);
+  ASSERT_EQ(entries.size(), 1u) << js.out;
+  EXPECT_EQ(entries[0]["field"], "share");
+  EXPECT_EQ(entries[0]["actor"], "admin");
+  // A user who is no member of it may not read it.
+  auto tok = allot({"token", "create", "nobody", "--role", "user", "--subject", "nobody"});
+  ASSERT_EQ(tok.code, 0) << tok.err;
+  EXPECT_EQ(allot({"budget", "log", "/lab/audited"}, tok.out.substr(0, tok.out.find('\n'))).code,
+            4);  // not authorised
+}
+
+// Budgets are made only by `budget create`; `set` on a mistyped path is refused, not made; a
+// leaf with live jobs gets no sub-budgets (its jobs would lose their funding).
+TEST_F(Cli, BudgetCreateSetAndNoChildUnderALeafWithJobs) {
+  auto set = allot({"budget", "set", "/lab/mistyped", "--share", "2"});
+  EXPECT_EQ(set.code, 5) << set.err;  // not found
+  EXPECT_NE(set.err.find("create it with 'allot budget create /lab/mistyped"), std::string::npos)
+      << set.err;
+  EXPECT_EQ(json::parse(allot({"budget", "tree", "--json"}).out).dump().find("/lab/mistyped"),
+            std::string::npos);
+  ASSERT_EQ(allot({"budget", "create", "/lab/leaf", "--share", "2"}).code, 0);
+  auto again = allot({"budget", "create", "/lab/leaf"});
+  EXPECT_EQ(again.code, 1) << again.err;
+  EXPECT_NE(again.err.find("exists: change it with 'allot budget set /lab/leaf'"),
+            std::string::npos)
+      << again.err;
+  EXPECT_EQ(allot({"budget", "set", "/lab/leaf", "--share", "3"}).code, 0);
+  auto s = allot({"submit", "--budget", "/lab/leaf", "--cluster", "sim", "--hold", "--json"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  auto child = allot({"budget", "create", "/lab/leaf/sub"});
+  EXPECT_EQ(child.code, 1) << child.err;
+  EXPECT_NE(child.err.find("/lab/leaf has 1 job queued or running"), std::string::npos)
+      << child.err;
+  ASSERT_EQ(
+      allot({"cancel", std::to_string(json::parse(s.out)["id"].get<unsigned long long>())}).code,
+      0);
+  auto later = allot({"budget", "create", "/lab/leaf/sub"});
+  EXPECT_EQ(later.code, 0) << later.err;
 }
 
 // A fresh server (2 simulated nodes of 8 GPUs) for the story of contracts: a free job, a
@@ -547,7 +725,7 @@ class CliContract : public Cli {};
 
 TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
   for (const char* b : {"/lab/p", "/lab/q"}) {
-    ASSERT_EQ(allot({"budget", "set", b, "--share", "1"}).code, 0);
+    ASSERT_EQ(allot({"budget", "create", b, "--share", "1"}).code, 0);
   }
   // A: no --min-runtime: free, preemptible work, and submit says so.
   auto a = allot({"submit", "--budget", "/lab/q", "--gpus", "8", "--name", "free"});
@@ -619,6 +797,26 @@ TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
   wb = allot({"why", idb});
   EXPECT_NE(wb.out.find("its node " + node + " is draining (fan)"), std::string::npos) << wb.out;
   EXPECT_NE(wb.out.find("when its protection ends"), std::string::npos) << wb.out;
+  // ls and show tell B's owner too.
+  auto ld = allot({"ls", "--budget", "/lab/p"});
+  const auto brow = ld.out.find("\n" + idb + " ");
+  ASSERT_NE(brow, std::string::npos) << ld.out;
+  EXPECT_NE(
+      ld.out.substr(brow, ld.out.find('\n', brow + 1) - brow).find(node + " draining: stops at "),
+      std::string::npos)
+      << ld.out;
+  EXPECT_NE(allot({"show", idb}).out.find("  drain      " + node + " draining: stops at "),
+            std::string::npos);
+  // nodes: the draining node, B on it, and when it will be empty.
+  for (const auto& n : json::parse(allot({"nodes", "--json"}).out)) {
+    if (n["name"] != node) continue;
+    EXPECT_TRUE(n["draining"].get<bool>()) << n.dump();
+    EXPECT_TRUE(n["drain_eta"].is_number()) << n.dump();
+    EXPECT_EQ(n["allocated_gpus"].get<int>(), 8) << n.dump();
+    EXPECT_NE(std::find(n["jobs"].begin(), n["jobs"].end(), json(std::stoull(idb))),
+              n["jobs"].end())
+        << n.dump();
+  }
   ASSERT_EQ(allot({"undrain", node}).code, 0);
 
   // Fractions of a GPU print as fractions (250 milli-GPUs were "0.2", 50 were "0.0").
@@ -685,7 +883,7 @@ TEST_F(Cli, MetricsAndEventLogOfTheServerBinary) {
     secret = t.out.substr(at, t.out.find_first_of(" \n", at) - at);
   }
   ASSERT_EQ(secret.size(), 46u) << t.out;
-  ASSERT_EQ(allot({"budget", "set", "/lab/metrics", "--share", "1"}).code, 0);
+  ASSERT_EQ(allot({"budget", "create", "/lab/metrics", "--share", "1"}).code, 0);
   auto s = allot({"submit", "--budget", "/lab/metrics", "--gpus", "1", "--", "sleep", "1"});
   ASSERT_EQ(s.code, 0) << s.err;
   std::this_thread::sleep_for(300ms);  // a few cycles of 50 ms

@@ -42,15 +42,18 @@ TEST(Feasibility, MoreGpusPerNodeThanAnyNodeSuggestsAGang) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().field, "gpus_per_node");
   EXPECT_NE(st.error().reason.find("largest node has 8"), std::string::npos) << st.error().reason;
-  EXPECT_NE(st.error().reason.find("--nodes 2 --gpus 8"), std::string::npos) << st.error().reason;
+  EXPECT_NE(st.error().reason.find("--nodes 2 --gpus-per-node 8"), std::string::npos)
+      << st.error().reason;
   // 12 GPUs: 8 does not divide it; 6 does.
   st = w.check(1, 12);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().reason.find("--nodes 2 --gpus 6"), std::string::npos) << st.error().reason;
+  EXPECT_NE(st.error().reason.find("--nodes 2 --gpus-per-node 6"), std::string::npos)
+      << st.error().reason;
   // Within the A100 cluster only 4 per node.
   st = w.check(1, 8, {}, {1});
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().reason.find("--nodes 2 --gpus 4"), std::string::npos) << st.error().reason;
+  EXPECT_NE(st.error().reason.find("--nodes 2 --gpus-per-node 4"), std::string::npos)
+      << st.error().reason;
 }
 
 TEST(Feasibility, AGangLargerThanAnyClusterIsRefused) {
