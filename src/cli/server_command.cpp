@@ -63,7 +63,8 @@ struct ServerArgs {
   int stop_grace_seconds = 30;
   int local_nodes = 0;  // allot up: node agents in this process (fake GPUs without a real one)
   std::string backend = "auto";
-  server::SubmitLimits submit;  // per principal (server/quota.h)
+  server::SubmitLimits submit;     // per principal (server/quota.h)
+  server::RequestLimits requests;  // every route (server/request_limits.h)
   int max_connections_per_address = 256;
   // The event log (server/event_log.h): "-" stderr, "off" none; allot server: stderr, up: off.
   std::string event_log;
@@ -118,7 +119,14 @@ void usage(bool up) {
       "  --submit-rate N      submissions a second per user, sustained (default 100; 0 = no\n"
       "                       limit); --submit-burst N at once (default 1000); beyond: 429\n"
       "  --max-waiting-jobs N jobs waiting per user (default 10000; 0 = no limit); beyond: 429\n"
+      "  --max-waiting-jobs-total N  jobs waiting per user over all budgets, whatever a\n"
+      "                       budget's own limits allow (default 50000; 0 = no limit)\n"
       "                       (administrators' tokens are not limited)\n"
+      "  --request-rate N     requests a second per user or agent on every route, sustained\n"
+      "                       (default 200; 0 = no limit; /usage and /report count 10);\n"
+      "                       --request-burst N at once (default 2000); beyond: 429\n"
+      "  --unauthenticated-rate N  requests a second per address without a valid token\n"
+      "                       (default 20; 0 = no limit); --unauthenticated-burst N (200)\n"
       "  --max-connections-per-address N  open connections from one address (default 256;\n"
       "                       0 = no limit); beyond: 429 and closed\n"
       "  --event-log FILE     one JSON line per job transition, stop, node health and budget\n"
@@ -197,6 +205,16 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.submit.burst = std::max(1, number("a count"));
     } else if (k == "--max-waiting-jobs") {
       a.submit.max_waiting = number("a count");
+    } else if (k == "--max-waiting-jobs-total") {
+      a.submit.max_waiting_total = number("a count");
+    } else if (k == "--request-rate") {
+      a.requests.rate = number("requests a second");
+    } else if (k == "--request-burst") {
+      a.requests.burst = std::max(1, number("a count"));
+    } else if (k == "--unauthenticated-rate") {
+      a.requests.unauthenticated_rate = number("requests a second");
+    } else if (k == "--unauthenticated-burst") {
+      a.requests.unauthenticated_burst = std::max(1, number("a count"));
     } else if (k == "--max-connections-per-address") {
       a.max_connections_per_address = number("a count");
     } else if (k == "--event-log") {
@@ -364,6 +382,7 @@ int serve(ServerArgs a, bool up) {
   ao.tls_key = a.tls_key;
   ao.threads = a.threads;
   ao.submit_limits = a.submit;
+  ao.request_limits = a.requests;
   ao.max_connections_per_address = static_cast<std::size_t>(a.max_connections_per_address);
   ao.logs_dir = a.data + ".logs";
   ao.prometheus = metrics;

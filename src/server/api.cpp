@@ -95,22 +95,37 @@ core::Result<int> ApiServer::start() {
   svr.set_payload_max_length(o.max_body);
   impl_->install();
   // Before any route: what the edge refuses (edge.h) never reaches a handler or an error message.
-  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    auto why = check_request(req);
-    if (!why) {
-      // Answers are compressed with gzip, never Brotli (http_server.h: without_brotli). The
-      // request is cpp-httplib's own non-const object, handed to this handler as const.
-      if (req.has_header("Accept-Encoding")) {
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
-        auto& headers = const_cast<httplib::Request&>(req).headers;
-        auto [lo, hi] = headers.equal_range("Accept-Encoding");
-        for (auto it = lo; it != hi; ++it) it->second = without_brotli(it->second);
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    Impl::send_error(res, 400, why->field, why->reason);
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  if (tls) impl_->tls_connections = std::make_unique<TlsConnections>(o.max_connections_per_address);
+  svr.set_pre_routing_handler(
+      [tc = impl_->tls_connections.get()](const httplib::Request& req, httplib::Response& res) {
+        // HTTPS: the connection counts against its address (tls_connections.h); plain HTTP counted
+        // it at accept.
+        if (tc && !tc->admit(req.remote_addr)) {
+          // cpp-httplib answers "Connection: close" when the request asked for it.
+          // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
+          auto& headers = const_cast<httplib::Request&>(req).headers;
+          headers.erase("Connection");
+          headers.emplace("Connection", "close");
+          Impl::send_error(res, 429, "connection",
+                           "too many connections from " + req.remote_addr + " (at most " +
+                               std::to_string(tc->limit()) + " at once)");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        auto why = check_request(req);
+        if (!why) {
+          // Answers are compressed with gzip, never Brotli (http_server.h: without_brotli). The
+          // request is cpp-httplib's own non-const object, handed to this handler as const.
+          if (req.has_header("Accept-Encoding")) {
+            // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
+            auto& headers = const_cast<httplib::Request&>(req).headers;
+            auto [lo, hi] = headers.equal_range("Accept-Encoding");
+            for (auto it = lo; it != hi; ++it) it->second = without_brotli(it->second);
+          }
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        Impl::send_error(res, 400, why->field, why->reason);
+        return httplib::Server::HandlerResponse::Handled;
+      });
   // Everything under /api/v1 that matched no route, and any method not served.
   // cpp-httplib calls it outside its own try block (over HTTPS, on a thread of its own): it must
   // not throw.
@@ -140,7 +155,8 @@ core::Result<int> ApiServer::start() {
       httplib::Request req;
       req.headers = h;
       try {
-        m->authenticate(req, true);  // the route says what a metrics token may not do
+        m->authenticate(req, true, false);  // the route says what a metrics token may not do,
+                                            // and charges the request
       } catch (const HttpError& e) {
         Impl::send_error(res, e.status, e.field, e.reason);
         return false;
@@ -166,7 +182,10 @@ core::Result<int> ApiServer::start() {
   // HTTPS: cpp-httplib's own server, a worker per connection (the rest of these settings are its
   // connection handling's; the event loop has its own).
   const int threads = o.threads;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // Each connection's worker counts it against its address (tls_connections.h).
+  svr.new_task_queue = [threads, tc = impl_->tls_connections.get()] {
+    return tc->new_queue(static_cast<std::size_t>(threads));
+  };
   // cpp-httplib serves a kept-alive connection on one worker until it closes: a connection is
   // closed after this many requests (the client reconnects and queues again) so that more
   // connections than workers (node agents polling every second) are all served in turn.

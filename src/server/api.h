@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "server/controller.h"
 #include "server/quota.h"
+#include "server/request_limits.h"
 #include "store/store.h"
 
 namespace allot::server {
@@ -40,7 +41,11 @@ struct ApiOptions {
   // Per principal: submissions a second and jobs waiting (429 beyond; administrators are not
   // limited).
   SubmitLimits submit_limits;
-  // Open connections from one address on the plain-HTTP server (event_server.h); 0: no limit.
+  // Per principal on every authenticated route, and per address for requests without a valid
+  // token (429 beyond; administrators are not limited).
+  RequestLimits request_limits;
+  // Open connections from one address (plain HTTP: event_server.h; HTTPS: tls_connections.h);
+  // 0: no limit.
   std::size_t max_connections_per_address = 256;
   // GET /metrics (server/prometheus.h), also told each request's route, status and latency.
   // Null: /metrics answers 503.

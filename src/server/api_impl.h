@@ -27,6 +27,7 @@
 #include "server/logs.h"
 #include "server/prometheus.h"
 #include "server/telemetry_series.h"
+#include "server/tls_connections.h"
 
 namespace allot::server {
 
@@ -48,19 +49,25 @@ struct ApiServer::Impl {
   std::unique_ptr<httplib::Server> svr;  // HTTPS: serves; HTTP: a RequestProcessor for `events`
   std::unique_ptr<EventServer> events;   // plain HTTP
   std::thread thread;                    // HTTPS: the accepting thread
-  std::unique_ptr<LogStore> logs;        // thread-safe itself; null without a logs directory
-  std::vector<Route> routes;             // every route install() registered, in order
+  std::unique_ptr<TlsConnections> tls_connections;  // HTTPS: open connections per address
+  std::unique_ptr<LogStore> logs;  // thread-safe itself; null without a logs directory
+  std::vector<Route> routes;       // every route install() registered, in order
 
-  // Thread-safe itself.
+  // Thread-safe themselves.
   SubmitQuota quota;
   TelemetrySeries telemetry_series;  // running jobs' recent points, for the sparklines
+  RequestLimiter request_limiter;
 
   std::mutex token_mu;
   // Guarded by token_mu.
   std::unordered_map<std::string, Principal> token_cache;  // secret -> principal
 
   Impl(store::Store* s, Controller* c, ApiOptions o)
-      : store(s), ctl(c), opts(std::move(o)), quota(opts.submit_limits) {
+      : store(s),
+        ctl(c),
+        opts(std::move(o)),
+        quota(opts.submit_limits),
+        request_limiter(opts.request_limits.max_tracked) {
     if (!opts.logs_dir.empty()) logs = std::make_unique<LogStore>(opts.logs_dir);
   }
 
@@ -98,7 +105,52 @@ struct ApiServer::Impl {
   }
 
   // A metrics token (role "metrics") is refused everywhere but GET /metrics (`metrics_ok`).
-  Principal authenticate(const httplib::Request& req, bool metrics_ok = false) {
+  // `charge`: the request counts toward its principal's request rate, or, refused for want of a
+  // valid token, toward its address's (request_limits.h; 429 beyond either).
+  Principal authenticate(const httplib::Request& req, bool metrics_ok = false, bool charge = true) {
+    Principal p;
+    try {
+      p = identify(req, metrics_ok);
+    } catch (const HttpError& e) {
+      if (charge && e.status == 401) limit_unauthenticated(req);
+      throw;
+    }
+    if (charge) limit_principal(p, req);
+    return p;
+  }
+  // 429 when the address of a request without a valid token is over its rate.
+  void limit_unauthenticated(const httplib::Request& req) {
+    const auto& l = opts.request_limits;
+    if (const int wait =
+            request_limiter.take("address " + req.remote_addr, 1, l.unauthenticated_rate,
+                                 l.unauthenticated_burst, RequestLimiter::Clock::now())) {
+      throw HttpError{429, "",
+                      req.remote_addr + " is over the rate of requests without a valid token: " +
+                          number_text(l.unauthenticated_rate) + " a second",
+                      wait};
+    }
+  }
+  // 429 when `p` is over its request rate (administrators are not limited): a bucket per token
+  // subject, and per node for agents (an agent token acts for one node; several may share a
+  // subject). /usage and /report cost more than one request.
+  void limit_principal(const Principal& p, const httplib::Request& req) {
+    if (p.is_admin()) return;
+    const auto& l = opts.request_limits;
+    const bool expensive = req.path.ends_with("/usage") || req.path.ends_with("/report");
+    const bool agent = p.role == "agent";
+    if (const int wait = request_limiter.take(agent ? "node " + p.scope : "principal " + p.subject,
+                                              expensive ? l.expensive_cost : 1, l.rate, l.burst,
+                                              RequestLimiter::Clock::now())) {
+      throw HttpError{429, "",
+                      (agent ? "the agent of " + p.scope : p.subject) +
+                          " is over the request rate: " + number_text(l.rate) +
+                          " a second, bursts of " + number_text(l.burst) +
+                          (expensive ? " (this route costs " + number_text(l.expensive_cost) + ")"
+                                     : std::string()),
+                      wait};
+    }
+  }
+  Principal identify(const httplib::Request& req, bool metrics_ok) {
     auto h = req.get_header_value("Authorization");
     if (h.size() < 8 || h.compare(0, 7, "Bearer ") != 0) {
       throw HttpError{401, "Authorization", "missing: send 'Authorization: Bearer <token>'"};

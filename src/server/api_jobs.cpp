@@ -92,6 +92,7 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     // with a token bucket of its own per user; else the server's.
     SubmitLimits limits = quota.limits();
     std::string bucket = p.subject, where;
+    std::string waiting_in;  // the budget whose own max_waiting counts the jobs in it
     for (std::string b = pj.budget; limited && !b.empty() && b != "/";
          b = b.substr(0, b.rfind('/'))) {
       auto l = snap->submit_limits.find(b);
@@ -100,7 +101,10 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
       if (own.is_object()) {
         limits.rate = own.value("rate", limits.rate);
         limits.burst = own.value("burst", limits.burst);
-        limits.max_waiting = own.value("max_waiting", limits.max_waiting);
+        if (own.contains("max_waiting")) {
+          limits.max_waiting = own.value("max_waiting", limits.max_waiting);
+          waiting_in = b;
+        }
       }
       bucket = p.subject + " " + b;  // a space: in no name, so no principal's own bucket
       where = " in " + b;
@@ -128,15 +132,37 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
       check(fits.error());
     }
     if (limited) {
-      auto w = snap->waiting_by_owner.find(p.subject);
       // An array's tasks all wait: each counts (the quota adds the submission itself).
-      const std::int64_t waiting = (w == snap->waiting_by_owner.end() ? 0 : w->second) +
-                                   (gate.array ? std::ssize(gate.array->indices) - 1 : 0);
-      if (!quota.add_waiting(p.subject, snap->version, waiting, limits.max_waiting)) {
+      const std::int64_t more = gate.array ? std::ssize(gate.array->indices) - 1 : 0;
+      auto waiting = [&](const std::map<std::string, std::int64_t>& m, const std::string& key) {
+        auto w = m.find(key);
+        return (w == m.end() ? 0 : w->second) + more;
+      };
+      // In a budget with a max_waiting of its own: the owner's jobs there and below; else all
+      // of the owner's jobs against the server's.
+      // And over all budgets, whatever a budget allows: the server's max_waiting_total (0: no
+      // limit), which also caps the server's max_waiting.
+      const std::int64_t total = quota.limits().max_waiting_total;
+      std::int64_t most = limits.max_waiting;
+      if (waiting_in.empty() && total > 0 && (most <= 0 || total < most)) most = total;
+      const std::string key = waiting_in.empty() ? p.subject : p.subject + " " + waiting_in;
+      const auto& counts = waiting_in.empty() ? snap->waiting_by_owner : snap->waiting_by_owner_in;
+      if (!quota.add_waiting(key, snap->version, waiting(counts, key), most)) {
         throw HttpError{429, "",
-                        p.subject + " has " + std::to_string(limits.max_waiting) +
-                            " jobs waiting, the most allowed" + where +
+                        p.subject + " has " + std::to_string(most) +
+                            " jobs waiting, the most allowed" +
+                            (waiting_in.empty() ? std::string() : " in " + waiting_in) +
                             ": submit more as they start",
+                        30};
+      }
+      if (!waiting_in.empty() &&
+          !quota.add_waiting(p.subject, snap->version, waiting(snap->waiting_by_owner, p.subject),
+                             total)) {
+        quota.take_back_waiting(key, snap->version);
+        throw HttpError{429, "",
+                        p.subject + " has " + std::to_string(total) +
+                            " jobs waiting over all budgets, the most allowed: submit more as "
+                            "they start",
                         30};
       }
     }

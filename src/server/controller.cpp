@@ -320,7 +320,13 @@ void Controller::publish() {
   s->running = holding_.size();
   s->pending = active_.size() - holding_.size();
   for (const auto& [id, a] : active_) {
-    if (!holding_.count(id)) ++s->waiting_by_owner[a.rec.owner];
+    if (holding_.count(id)) continue;
+    ++s->waiting_by_owner[a.rec.owner];
+    // Only budgets with limits of their own count apart (a few): each on the job's path.
+    for (std::string b = a.rec.budget; !s->submit_limits.empty() && !b.empty() && b != "/";
+         b = b.substr(0, b.rfind('/'))) {
+      if (s->submit_limits.count(b)) ++s->waiting_by_owner_in[a.rec.owner + " " + b];
+    }
   }
   s->version = ++published_;
   // GPUs still being vacated: those of runs stopping (preempted, drained, cancelled) that their

@@ -128,8 +128,10 @@ struct Snapshot {
   core::PolicyConfig policy;
   std::size_t pending = 0;
   std::size_t running = 0;
-  // Jobs waiting (pending or requeued) per owner, for the submission quota (quota.h).
+  // Jobs waiting (pending or requeued) per owner, for the submission quota (quota.h); and per
+  // owner within each budget that has limits of its own ("OWNER /path": that budget and below).
   std::map<std::string, std::int64_t> waiting_by_owner;
+  std::map<std::string, std::int64_t> waiting_by_owner_in;
   // Each budget's standing, computed with the explanations (server/standing.h). Shared.
   std::shared_ptr<const StandingTable> standing;
   std::uint64_t version = 0;  // one more for each snapshot published

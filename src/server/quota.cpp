@@ -33,4 +33,10 @@ bool SubmitQuota::add_waiting(const std::string& owner, std::uint64_t snapshot,
   return true;
 }
 
+void SubmitQuota::take_back_waiting(const std::string& owner, std::uint64_t snapshot) {
+  std::lock_guard lk(mu_);
+  auto it = added_.find(owner);
+  if (it != added_.end() && it->second.snapshot == snapshot && it->second.n > 0) --it->second.n;
+}
+
 }  // namespace allot::server

@@ -15,6 +15,9 @@ struct SubmitLimits {
   double rate = 100;                 // submissions a second per principal, sustained (0: no limit)
   double burst = 1000;               // submissions at once, after a quiet spell
   std::int64_t max_waiting = 10000;  // waiting jobs per owner (0: no limit)
+  // Waiting jobs per owner over all budgets, whatever a budget's own max_waiting (0: no limit).
+  // Server-wide only: a budget's limits do not set it.
+  std::int64_t max_waiting_total = 50000;
 };
 
 // Who may submit now: a token bucket and a count of waiting jobs per principal. Thread-safe
@@ -41,6 +44,8 @@ class SubmitQuota {
   }
   bool add_waiting(const std::string& owner, std::uint64_t snapshot, std::int64_t waiting,
                    std::int64_t max_waiting);
+  // Takes back one job counted by add_waiting for `owner` in `snapshot` (refused after all).
+  void take_back_waiting(const std::string& owner, std::uint64_t snapshot);
 
  private:
   struct Bucket {

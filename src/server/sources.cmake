@@ -38,8 +38,10 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/prometheus.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quota.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/request_limits.cpp
   ${CMAKE_CURRENT_LIST_DIR}/standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry_series.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tls_connections.cpp
   ${CMAKE_CURRENT_LIST_DIR}/web_assets.cpp
 )

@@ -497,6 +497,69 @@ TEST(SubmitLimitsApi, AdministratorsSetThemPerBudget) {
 namespace allot::server {
 namespace {
 
+// A budget's own max_waiting counts the user's jobs in that budget (and below); the server's
+// max_waiting_total bounds the user's waiting jobs over all budgets whatever a budget allows.
+TEST(SubmitLimitsApi, WaitingJobsAreBoundedPerBudgetAndOverAllBudgets) {
+  TempDir dir;
+  ApiOptions o;
+  o.submit_limits = {1000, 1000, 3, 5};  // 3 waiting by default, 5 over all budgets
+  Harness h(dir.file("allot.db"), o);
+  for (const char* path : {"/lab/a", "/lab/big"}) {
+    ASSERT_EQ(
+        h.post("/api/v1/budgets", {{"path", path}, {"share", 1}, {"members", {"ann"}}}).status,
+        200);
+  }
+  ASSERT_EQ(
+      h.post("/api/v1/budgets", {{"path", "/lab/big"}, {"submit_limits", {{"max_waiting", 40}}}})
+          .status,
+      200);
+  h.sync();
+  const auto ann = h.token("ann", "user");
+  int i = 0;
+  auto submit = [&](const std::string& budget) {
+    return raw_request(
+        h.port(), post_request("/api/v1/jobs", ann, job("w" + std::to_string(++i), budget).dump()));
+  };
+  auto reason = [](const RawReply& r) { return r.body["error"].value("reason", ""); };
+  // The server's 3 in /lab/a.
+  for (int k = 0; k < 3; ++k) ASSERT_EQ(submit("/lab/a").status, 201) << k;
+  auto r = submit("/lab/a");
+  EXPECT_EQ(r.status, 429) << r.body.dump();
+  EXPECT_NE(reason(r).find("ann has 3 jobs waiting, the most allowed"), std::string::npos)
+      << r.body.dump();
+  // /lab/big allows 40 of its own, but ann has 3 elsewhere: 2 more make the 5 over all budgets.
+  EXPECT_EQ(submit("/lab/big").status, 201);
+  EXPECT_EQ(submit("/lab/big").status, 201);
+  r = submit("/lab/big");
+  EXPECT_EQ(r.status, 429) << r.body.dump();
+  EXPECT_NE(r.head.find("Retry-After: "), std::string::npos) << r.head;
+  EXPECT_NE(reason(r).find("ann has 5 jobs waiting over all budgets"), std::string::npos)
+      << r.body.dump();
+  EXPECT_EQ(h.store().count_jobs(), 5) << "refusals left no job";
+  // The same after the scheduler's next view counts them itself.
+  h.sync();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(submit("/lab/big").status, 429);
+  // A cancelled job in /lab/a makes room over all budgets, which /lab/big may take.
+  auto mine = h.get("/api/v1/jobs?owner=ann", ann);
+  ASSERT_EQ(mine.body["jobs"].size(), 5u);
+  std::int64_t in_a = 0;
+  for (const auto& j : mine.body["jobs"]) {
+    if (j["budget"] == "/lab/a") in_a = j["id"].get<std::int64_t>();
+  }
+  ASSERT_EQ(h.post("/api/v1/jobs/" + std::to_string(in_a) + "/cancel", json::object(), ann).status,
+            200);
+  h.sync();
+  EXPECT_EQ(submit("/lab/big").status, 201);
+  EXPECT_EQ(h.store().count_jobs(), 6);
+}
+
+}  // namespace
+}  // namespace allot::server
+
+namespace allot::server {
+namespace {
+
 TEST(AcceptEncoding, BrotliIsDroppedOtherCodingsKept) {
   EXPECT_EQ(without_brotli("gzip, deflate, br"), "gzip, deflate");
   EXPECT_EQ(without_brotli("br;q=1.0, gzip;q=0.8"), "gzip;q=0.8");
