@@ -64,6 +64,10 @@ void usage(FILE* out) {
       "  --lookback DUR, --max-min-runtime DUR, --margin F   override the presets\n"
       "  --burst-limit F, --unallocated-loss-ratio F, --unallocated-loss-patience DUR\n"
       "                         override the presets too (one value; 0 turns the rule off)\n"
+      "  --burst-exempt-below F a budget under F x its share may fund one job of any size\n"
+      "                         (default 0: only one holding no allocated GPUs)\n"
+      "  --share-claims on|off  unfunded work within its budget's share may take unallocated\n"
+      "                         work of budgets above theirs (default on; fairshare only)\n"
       "  --debug-first on|off   debug jobs get a pass of their own before other work (default:\n"
       "                         as the preset says: on, except fifo-strict and sjf-strict)\n"
       "sweep (allot sim sweep): comma-separated values make a grid, e.g.\n"
@@ -195,7 +199,8 @@ int sim_main(int argc, char** argv) {
   bool quiet = false, policies_given = false;
   std::vector<core::Duration> lookback, max_min_runtime;
   std::vector<double> margin;
-  std::vector<double> burst_limit, loss_ratio;  // single values: not grid dimensions
+  std::vector<double> burst_limit, loss_ratio, burst_exempt;  // single values: not grid dimensions
+  std::optional<bool> share_claims;
   std::vector<core::Duration> loss_patience;
   std::optional<bool> debug_first;  // overrides every preset's debug_jobs_first
   std::vector<std::string> budget_files;
@@ -312,6 +317,17 @@ int sim_main(int argc, char** argv) {
       if (!need("--burst-limit") || !parse_numbers(v, &burst_limit) || burst_limit.size() != 1) {
         return bad("bad --burst-limit (one number)");
       }
+    } else if (a == "--burst-exempt-below") {
+      if (!need("--burst-exempt-below") || !parse_numbers(v, &burst_exempt) ||
+          burst_exempt.size() != 1 || burst_exempt.front() < 0) {
+        return bad("bad --burst-exempt-below (one number >= 0)");
+      }
+    } else if (a == "--share-claims") {
+      if (!need("--share-claims")) return 2;
+      if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
+        return bad(std::string("bad --share-claims '") + v + "' (expected on or off)");
+      }
+      share_claims = std::strcmp(v, "on") == 0;
     } else if (a == "--unallocated-loss-ratio") {
       if (!need("--unallocated-loss-ratio") || !parse_numbers(v, &loss_ratio) ||
           loss_ratio.size() != 1) {
@@ -395,6 +411,8 @@ int sim_main(int argc, char** argv) {
   }
   for (sim::SimOptions& o : runs) {
     if (!burst_limit.empty()) o.policy.burst_limit = burst_limit.front();
+    if (!burst_exempt.empty()) o.policy.burst_exempt_below = burst_exempt.front();
+    if (share_claims) o.policy.share_claims = *share_claims;
     if (!loss_ratio.empty()) o.policy.max_unallocated_loss_ratio = loss_ratio.front();
     if (!loss_patience.empty()) o.policy.unallocated_loss_patience = loss_patience.front();
     if (debug_first) o.policy.debug_jobs_first = *debug_first;

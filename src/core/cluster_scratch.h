@@ -194,6 +194,10 @@ struct Scheduler::ClusterScratch {
   std::vector<Exposed> exposed;
   std::vector<Milli>
       held_all;  // [leaf budget] milli-GPUs running, allocated or not (compute_projected)
+  std::vector<Milli> held_now;  // held_all kept current through the cycle (share claims)
+  bool claiming = false;        // the request try_preempt serves is a share claim, not funded
+  int claims_considered = 0;    // share claims that reached the preemption step this cycle
+  std::size_t claimable = 0;    // exposed unallocated jobs of leaves above their share
   std::vector<std::pair<NodeId, std::pair<std::size_t, std::size_t>>> exposed_nodes;
   // Buffers of try_preempt, reused across attempts.
   struct PreemptCost {
@@ -270,6 +274,8 @@ struct Scheduler::ClusterScratch {
     made_free_at = ~std::uint64_t{0};
     mask_version = 0;
     preemption_considered = 0;
+    claims_considered = 0;
+    claimable = 0;
     usable_free_key = {~0ull, 0, 0};
     usable_free = 0;
     backfill_free_key = {~0ull, 0, 0};

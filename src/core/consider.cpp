@@ -47,6 +47,7 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   if (allocated && j.spec.kind == JobKind::Debug) {
     s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
   }
+  if (j.spec.budget < s.held_now.size()) s.held_now[j.spec.budget] += m;
   // A holder that starts gives its reservation up.
   if (s.held_before(j.spec.id))
     for (std::size_t n = 0; n < s.reserved_by.size(); ++n) {
@@ -234,10 +235,13 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   // §7.2 step 3: preemption (§8), for funded work only: unallocated victims first, then allocated
   // ones past their contract whose branch stands worse by the margin. The first
   // max_preemption_attempts funded blocked jobs in order may preempt this cycle.
-  if (e.funded && config_.preemption && !s.exposed_nodes.empty() &&
-      s.preemption_considered++ < config_.max_preemption_attempts) {
+  const bool claiming = !e.funded && claims_share(s, j);
+  if ((e.funded || claiming) && config_.preemption && !s.exposed_nodes.empty() &&
+      (claiming ? s.claims_considered++ < config_.max_claim_attempts
+                : s.preemption_considered++ < config_.max_preemption_attempts)) {
     // The same request from the same budget against the same pool fails the same way.
-    const auto attempt_key = std::make_pair(key, j.spec.budget);
+    const auto attempt_key = std::make_pair(key, j.spec.budget * 2 + (claiming ? 1 : 0));
+    s.claiming = claiming;
     auto& failed_at = s.preemption_failed[attempt_key];
     if (holder || failed_at != stamp + 1) {
       ++out.stats.preemption_attempts;

@@ -44,6 +44,7 @@ const char* to_string(StopReason r);
 enum class VictimClass : std::uint8_t {
   Unallocated,     // ran unallocated: preemptible by any allocated request
   OverAllocation,  // allocated, past its minimum runtime, its branch stands worse by the margin
+  AboveShare,      // ran unallocated in a leaf above its share, for a share claim (§8)
 };
 
 struct VictimReason {

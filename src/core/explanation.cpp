@@ -100,14 +100,18 @@ std::string Scheduler::describe(const StopDecision& s) const {
   }
   std::string out = "preempted for job " + std::to_string(s.for_job) + " after running " +
                     format_duration(s.victim.ran_for) + ": ";
+  const auto name = [&](BudgetId b) {
+    return budgets_.valid(b) ? budgets_.node(b).path : std::string("?");
+  };
   if (s.victim.cls == VictimClass::Unallocated) {
     out +=
         "it ran unallocated (beyond its budget or with minimum runtime 0), so any funded job "
         "may take its GPUs";
+  } else if (s.victim.cls == VictimClass::AboveShare) {
+    out += "it ran unallocated while " + name(s.victim.victim_branch) +
+           " ran above its share of the cluster, and " + name(s.victim.requester_branch) +
+           " was within its own share";
   } else {
-    const auto name = [&](BudgetId b) {
-      return budgets_.valid(b) ? budgets_.node(b).path : std::string("?");
-    };
     out += "it was past its minimum runtime and " + name(s.victim.victim_branch) + " stands at " +
            percent(s.victim.victim_standing) + " of its allocation against " +
            percent(s.victim.requester_standing) + " for " + name(s.victim.requester_branch);

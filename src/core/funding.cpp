@@ -25,7 +25,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   if (!read) return;
   // In the same pass: what each leaf holds, allocated or not, for "victims within their share"
   // (§8; preemption.cpp's within_share).
-  const bool held = config_.preemption && config_.spare_work_within_share;
+  const bool held = config_.preemption && (config_.spare_work_within_share || config_.share_claims);
   if (held) s.held_all.assign(n, 0);
   for (const auto& [id, entry] : running_[c]) {
     const JobEntry& j = *entry;
@@ -41,6 +41,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
       s.projected[cur] += rest;
     }
   }
+  if (held) s.held_now = s.held_all;
 }
 
 bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting,
@@ -92,7 +93,11 @@ bool Scheduler::within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli mi
   for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
     const double cap = factor * fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
     const Milli held = b < rates.size() ? rates[b] : 0;
-    if ((held > 0 || !empty_exempt) && static_cast<double>(held + milli) > cap) {
+    const bool exempt =
+        empty_exempt && (held == 0 || static_cast<double>(held) <
+                                          config_.burst_exempt_below * fraction_[s.cluster][b] *
+                                              static_cast<double>(capacity_[s.cluster]));
+    if (!exempt && static_cast<double>(held + milli) > cap) {
       *limiting = b;
       ok = false;
     }

@@ -47,6 +47,7 @@ void Scheduler::add_pending(JobEntry& j) {
   if (sizes.size() < queues.size()) sizes.resize(queues.size());
   PendingSizes& mine = sizes[j.spec.budget];
   mine.fit.add(j.spec.shape, key);
+  mine.all_by_milli.add(j.spec.shape.total_milli(), key);
   if (j.spec.min_runtime > 0) {
     mine.contracts_by_milli.add(j.spec.shape.total_milli(), key);
     if (j.spec.kind == JobKind::Debug) mine.debug_contracts.insert(key);
@@ -82,6 +83,7 @@ void Scheduler::remove_pending(JobEntry& j) {
   pending_with_end_ -= j.spec.expected_duration.has_value();
   PendingSizes& mine = pending_sizes_[pass_of(j.spec)][j.spec.budget];
   mine.fit.remove(j.spec.shape, key);
+  mine.all_by_milli.remove(j.spec.shape.total_milli(), key);
   if (j.spec.min_runtime > 0) {
     mine.contracts_by_milli.remove(j.spec.shape.total_milli(), key);
     if (j.spec.kind == JobKind::Debug) mine.debug_contracts.erase(key);

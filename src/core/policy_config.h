@@ -68,6 +68,10 @@ struct PolicyConfig {
   // then loses it all when it is over: see docs/policy.md section 6. Work beyond the cap still
   // runs, unallocated. 0: no cap.
   double burst_limit = 1.1;
+  // The burst limit's exception: a budget holding fewer allocated GPUs than this x f(b) x C (and
+  // one holding none) may fund one job of any size. 0: only a budget holding none. Measured in
+  // docs/design/0008 (1.0 helps large gangs at 1x load and costs impact under overload).
+  double burst_exempt_below = 0;
 
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated
@@ -91,6 +95,17 @@ struct PolicyConfig {
   // so that funded requests take GPUs from budgets running above their share first (docs/policy.md
   // section 8; docs/design/0002).
   bool spare_work_within_share = true;
+  // Share claims (lookback funding only): a request that is not funded (minimum runtime 0, or its
+  // budget over its allocation or burst limit) may still take unallocated work of another leaf
+  // that runs above its share of the cluster, as long as its own leaf, with it, runs at most its
+  // share f(b) x C (all its running GPUs counted). It starts unallocated. Each hour a budget is
+  // owed its share of the cluster (capped at its demand); without claims an under-share budget's
+  // unfunded work waits while over-share budgets' free work holds the GPUs (docs/policy.md
+  // section 8; docs/design/0008).
+  bool share_claims = true;
+  // Share claims that may try preemption in one cycle (each is a victim search, like
+  // max_preemption_attempts for funded requests, which they do not use up).
+  int max_claim_attempts = 4;
   // A job already started more than this many times (counting earlier incarnations of the same
   // work, JobSpec::earlier_starts) is no longer a preemption victim, so that no job is preempted
   // more than this many times; drains and node failures still stop it. 0: no limit.

@@ -28,6 +28,13 @@ double Scheduler::work_at_risk(const JobEntry& j) const {
 bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const JobEntry& r,
                                VictimReason* why) const {
   why->ran_for = now_ - v.run.started;
+  if (s.claiming) {
+    why->cls = VictimClass::AboveShare;
+    why->victim_branch = v.spec.budget;
+    why->requester_branch = r.spec.budget;
+    return !v.run.allocated && v.spec.budget != r.spec.budget && over_share(s, v) &&
+           unallocated_loss_ok(v, r);
+  }
   if (!v.run.allocated) {
     why->cls = VictimClass::Unallocated;
     // A strict-priority scheduler lets only higher priority take preemptible work.
@@ -53,6 +60,10 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
 // so it is made once per budget. Call s.new_requester() before each search.
 bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r) const {
   if (preempted_enough(v)) return false;
+  if (s.claiming) {
+    VictimReason why;  // a share claim: only unallocated work of another leaf above its share
+    return preemptible_by(s, v, r, &why);
+  }
   if (!v.run.allocated) {
     return (config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority) &&
            unallocated_loss_ok(v, r);
@@ -84,6 +95,29 @@ bool Scheduler::within_share(const ClusterScratch& s, const JobEntry& v) const {
   const BudgetId b = v.spec.budget;
   return static_cast<double>(s.held_all[b]) <=
          fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
+}
+
+// Room left under leaf b's share of the cluster, counting every GPU it runs now.
+Milli Scheduler::share_room(const ClusterScratch& s, BudgetId b) const {
+  if (!config_.share_claims || config_.funding != Funding::Lookback || b >= s.held_now.size()) {
+    return -1;
+  }
+  const double share = fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
+  return static_cast<Milli>(share) - s.held_now[b];
+}
+
+// Whether unfunded j may still take unallocated work above share: some leaf runs such work, and
+// j's own leaf, with j, stays within its share.
+bool Scheduler::claims_share(const ClusterScratch& s, const JobEntry& j) const {
+  return s.claimable > 0 && j.spec.shape.total_milli() <= share_room(s, j.spec.budget);
+}
+
+// Whether v's leaf runs more than its share of the cluster (at the start of the cycle).
+bool Scheduler::over_share(const ClusterScratch& s, const JobEntry& v) const {
+  const BudgetId b = v.spec.budget;
+  return b < s.held_all.size() &&
+         static_cast<double>(s.held_all[b]) >
+             fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
 }
 
 // docs/policy.md section 8, "Unallocated non-resumable victims that hold a contract": whether
@@ -294,13 +328,15 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
 
   for (JobId vid : victims) {
     JobEntry& v = jobs_.at(vid);
+    if (v.spec.budget < s.held_now.size())
+      s.held_now[v.spec.budget] -= total_milli(v.run.placement);
     StopDecision d;
     d.reason = StopReason::Preempted;
     d.for_job = j.spec.id;
     preemptible_by(s, v, j, &d.victim);
     stop(v, d, out, /*gpus_already_free=*/true);
   }
-  start(s, j, std::move(*p), /*allocated=*/true, StartMode::Preempting, victims, out);
+  start(s, j, std::move(*p), /*allocated=*/!s.claiming, StartMode::Preempting, victims, out);
   return true;
 }
 

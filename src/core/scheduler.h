@@ -131,6 +131,7 @@ struct SchedulerState {
     // those of the jobs that could be funded under Funding::Lookback (a contract) by total milli.
     FitIndex<PendingKey> fit;
     SizeIndex<PendingKey> contracts_by_milli;
+    SizeIndex<PendingKey> all_by_milli;    // every job, by total milli (share claims)
     std::set<PendingKey> debug_contracts;  // debug jobs with a contract (their own funding rule)
   };
   std::vector<PendingSizes> pending_sizes_[2];
@@ -298,6 +299,9 @@ class Scheduler : private detail::SchedulerState {
   bool may_take(ClusterScratch& s, const JobEntry& victim, const JobEntry& requester) const;
   bool preempted_enough(const JobEntry& v) const;
   bool within_share(const ClusterScratch& s, const JobEntry& v) const;
+  bool claims_share(const ClusterScratch& s, const JobEntry& j) const;
+  bool over_share(const ClusterScratch& s, const JobEntry& v) const;
+  Milli share_room(const ClusterScratch& s, BudgetId b) const;
   double work_at_risk(const JobEntry& j) const;
   bool unallocated_loss_limited(const JobEntry& victim) const;
   static double contract_gpu_seconds(const JobEntry& requester);
@@ -315,6 +319,7 @@ class Scheduler : private detail::SchedulerState {
   bool budget_inert(ClusterId c, const ClusterScratch& s, int pass, BudgetId b) const;
   bool job_inert(ClusterId c, const ClusterScratch& s, const JobEntry& j) const;
   bool funded_may_act(const ClusterScratch& s) const;
+  bool claim_may_act(const ClusterScratch& s) const;
   int backfill_whole_free(ClusterId c, const ClusterScratch& s) const;
   int usable_whole_free(ClusterId c, const ClusterScratch& s) const;
   // Inert jobs a walk steps over in a row before it looks up where to jump (next_may_act), and

@@ -69,6 +69,7 @@ bool Scheduler::anything_can_start(ClusterId c, const ClusterScratch& s) const {
       s.preemption_considered < config_.max_preemption_attempts) {
     return true;
   }
+  if (claim_may_act(s)) return true;
   if (!pending_per_node_.empty() && usable_whole_free(c, s) >= *pending_per_node_.begin()) {
     return true;
   }
@@ -100,6 +101,12 @@ bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, Bud
       return false;
     }
   }
+  if (claim_may_act(s)) {
+    Milli smallest = std::numeric_limits<Milli>::max();
+    if (!mine.per_node.empty()) smallest = *mine.per_node.begin() * kWholeGpu;
+    if (!mine.fraction.empty()) smallest = std::min(smallest, *mine.fraction.begin());
+    if (smallest <= share_room(s, b)) return false;
+  }
   if (!mine.per_node.empty() && *mine.per_node.begin() <= backfill_whole_free(c, s)) return false;
   return mine.fraction.empty() || pool_.largest_gpu_free(c) < *mine.fraction.begin();
 }
@@ -114,7 +121,13 @@ bool Scheduler::job_inert(ClusterId c, const ClusterScratch& s, const JobEntry& 
     return false;
   }
   BudgetId unused = kNoBudget;
+  if (claim_may_act(s) && claims_share(s, j)) return false;
   return !funded_may_act(s) || !funded(s, j, &unused);
+}
+
+// Whether a share claim could still try preemption in this pass.
+bool Scheduler::claim_may_act(const ClusterScratch& s) const {
+  return s.claimable > 0 && s.claims_considered < config_.max_claim_attempts;
 }
 
 // Whether a funded job could still reserve nodes or try preemption in this pass.
@@ -136,6 +149,7 @@ bool Scheduler::next_may_act(ClusterId c, const ClusterScratch& s, int pass, Bud
                              const PendingKey& after, std::optional<PendingKey>* next) const {
   const bool funding_matters = funded_may_act(s);
   if (funding_matters && (b == kNoBudget || config_.funding != Funding::Lookback)) return false;
+  if (claim_may_act(s) && b == kNoBudget) return false;
   next->reset();
   const PendingSizes* mine = b == kNoBudget ? nullptr : &pending_sizes_[pass][b];
   (mine ? mine->fit : flat_fit_[pass])
@@ -150,6 +164,11 @@ bool Scheduler::next_may_act(ClusterId c, const ClusterScratch& s, int pass, Bud
       const auto it = mine->debug_contracts.upper_bound(after);
       if (it != mine->debug_contracts.end() && (!*next || *it < **next)) *next = *it;
     }
+  }
+  if (claim_may_act(s)) {
+    const Milli room = share_room(s, b);
+    mine->all_by_milli.first_after(
+        after, [&](Milli milli) { return milli <= room; }, next);
   }
   for (JobId h : s.previous) {
     const JobEntry& e = jobs_.at(h);
@@ -218,6 +237,9 @@ void Scheduler::explain_rest(ClusterId c, ClusterScratch& s, const JobEntry& j, 
   ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
   // consider() counts the attempt it may no longer make (step 3).
   if (e.funded && config_.preemption && !s.exposed_nodes.empty()) ++s.preemption_considered;
+  if (!e.funded && claims_share(s, j) && config_.preemption && !s.exposed_nodes.empty()) {
+    ++s.claims_considered;
+  }
   explain_wait(c, s, j, e, memo, out);
 }
 

@@ -45,6 +45,9 @@ Json policy_config(const core::PolicyConfig& c) {
   j["preemption"] = c.preemption;
   j["preemption_margin"] = fixed(c.preemption_margin);
   j["burst_limit"] = fixed(c.burst_limit);
+  // Rules of the lookback funding, written only where they act (the baselines' reports stay).
+  if (c.burst_exempt_below > 0) j["burst_exempt_below"] = fixed(c.burst_exempt_below);
+  if (c.funding == core::Funding::Lookback && c.preemption) j["share_claims"] = c.share_claims;
   j["max_unallocated_loss_ratio"] = fixed(c.max_unallocated_loss_ratio);
   j["unallocated_loss_patience_s"] = c.unallocated_loss_patience;
   j["backfill"] = c.backfill;

@@ -387,8 +387,9 @@ bool Run::on_stop(const core::StopDecision& d, Time t) {
     std::string why = core::to_string(d.reason);
     if (d.reason == core::StopReason::Preempted) {
       why += " for job " + std::to_string(d.for_job) +
-             (d.victim.cls == core::VictimClass::Unallocated ? " (unallocated)"
-                                                             : " (over allocation)");
+             (d.victim.cls == core::VictimClass::Unallocated  ? " (unallocated)"
+              : d.victim.cls == core::VictimClass::AboveShare ? " (above share)"
+                                                              : " (over allocation)");
     } else {
       why += " on " + sched_.nodes()[d.node].spec.name;
     }

@@ -167,9 +167,9 @@ struct Failure {
 // What the scenarios exercised, so that a passing run can be seen to mean something.
 struct Coverage {
   std::size_t scenarios = 0, cycles = 0, starts = 0, gang_starts = 0, fractional_starts = 0,
-              backfilled = 0, preempting = 0, preempted = 0, preempted_allocated = 0, drained = 0,
-              node_down = 0, promoted = 0, demoted = 0, reservations = 0, explanations = 0,
-              past_lookback = 0;
+              backfilled = 0, preempting = 0, preempted = 0, preempted_allocated = 0, claimed = 0,
+              drained = 0, node_down = 0, promoted = 0, demoted = 0, reservations = 0,
+              explanations = 0, past_lookback = 0;
   std::map<WaitCode, std::size_t> codes;
   void add(const Coverage& o) {
     scenarios += o.scenarios;
@@ -181,6 +181,7 @@ struct Coverage {
     preempting += o.preempting;
     preempted += o.preempted;
     preempted_allocated += o.preempted_allocated;
+    claimed += o.claimed;
     drained += o.drained;
     node_down += o.node_down;
     promoted += o.promoted;
@@ -195,9 +196,10 @@ struct Coverage {
     os << scenarios << " scenarios (" << past_lookback << " longer than their lookback), " << cycles
        << " cycles, " << starts << " starts (" << gang_starts << " gang, " << fractional_starts
        << " fractional, " << backfilled << " backfilled, " << preempting << " preempting), "
-       << preempted << " preempted (" << preempted_allocated << " allocated), " << drained
-       << " drained, " << node_down << " node-down, " << promoted << " promoted, " << demoted
-       << " demoted, " << reservations << " reservations, " << explanations << " explanations:";
+       << preempted << " preempted (" << preempted_allocated << " allocated, " << claimed
+       << " for share claims), " << drained << " drained, " << node_down << " node-down, "
+       << promoted << " promoted, " << demoted << " demoted, " << reservations << " reservations, "
+       << explanations << " explanations:";
     for (const auto& [k, v] : codes) os << " " << to_string(k) << "=" << v;
     return os.str();
   }
@@ -771,7 +773,16 @@ class Sim {
     for (const StartDecision& s : r.starts) {
       INV(starts.emplace(s.job, &s).second, "job " << s.job << " started twice in one cycle");
     }
-    // 4. Preemptions.
+    // 4. Preemptions. What each leaf runs once drains and failures are out (share claims, §8).
+    std::set<JobId> drained;
+    for (const StopDecision& s : r.stops) {
+      if (s.reason != StopReason::Preempted) drained.insert(s.job);
+    }
+    std::map<std::pair<ClusterId, BudgetId>, Milli> held;
+    for (const auto& [id, j] : jobs_) {
+      if (j.state != ModelJob::State::Running || drained.count(id)) continue;
+      for (const GpuSlot& g : j.placement) held[{j.cluster, j.spec.budget}] += g.milli;
+    }
     for (const StopDecision& s : r.stops) {
       if (s.reason != StopReason::Preempted) continue;
       const ModelJob& v = jobs_.at(s.job);
@@ -779,9 +790,23 @@ class Sim {
       INV(it != starts.end(), "job " << s.job << " preempted for job " << s.for_job
                                      << " that did not start in this cycle");
       const StartDecision& req = *it->second;
-      INV(req.allocated, "allocated-for-unallocated: job " << s.job << " (allocated=" << v.allocated
-                                                           << ") preempted for job " << s.for_job
-                                                           << " that starts unallocated");
+      // An unallocated start preempts only as a share claim: unallocated work of another leaf that
+      // ran above its share of the cluster.
+      if (!req.allocated) {
+        INV(config_.share_claims && s.victim.cls == VictimClass::AboveShare && !v.allocated,
+            "allocated-for-unallocated: job " << s.job << " (allocated=" << v.allocated
+                                              << ") preempted for job " << s.for_job
+                                              << " that starts unallocated");
+        const BudgetId vb = v.spec.budget;
+        INV(vb != jobs_.at(s.for_job).spec.budget,
+            "share claim: job " << s.for_job << " took job " << s.job << " of its own budget");
+        const double share = main().budgets().allocated_fraction(vb, v.cluster) *
+                             static_cast<double>(main().capacity(v.cluster));
+        const Milli ran = held[std::make_pair(v.cluster, vb)];
+        INV(static_cast<double>(ran) > share,
+            "share claim: job " << s.for_job << " took job " << s.job << " whose leaf ran " << ran
+                                << " milli, within its share " << share);
+      }
       INV(req.mode == StartMode::Preempting &&
               std::count(req.victims.begin(), req.victims.end(), s.job) == 1,
           "job " << s.job << " preempted for job " << s.for_job << " that does not list it");
@@ -814,6 +839,7 @@ class Sim {
       INV(s.victim.ran_for == now_ - v.started, "victim " << s.job << ": ran_for is wrong");
       ++cov_.preempted;
       cov_.preempted_allocated += v.allocated;
+      cov_.claimed += !req.allocated;
     }
     for (const StartDecision& s : r.starts) {
       std::size_t listed = 0;

@@ -449,7 +449,9 @@ namespace {
 // With `declared_ends`, the waiting jobs declare an expected duration (they could backfill before a
 // reservation's start if GPUs were free on its nodes; none are).
 void lazy_walk_passes_over_inert_budgets(bool declared_ends) {
-  World w;
+  PolicyConfig config;
+  config.share_claims = false;
+  World w(config);
   w.add_nodes(4);  // 32 GPUs
   const BudgetId a = w.budget("/a"), b = w.budget("/b"), c = w.budget("/c");
   w.now = 7 * kDay;
