@@ -43,7 +43,7 @@ struct MigSample {
 // One reading of one GPU. Fields a backend cannot read stay at their defaults (-1 for "unknown").
 struct GpuSample {
   int index = 0;
-  bool present = true;  // false: the GPU fell off the bus / the backend lost it
+  bool present = true;  // false: the GPU fell off the bus, needs a reset, or the backend lost it
   double util_pct = -1;
   std::int64_t mem_used_mib = -1;
   std::int64_t mem_total_mib = -1;
