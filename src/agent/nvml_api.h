@@ -24,6 +24,7 @@ constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
 constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
 constexpr nvmlReturn_t NVML_ERROR_RESET_REQUIRED = 14;
 constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+constexpr nvmlReturn_t NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25;
 constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
 
 constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;

@@ -127,7 +127,8 @@ nvmlReturn_t read_memory(const Functions& f, nvmlDevice_t d, std::uint64_t& tota
       total = m.total;
       used = m.used;
     }
-    return rc;
+    // A driver that exports v2 but does not take this struct version: v1, as without it.
+    if (rc != NVML_ERROR_ARGUMENT_VERSION_MISMATCH && rc != NVML_ERROR_NOT_SUPPORTED) return rc;
   }
   nvmlMemory_t m{};
   nvmlReturn_t rc = f.memory(d, &m);
@@ -208,7 +209,7 @@ class NvmlBackend final : public GpuBackend {
     std::int64_t memory_mib = 0;  // as discovered (the whole GPU's, also when not readable later)
     std::vector<Mig> migs;
     std::string xid_error;   // why its XIDs are not watched ("" when they are, or not supported)
-    int unknown_streak = 0;  // samples in a row with an unknown error
+    int unknown_streak = 0;  // samples in a row whose memory read answered "unknown error"
   };
 
   // Fills `d` for GPU `i`; returns why it cannot be read ("" when it can).
@@ -359,13 +360,12 @@ class NvmlBackend final : public GpuBackend {
 
   // Records a failed read; returns true when the GPU is lost or needs a reset (the sample is then
   // not present, which makes the node unhealthy).
-  bool failed(GpuSample& s, const char* field, nvmlReturn_t rc, bool& unknown) const {
+  bool failed(GpuSample& s, const char* field, nvmlReturn_t rc) const {
     if (rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_RESET_REQUIRED) {
       s.present = false;
       note(s, std::string(field) + ": " + describe(f_, rc));
       return true;
     }
-    if (rc == NVML_ERROR_UNKNOWN) unknown = true;
     // "Not supported" is normal (no ECC on this board, no utilisation in MIG mode): unknown.
     if (rc != NVML_ERROR_NOT_SUPPORTED) note(s, std::string(field) + ": " + describe(f_, rc));
     return false;
@@ -395,14 +395,17 @@ class NvmlBackend final : public GpuBackend {
       s.mem_total_mib = static_cast<std::int64_t>(total / kMiB);
     } else if (rc == NVML_ERROR_NO_PERMISSION && gpu.mig_mode) {
       // Not root, MIG mode: the whole GPU's memory is the sum over its MIG devices (below).
-    } else if (failed(s, "memory", rc, unknown)) {
-      return;
+    } else {
+      // Counted only for memory, which every GPU answers: a sensor that always answers "unknown"
+      // must not take a working GPU away.
+      unknown = rc == NVML_ERROR_UNKNOWN;
+      if (failed(s, "memory", rc)) return;
     }
     if (f_.utilization) {
       nvmlUtilization_t u{};
       if (nvmlReturn_t rc = f_.utilization(gpu.handle, &u); rc == NVML_SUCCESS) {
         s.util_pct = u.gpu;
-      } else if (failed(s, "utilization", rc, unknown)) {
+      } else if (failed(s, "utilization", rc)) {
         return;
       }
     }
@@ -411,7 +414,7 @@ class NvmlBackend final : public GpuBackend {
       if (nvmlReturn_t rc = f_.temperature(gpu.handle, NVML_TEMPERATURE_GPU, &t);
           rc == NVML_SUCCESS) {
         s.temp_c = t;
-      } else if (failed(s, "temperature", rc, unknown)) {
+      } else if (failed(s, "temperature", rc)) {
         return;
       }
     }
@@ -419,7 +422,7 @@ class NvmlBackend final : public GpuBackend {
       unsigned int mw = 0;
       if (nvmlReturn_t rc = f_.power(gpu.handle, &mw); rc == NVML_SUCCESS) {
         s.power_w = mw / 1000.0;
-      } else if (failed(s, "power", rc, unknown)) {
+      } else if (failed(s, "power", rc)) {
         return;
       }
     }
@@ -433,7 +436,7 @@ class NvmlBackend final : public GpuBackend {
             NVML_SUCCESS) {
           s.ecc_corrected = static_cast<std::int64_t>(n);
         }
-      } else if (failed(s, "ecc", rc, unknown)) {
+      } else if (failed(s, "ecc", rc)) {
         return;
       }
     }

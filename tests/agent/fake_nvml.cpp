@@ -50,6 +50,7 @@ struct State {
   int unknown = -1;      // every query of this GPU answers UNKNOWN
   bool events = true;
   nvmlReturn_t wait_rc = NVML_SUCCESS;  // the next event wait fails with this, once
+  nvmlReturn_t v2_rc = NVML_SUCCESS;    // nvmlDeviceGetMemoryInfo_v2 answers this instead
   int register_gpu = -1;                // registering this GPU for events fails with register_rc
   nvmlReturn_t register_rc = NVML_SUCCESS;
   bool registered[kMaxGpus] = {};
@@ -131,8 +132,8 @@ unsigned long long gpu_total_mib() {
 extern "C" {
 
 // "key=value,key=value": init, count, count_rc, lost, unreadable, mig, h200, nonroot, media,
-// needs_reset, unknown, events, wait_rc, register=<gpu>:<rc>, util, ecc=<gpu>:<n>, xid=<gpu>:<xid>
-// (queued), reset.
+// needs_reset, unknown, events, v2_rc, wait_rc, register=<gpu>:<rc>, util, ecc=<gpu>:<n>,
+// xid=<gpu>:<xid> (queued), reset.
 void fake_nvml_configure(const char* spec) {
   std::string s = spec;
   std::size_t at = 0;
@@ -174,6 +175,8 @@ void fake_nvml_configure(const char* spec) {
       state.needs_reset = n;
     } else if (key == "unknown") {
       state.unknown = n;
+    } else if (key == "v2_rc") {
+      state.v2_rc = n;
     } else if (key == "wait_rc") {
       state.wait_rc = n;
     } else if (key == "register") {
@@ -303,7 +306,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
 
 #ifndef FAKE_NVML_OLD_DRIVER
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {
-  if (m->version != nvmlMemory_v2) return 25;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+  if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (state.v2_rc != NVML_SUCCESS) return state.v2_rc;
   return memory(d, m);
 }
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo_v2), DeviceGetMemoryInfoV2Fn>);
@@ -311,7 +315,7 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo_v2), DeviceGetMem
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t d, unsigned int index,
                                                   nvmlGpuInstanceProfileInfo_v2_t* info) {
   FAKE_NVML_CHECK(d);
-  if (info->version != nvmlGpuInstanceProfileInfo_v2) return 25;
+  if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   if (d->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;  // a parent GPU's call
   const Profile* p = profile_at(index);
   if (!p) return index < 10 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;

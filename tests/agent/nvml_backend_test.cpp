@@ -317,6 +317,11 @@ TEST(NvmlDriver, MemoryUsedLeavesOutTheDriversReserve) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s.value()[0].mem_used_mib, 1024) << "v2: 512 MiB reserved by the driver not counted";
   EXPECT_EQ(s.value()[0].mem_total_mib, 81559);
+  lib.configure("v2_rc=25");  // a driver that has v2 but refuses this struct version
+  auto v1 = b->sample(1);
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ(v1.value()[0].mem_used_mib, 1024 + 512) << "v1 then, reserve and all";
+  EXPECT_EQ(v1.value()[0].error, "");
 }
 
 TEST(NvmlDriver, GpuThatNeedsAResetIsNotPresentAndTheNodeUnhealthy) {
