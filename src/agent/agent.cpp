@@ -272,15 +272,19 @@ void Agent::sample_gpus() {
   health_->observe(t, last_sample_);
   if (!last_sample_.ok()) return;
   GpuHolders holders;
+  MigHolders migs;
   std::map<RunKey, ProcessTimes> times;
   for (const auto& [key, st] : status_) {
     if (st.phase == RunPhase::Exited) continue;
     auto rec = records_.find(key);
     if (rec == records_.end() || rec->second.gpus.empty()) continue;
     holders[key] = rec->second.gpus;
+    for (const std::string& u : rec->second.uuids) {
+      if (u.rfind("MIG-", 0) == 0) migs[key].push_back(u);
+    }
     times[key] = process_times(runner_->processes(key));
   }
-  telemetry_.add(t, last_sample_.value(), holders, times);
+  telemetry_.add(t, last_sample_.value(), holders, times, migs);
 }
 
 void Agent::fetch_and_reconcile() {

@@ -32,10 +32,18 @@ struct GpuDevice {
   std::vector<MigDevice> mig;  // empty unless MIG mode is on
 };
 
+// One reading of one MIG device (NVML: memory only; the driver has no per-instance utilisation
+// through nvmlDeviceGetUtilizationRates, see docs/agent.md).
+struct MigSample {
+  std::string uuid;  // "MIG-..."
+  std::int64_t mem_used_mib = -1;
+  std::int64_t mem_total_mib = -1;
+};
+
 // One reading of one GPU. Fields a backend cannot read stay at their defaults (-1 for "unknown").
 struct GpuSample {
   int index = 0;
-  bool present = true;  // false: the GPU fell off the bus / the backend lost it
+  bool present = true;  // false: the GPU fell off the bus, needs a reset, or the backend lost it
   double util_pct = -1;
   std::int64_t mem_used_mib = -1;
   std::int64_t mem_total_mib = -1;
@@ -43,8 +51,9 @@ struct GpuSample {
   double power_w = -1;
   std::int64_t ecc_uncorrected = -1;  // volatile (since boot) uncorrected ECC errors
   std::int64_t ecc_corrected = -1;
-  std::vector<int> xids;  // XID / critical events seen since the previous sample
-  std::string error;      // why a field or the whole GPU could not be read
+  std::vector<int> xids;       // XID / critical events seen since the previous sample
+  std::vector<MigSample> mig;  // one per MIG device, when the GPU is in MIG mode
+  std::string error;           // why a field or the whole GPU could not be read
 };
 
 class GpuBackend {
@@ -76,10 +85,14 @@ core::Result<std::unique_ptr<GpuBackend>> make_fake_backend_from_text(const std:
 // upper-cased with spaces replaced by '-'.
 std::string catalog_model_name(const std::string& driver_name);
 
-// A MIG profile's name from its GPU-instance slices, compute slices and memory, in NVIDIA's form:
-// (1, 1, 9984) -> "1g.10gb"; a compute instance smaller than its GPU instance, (3, 1, 40192) ->
-// "1c.3g.40gb". Memory is rounded up to whole GiB, which gives NVIDIA's names on A100 and H100;
-// on H200 (whose names count 141 GB for the whole GPU) it can differ by one.
-std::string mig_profile_name(int gpu_slices, int compute_slices, std::int64_t memory_mib);
+// A MIG profile's name from its GPU-instance slices, compute slices and memory, in NVIDIA's form,
+// for drivers that cannot name it (the NVML backend asks the driver first): (1, 1, 9984) ->
+// "1g.10gb"; a compute instance smaller than its GPU instance, (3, 1, 40192) -> "1c.3g.40gb".
+// `gpu_memory_mib` (the whole GPU's) picks NVIDIA's names from a per-model table (A100 40/80 GB,
+// H100 80/94/96 GB, H200, B200, GB200), since NVIDIA's names are not the memory in GiB (H200's
+// 1-slice profile is 1g.18gb with 15.75 GiB); a GPU not in the table gets the memory rounded up to
+// whole GiB.
+std::string mig_profile_name(int gpu_slices, int compute_slices, std::int64_t memory_mib,
+                             std::int64_t gpu_memory_mib = 0);
 
 }  // namespace allot::agent

@@ -20,6 +20,8 @@ const char* xid_meaning(int xid) {
       return "ECC page retirement or row remapping recorded";
     case 64:
       return "ECC page retirement or row remapping failed";
+    case 68:
+      return "video decoder exception";
     case 69:
       return "graphics engine class error";
     case 74:
@@ -36,6 +38,8 @@ const char* xid_meaning(int xid) {
       return "GSP RPC timeout";
     case 120:
       return "GSP error";
+    case 154:
+      return "the driver asks for a GPU reset or a reboot";
     default:
       return nullptr;
   }
@@ -55,6 +59,16 @@ std::string xid_reason(int gpu, int xid) {
 
 bool is_fatal(const HealthThresholds& t, int xid) {
   return std::find(t.fatal_xids.begin(), t.fatal_xids.end(), xid) != t.fatal_xids.end();
+}
+
+bool is_recoverable(const HealthThresholds& t, int xid) {
+  return std::find(t.recoverable_xids.begin(), t.recoverable_xids.end(), xid) !=
+         t.recoverable_xids.end();
+}
+
+// A fatal or recoverable XID makes the node unhealthy (recoverable ones only while held).
+bool counts(const HealthThresholds& t, int xid) {
+  return is_fatal(t, xid) || is_recoverable(t, xid);
 }
 
 void fail(HealthVerdict& v, const std::string& why) {
@@ -97,7 +111,7 @@ HealthVerdict evaluate(const std::vector<GpuDevice>& expected,
     }
     std::set<int> reported;
     for (int xid : s->xids) {
-      if (is_fatal(thresholds, xid) && reported.insert(xid).second) {
+      if (counts(thresholds, xid) && reported.insert(xid).second) {
         fail(v, xid_reason(s->index, xid));
       }
     }
@@ -122,14 +136,16 @@ void HealthMonitor::observe(double now, const core::Result<std::vector<GpuSample
   if (samples.ok()) {
     for (const GpuSample& s : samples.value()) {
       for (int xid : s.xids) {
-        if (is_fatal(thresholds_, xid)) xids_[{s.index, xid}] = now;
+        if (counts(thresholds_, xid)) xids_[{s.index, xid}] = now;
       }
     }
   }
-  if (thresholds_.xid_hold_seconds > 0) {
-    std::erase_if(xids_,
-                  [&](const auto& kv) { return now - kv.second >= thresholds_.xid_hold_seconds; });
-  }
+  std::erase_if(xids_, [&](const auto& kv) {
+    const double hold = is_fatal(thresholds_, kv.first.second)
+                            ? thresholds_.xid_hold_seconds
+                            : thresholds_.recoverable_xid_hold_seconds;
+    return hold > 0 && now - kv.second >= hold;
+  });
 }
 
 HealthVerdict HealthMonitor::verdict() const {

@@ -17,9 +17,14 @@ namespace allot::agent {
 struct HealthThresholds {
   std::int64_t max_ecc_uncorrected = 0;  // more than this many volatile uncorrected errors
   double max_temp_c = 90;
-  // XIDs that mean the GPU needs attention (NVIDIA's list: 48 DBE, 62, 64, 74 NVLink, 79 fell
-  // off the bus, 92, 94, 95 uncontained ECC, ...).
-  std::vector<int> fatal_xids = {48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120};
+  // XIDs that mean the GPU needs a person or a reset (NVIDIA's XID table: 48 DBE, 62, 64, 74
+  // NVLink, 79 fell off the bus, 92, 95 uncontained ECC, 154 the driver's own "recovery action"
+  // signal, ...): held for xid_hold_seconds.
+  std::vector<int> fatal_xids = {48, 61, 62, 63, 64, 69, 74, 79, 92, 95, 119, 120, 154};
+  // XIDs whose recovery is the application's restart, not the GPU's (94: a contained ECC error,
+  // 68: a video-decoder exception): the node is unhealthy while one is recent, then they clear.
+  std::vector<int> recoverable_xids = {68, 94};
+  double recoverable_xid_hold_seconds = 60;
   std::string script;  // operator hook: exit 0 = healthy; otherwise its first output line is why
   std::chrono::milliseconds script_timeout{10000};
   // How long a fatal XID keeps the node unhealthy (HealthMonitor); 0 = until the agent restarts.
@@ -43,7 +48,8 @@ HealthVerdict run_health_script(const std::string& script, std::chrono::millisec
 void merge(HealthVerdict& into, const HealthVerdict& other);
 
 // evaluate() over the latest sample, plus every fatal XID seen in any sample observed (each held
-// for thresholds.xid_hold_seconds).
+// for thresholds.xid_hold_seconds) and every recoverable one (held for
+// recoverable_xid_hold_seconds).
 class HealthMonitor {
  public:
   HealthMonitor(std::vector<GpuDevice> expected, HealthThresholds thresholds);

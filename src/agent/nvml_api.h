@@ -22,7 +22,9 @@ constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
 constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
 constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
+constexpr nvmlReturn_t NVML_ERROR_RESET_REQUIRED = 14;
 constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+constexpr nvmlReturn_t NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25;
 constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
 
 constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
@@ -40,6 +42,19 @@ struct nvmlMemory_t {  // bytes
   unsigned long long free;
   unsigned long long used;
 };
+
+// Version 2 (nvmlDeviceGetMemoryInfo_v2) splits out what the driver reserves: `used` no longer
+// counts it.
+struct nvmlMemory_v2_t {  // bytes
+  unsigned int version;   // nvmlMemory_v2 below
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): the struct's size with the version in the top byte.
+constexpr unsigned int nvmlMemory_v2 =
+    static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2U << 24U);
 
 struct nvmlUtilization_t {  // percent over the driver's last sample period
   unsigned int gpu;
@@ -68,6 +83,43 @@ struct nvmlDeviceAttributes_t {  // of a MIG device (nvmlDeviceGetAttributes_v2 
   unsigned long long memorySizeMB;  // MiB
 };
 
+struct nvmlGpuInstance_st;
+using nvmlGpuInstance_t = nvmlGpuInstance_st*;
+
+// A GPU-instance profile as the driver names it (nvmlDeviceGetGpuInstanceProfileInfoV, version 2).
+struct nvmlGpuInstanceProfileInfo_v2_t {
+  unsigned int version;  // nvmlGpuInstanceProfileInfo_v2 below
+  unsigned int id;       // the profile's id on this device
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];  // "MIG 1g.18gb"
+};
+constexpr unsigned int nvmlGpuInstanceProfileInfo_v2 =
+    static_cast<unsigned int>(sizeof(nvmlGpuInstanceProfileInfo_v2_t)) | (2U << 24U);
+// NVML_GPU_INSTANCE_PROFILE_1_SLICE (0) up to the newest drivers' count: indices past a driver's
+// own NVML_GPU_INSTANCE_PROFILE_COUNT answer an error, which is skipped.
+constexpr unsigned int kGpuInstanceProfileIndices = 16;
+
+struct nvmlGpuInstancePlacement_t {
+  unsigned int start;
+  unsigned int size;
+};
+
+struct nvmlGpuInstanceInfo_t {
+  nvmlDevice_t device;
+  unsigned int id;
+  unsigned int profileId;
+  nvmlGpuInstancePlacement_t placement;
+};
+
 struct nvmlEventData_t {
   nvmlDevice_t device;
   unsigned long long eventType;
@@ -87,11 +139,14 @@ using DeviceGetStringFn = nvmlReturn_t (*)(nvmlDevice_t, char*,
                                            unsigned int);  // nvmlDeviceGetUUID, nvmlDeviceGetName
 using DeviceGetMemoryInfoFn = nvmlReturn_t (*)(nvmlDevice_t,
                                                nvmlMemory_t*);  // nvmlDeviceGetMemoryInfo
+using DeviceGetMemoryInfoV2Fn = nvmlReturn_t (*)(nvmlDevice_t,
+                                                 nvmlMemory_v2_t*);  // nvmlDeviceGetMemoryInfo_v2
 using DeviceGetPciInfoFn = nvmlReturn_t (*)(nvmlDevice_t,
                                             nvmlPciInfo_t*);  // nvmlDeviceGetPciInfo_v3
 using DeviceGetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* current,
                                             unsigned int* pending);  // nvmlDeviceGetMigMode
-// nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetPowerUsage (milliwatts)
+// nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetPowerUsage (milliwatts), nvmlDeviceGetGpuInstanceId
+// (of a MIG device)
 using DeviceGetUintFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
 using DeviceGetMigDeviceHandleByIndexFn =
     nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
@@ -104,9 +159,17 @@ using DeviceGetTemperatureFn = nvmlReturn_t (*)(nvmlDevice_t, int sensor,
                                                 unsigned int*);  // nvmlDeviceGetTemperature
 using DeviceGetTotalEccErrorsFn =
     nvmlReturn_t (*)(nvmlDevice_t, int error_type, int counter_type,
-                     unsigned long long*);                   // nvmlDeviceGetTotalEccErrors
-using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);  // nvmlEventSetCreate
-using EventSetFreeFn = nvmlReturn_t (*)(nvmlEventSet_t);     // nvmlEventSetFree
+                     unsigned long long*);  // nvmlDeviceGetTotalEccErrors
+using DeviceGetGpuInstanceProfileInfoVFn =
+    nvmlReturn_t (*)(nvmlDevice_t, unsigned int profile_index,
+                     nvmlGpuInstanceProfileInfo_v2_t*);  // nvmlDeviceGetGpuInstanceProfileInfoV
+using DeviceGetGpuInstanceByIdFn =
+    nvmlReturn_t (*)(nvmlDevice_t, unsigned int id,
+                     nvmlGpuInstance_t*);  // nvmlDeviceGetGpuInstanceById (privileged)
+using GpuInstanceGetInfoFn = nvmlReturn_t (*)(nvmlGpuInstance_t,
+                                              nvmlGpuInstanceInfo_t*);  // nvmlGpuInstanceGetInfo
+using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);             // nvmlEventSetCreate
+using EventSetFreeFn = nvmlReturn_t (*)(nvmlEventSet_t);                // nvmlEventSetFree
 using DeviceRegisterEventsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long,
                                                 nvmlEventSet_t);  // nvmlDeviceRegisterEvents
 using EventSetWaitFn = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*,

@@ -29,7 +29,7 @@ ProcessTimes process_times(const std::vector<pid_t>& pids) {
 
 void TelemetryAggregator::add(double now, const std::vector<GpuSample>& gpus,
                               const GpuHolders& holders,
-                              const std::map<RunKey, ProcessTimes>& times) {
+                              const std::map<RunKey, ProcessTimes>& times, const MigHolders& migs) {
   last_ = gpus;
   auto gpu = [&](int index) -> const GpuSample* {
     if (index >= 0 && static_cast<std::size_t>(index) < gpus.size() &&
@@ -51,18 +51,37 @@ void TelemetryAggregator::add(double now, const std::vector<GpuSample>& gpus,
     ++a.samples;
     return a;
   };
+  // The run's MIG devices' memory: used and total summed over those sampled; false when the
+  // backend samples none of them (the fake backend: the parent GPU's figures then stand).
+  auto mig_memory = [&](const std::vector<std::string>& uuids, std::int64_t& mem,
+                        std::int64_t& total) {
+    bool found = false;
+    for (const GpuSample& s : gpus) {
+      if (!s.present) continue;
+      for (const MigSample& m : s.mig) {
+        if (std::find(uuids.begin(), uuids.end(), m.uuid) == uuids.end()) continue;
+        found = true;
+        if (m.mem_used_mib >= 0) mem += m.mem_used_mib;
+        if (m.mem_total_mib >= 0) total += m.mem_total_mib;
+      }
+    }
+    return found;
+  };
   for (const auto& [key, indices] : holders) {
     Acc& a = sample_run(key);
     double util = 0;
     int known = 0;
     std::int64_t mem = 0, total = 0;
+    auto on_mig = migs.find(key);
+    const bool own_memory = on_mig != migs.end() && mig_memory(on_mig->second, mem, total);
     for (int i : indices) {
       const GpuSample* s = gpu(i);
       if (!s || !s->present) continue;
-      if (s->util_pct >= 0) {
+      if (s->util_pct >= 0) {  // (none for a GPU in MIG mode: NVML has no per-instance figure)
         util += s->util_pct;
         ++known;
       }
+      if (own_memory) continue;  // its MIG devices' memory, not the GPU's that others share
       if (s->mem_used_mib >= 0) mem += s->mem_used_mib;
       if (s->mem_total_mib >= 0) total += s->mem_total_mib;
     }

@@ -44,13 +44,16 @@ struct GpuTelemetry {
 
 // Which run holds which GPU indices (a fractional run holds part of one).
 using GpuHolders = std::map<RunKey, std::vector<int>>;
+// Which run holds which MIG devices ("MIG-..." UUIDs): its memory is then its MIG devices' own
+// (GpuSample::mig), not the parent GPU's, which other runs share.
+using MigHolders = std::map<RunKey, std::vector<std::string>>;
 
 class TelemetryAggregator {
  public:
   // One 1 Hz sample of every GPU, with the CPU/I/O totals of each run's processes at that time.
   // A run is counted when it holds GPUs or has process times (a CPU-only run has only those).
   void add(double now, const std::vector<GpuSample>& gpus, const GpuHolders& holders,
-           const std::map<RunKey, ProcessTimes>& times);
+           const std::map<RunKey, ProcessTimes>& times, const MigHolders& migs = {});
   // Aggregates since the previous take() (and resets them); runs not sampled since are dropped.
   std::vector<JobTelemetry> take_jobs();
   const std::vector<GpuSample>& last_gpus() const { return last_; }

@@ -139,13 +139,40 @@ TEST(Health, MonitorReleasesXidsAfterTheHold) {
   t.xid_hold_seconds = 60;
   HealthMonitor monitor(devices(1), t);
   std::vector<GpuSample> s = healthy_samples(1);
-  s[0].xids = {94};
+  s[0].xids = {79};
   monitor.observe(10, s);
   s[0].xids.clear();
   monitor.observe(69, s);
   EXPECT_FALSE(monitor.verdict().healthy);
   monitor.observe(70, s);
   EXPECT_TRUE(monitor.verdict().healthy);
+}
+
+TEST(Health, RecoverableXidsClearWhileFatalOnesStay) {
+  HealthThresholds t;  // defaults: fatal XIDs held until the agent restarts, 94 and 68 for 60 s
+  HealthMonitor monitor(devices(2), t);
+  std::vector<GpuSample> s = healthy_samples(2);
+  s[0].xids = {94};
+  s[1].xids = {154};
+  monitor.observe(10, s);
+  EXPECT_EQ(monitor.verdict().reason,
+            "GPU 0: XID 94 (contained ECC error); GPU 1: XID 154 (the driver asks for a GPU reset "
+            "or a reboot)");
+  s[0].xids.clear();
+  s[1].xids.clear();
+  monitor.observe(69, s);
+  EXPECT_NE(monitor.verdict().reason.find("XID 94"), std::string::npos);
+  monitor.observe(70, s);
+  EXPECT_EQ(monitor.verdict().reason,
+            "GPU 1: XID 154 (the driver asks for a GPU reset or a reboot)")
+      << "94 clears; 154 stays";
+  s[0].xids = {68};
+  monitor.observe(1000, s);
+  EXPECT_NE(monitor.verdict().reason.find("GPU 0: XID 68 (video decoder exception)"),
+            std::string::npos);
+  s[0].xids.clear();
+  monitor.observe(1060, s);
+  EXPECT_EQ(monitor.verdict().reason.find("XID 68"), std::string::npos) << monitor.verdict().reason;
 }
 
 TEST(Health, MergeKeepsBothReasons) {

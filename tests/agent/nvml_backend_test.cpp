@@ -1,11 +1,16 @@
 // The NVML backend through a real dlopen() of a fake libnvidia-ml (fake_nvml.cpp): discovery,
-// sampling, MIG, XID events, and each way loading or reading can fail.
+// sampling, MIG, XID events, each way loading or reading can fail, and what the real driver does
+// that a naive fake would not (NvmlDriver.*: profile names, reserved memory, resets, event
+// failures, a caller that is not root).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/gpu_backend.h"
+#include "agent/health.h"
 
 namespace allot::agent {
 namespace {
@@ -24,6 +29,7 @@ class FakeNvml {
     fn(spec.c_str());
   }
   int inits() const { return call("fake_nvml_inits"); }
+  int event_sets() const { return call("fake_nvml_event_sets"); }
   int shutdowns() const { return call("fake_nvml_shutdowns"); }
 
  private:
@@ -250,6 +256,208 @@ TEST(NvmlBackend, ProbePrintsDiscoveryAndSamples) {
   EXPECT_NE(out.find("no NVIDIA driver on this machine"), std::string::npos) << out;
 }
 
+// --- NVML as the driver really behaves
+// ------------------------------------------------------------
+
+std::unique_ptr<GpuBackend> backend(const char* library = FAKE_NVML_LIBRARY) {
+  auto b = make_nvml_backend(library);
+  EXPECT_TRUE(b.ok()) << b.error().message();
+  return b.ok() ? std::move(b.value()) : nullptr;
+}
+
+TEST(NvmlDriver, MigProfileNamesAreTheDriversOwn) {
+  FakeNvml lib;
+  lib.configure("mig=0,h200=1");
+  auto b = backend();
+  auto d = b->discover();
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  const GpuDevice& g0 = d.value()[0];
+  EXPECT_EQ(g0.model, "H200");
+  ASSERT_EQ(g0.mig.size(), 2u);
+  EXPECT_EQ(g0.mig[0].profile, "1g.18gb") << "not 1g.16gb from 15.75 GiB rounded";
+  EXPECT_EQ(g0.mig[0].memory_mib, 16128);
+  EXPECT_EQ(g0.mig[0].milli, 142);
+  EXPECT_EQ(g0.mig[1].profile, "3g.71gb") << "not 3g.70gb";
+  EXPECT_EQ(g0.mig[1].milli, 428);
+}
+
+TEST(NvmlDriver, MediaExtensionProfileNamedByItsIdWhenRoot) {
+  FakeNvml lib;
+  lib.configure("mig=0,media=1");
+  auto d = backend()->discover();
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.value()[0].mig[0].profile, "1g.10gb+me");
+  // Not root: the GPU instance cannot be looked up, so the profile is matched by its slices and
+  // memory, which the media-extension profile shares with the plain one.
+  lib.configure("reset,mig=0,media=1,nonroot=1");
+  auto n = backend()->discover();
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n.value()[0].mig[0].profile, "1g.10gb");
+}
+
+TEST(NvmlDriver, OlderDriverNamesProfilesFromTheModelTableAndReadsMemoryV1) {
+  FakeNvml lib(FAKE_NVML_OLD_DRIVER_LIBRARY);
+  lib.configure("mig=0,h200=1");
+  auto b = backend(FAKE_NVML_OLD_DRIVER_LIBRARY);
+  auto d = b->discover();
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  ASSERT_EQ(d.value()[0].mig.size(), 2u);
+  EXPECT_EQ(d.value()[0].mig[0].profile, "1g.18gb");
+  EXPECT_EQ(d.value()[0].mig[1].profile, "3g.71gb");
+  auto s = b->sample(0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s.value()[1].mem_used_mib, 1124 + 512) << "v1 counts the driver's reserve as used";
+}
+
+TEST(NvmlDriver, MemoryUsedLeavesOutTheDriversReserve) {
+  FakeNvml lib;
+  auto b = backend();
+  ASSERT_TRUE(b->discover().ok());
+  auto s = b->sample(0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s.value()[0].mem_used_mib, 1024) << "v2: 512 MiB reserved by the driver not counted";
+  EXPECT_EQ(s.value()[0].mem_total_mib, 81559);
+  lib.configure("v2_rc=25");  // a driver that has v2 but refuses this struct version
+  auto v1 = b->sample(1);
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ(v1.value()[0].mem_used_mib, 1024 + 512) << "v1 then, reserve and all";
+  EXPECT_EQ(v1.value()[0].error, "");
+}
+
+TEST(NvmlDriver, GpuThatNeedsAResetIsNotPresentAndTheNodeUnhealthy) {
+  FakeNvml lib;
+  auto b = backend();
+  auto d = b->discover();
+  ASSERT_TRUE(d.ok());
+  lib.configure("needs_reset=1");
+  auto s = b->sample(1);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s.value()[0].present);
+  EXPECT_FALSE(s.value()[1].present);
+  EXPECT_EQ(s.value()[1].error, "memory: GPU requires reset (NVML error 14)");
+  HealthVerdict v = evaluate(d.value(), s, HealthThresholds{});
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason, "GPU 1 lost: memory: GPU requires reset (NVML error 14)");
+}
+
+TEST(NvmlDriver, RepeatedUnknownErrorsMeanTheGpuNeedsAReset) {
+  FakeNvml lib;
+  auto b = backend();
+  ASSERT_TRUE(b->discover().ok());
+  lib.configure("unknown=0");
+  for (int n = 1; n < 3; ++n) {
+    auto s = b->sample(n);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(s.value()[0].present) << "sample " << n << ": once or twice may be passing";
+    EXPECT_NE(s.value()[0].error.find("memory: Unknown Error (NVML error 999)"), std::string::npos)
+        << s.value()[0].error;
+  }
+  auto third = b->sample(3);
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE(third.value()[0].present);
+  EXPECT_NE(third.value()[0].error.find("3 samples in a row with unknown errors: the GPU needs a "
+                                        "reset"),
+            std::string::npos)
+      << third.value()[0].error;
+  EXPECT_TRUE(third.value()[1].present);
+  lib.configure("unknown=-1");
+  auto after = b->sample(4);
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after.value()[0].present) << "answers again after the reset";
+  EXPECT_EQ(after.value()[0].error, "");
+}
+
+TEST(NvmlDriver, FailedEventWaitIsSaidAndTheSetMadeAgain) {
+  FakeNvml lib;
+  auto b = backend();
+  ASSERT_TRUE(b->discover().ok());
+  EXPECT_EQ(lib.event_sets(), 1);
+  lib.configure("wait_rc=999");
+  auto s = b->sample(0);
+  ASSERT_TRUE(s.ok());
+  for (const GpuSample& g : s.value()) {
+    EXPECT_EQ(g.error,
+              "XID events: nvmlEventSetWait_v2 failed: Unknown Error (NVML error 999); "
+              "registering again");
+    EXPECT_TRUE(g.present);
+  }
+  lib.configure("xid=1:79");
+  auto again = b->sample(1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(lib.event_sets(), 2) << "a new event set";
+  EXPECT_EQ(again.value()[1].xids, std::vector<int>{79}) << "and the GPUs in it again";
+  EXPECT_EQ(again.value()[1].error, "");
+}
+
+TEST(NvmlDriver, RegistrationFailureIsSaidForItsGpu) {
+  FakeNvml lib;
+  lib.configure("register=1:4");
+  auto b = backend();
+  ASSERT_TRUE(b->discover().ok());
+  auto s = b->sample(0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s.value()[0].error, "");
+  EXPECT_EQ(s.value()[1].error,
+            "XID events not watched: nvmlDeviceRegisterEvents failed: Insufficient Permissions "
+            "(NVML error 4)");
+}
+
+TEST(NvmlDriver, GpuReadableOnlyAtALaterDiscoveryIsWatchedForXids) {
+  FakeNvml lib;
+  lib.configure("unreadable=1");
+  auto b = backend();
+  ASSERT_EQ(b->discover().value().size(), 1u);
+  lib.configure("unreadable=-1");
+  ASSERT_EQ(b->discover().value().size(), 2u);
+  lib.configure("xid=1:79,xid=0:13");
+  auto s = b->sample(0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s.value()[1].xids, std::vector<int>{79});
+  EXPECT_EQ(s.value()[0].xids, std::vector<int>{13});
+  EXPECT_EQ(lib.event_sets(), 1) << "one set, GPUs added to it";
+}
+
+TEST(NvmlDriver, NotRootInMigModeKeepsTheGpu) {
+  FakeNvml lib;
+  lib.configure("mig=0,nonroot=1");
+  auto b = backend();
+  auto d = b->discover();
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  ASSERT_EQ(d.value().size(), 2u) << "the GPU in MIG mode is kept";
+  const GpuDevice& g0 = d.value()[0];
+  EXPECT_TRUE(g0.mig_enabled);
+  EXPECT_EQ(g0.memory_mib, 80768) << "the full-GPU profile's memory";
+  ASSERT_EQ(g0.mig.size(), 2u);
+  EXPECT_EQ(g0.mig[1].profile, "3g.40gb");
+  auto s = b->sample(0);
+  ASSERT_TRUE(s.ok());
+  const GpuSample& s0 = s.value()[0];
+  EXPECT_TRUE(s0.present);
+  EXPECT_EQ(s0.error, "") << "no permission for the aggregate is not an error";
+  EXPECT_EQ(s0.mem_used_mib, 5300) << "the sum over its MIG devices";
+  EXPECT_EQ(s0.mem_total_mib, 80768);
+  EXPECT_EQ(s0.temp_c, 40);
+}
+
+TEST(NvmlDriver, MigDevicesAreSampledOneByOne) {
+  FakeNvml lib;
+  lib.configure("mig=0");
+  auto b = backend();
+  auto d = b->discover();
+  ASSERT_TRUE(d.ok());
+  auto s = b->sample(0);
+  ASSERT_TRUE(s.ok());
+  const GpuSample& s0 = s.value()[0];
+  ASSERT_EQ(s0.mig.size(), 2u);
+  EXPECT_EQ(s0.mig[0].uuid, d.value()[0].mig[0].uuid);
+  EXPECT_EQ(s0.mig[0].mem_used_mib, 300);
+  EXPECT_EQ(s0.mig[0].mem_total_mib, 9984);
+  EXPECT_EQ(s0.mig[1].mem_used_mib, 5000);
+  EXPECT_EQ(s0.mig[1].mem_total_mib, 40448);
+  EXPECT_EQ(s0.mem_used_mib, 1024) << "root: the whole GPU's own reading";
+  EXPECT_TRUE(s.value()[1].mig.empty());
+}
+
 TEST(GpuNaming, CatalogModelNames) {
   EXPECT_EQ(catalog_model_name("NVIDIA H100 80GB HBM3"), "H100");
   EXPECT_EQ(catalog_model_name("NVIDIA H200"), "H200");
@@ -258,6 +466,20 @@ TEST(GpuNaming, CatalogModelNames) {
   EXPECT_EQ(catalog_model_name("Tesla V100-SXM2-32GB"), "V100");
   EXPECT_EQ(catalog_model_name("NVIDIA l40s"), "L40S");
   EXPECT_EQ(catalog_model_name("NVIDIA GeForce RTX 4090"), "NVIDIA-GEFORCE-RTX-4090");
+}
+
+TEST(GpuNaming, MigProfileNamesFromTheModelTable) {
+  EXPECT_EQ(mig_profile_name(1, 1, 16128, 143771), "1g.18gb");  // H200
+  EXPECT_EQ(mig_profile_name(1, 1, 32512, 143771), "1g.35gb");
+  EXPECT_EQ(mig_profile_name(2, 2, 32512, 143771), "2g.35gb");
+  EXPECT_EQ(mig_profile_name(3, 3, 71168, 143771), "3g.71gb");
+  EXPECT_EQ(mig_profile_name(7, 7, 143488, 143771), "7g.141gb");
+  EXPECT_EQ(mig_profile_name(1, 1, 21504, 183359), "1g.23gb");  // B200
+  EXPECT_EQ(mig_profile_name(3, 3, 87040, 183359), "3g.90gb");
+  EXPECT_EQ(mig_profile_name(2, 2, 44032, 189471), "2g.47gb");  // GB200
+  EXPECT_EQ(mig_profile_name(3, 3, 44800, 95830), "3g.47gb");   // H100 NVL
+  EXPECT_EQ(mig_profile_name(1, 1, 4864, 40960), "1g.5gb");     // A100 40GB
+  EXPECT_EQ(mig_profile_name(3, 1, 71168, 143771), "1c.3g.71gb");
 }
 
 TEST(GpuNaming, MigProfileNames) {

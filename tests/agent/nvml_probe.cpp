@@ -66,6 +66,12 @@ std::string xids_text(const std::vector<int>& xids, const char* sep) {
 }
 
 std::string sample_json(const GpuSample& s) {
+  std::string mig;
+  for (const auto& m : s.mig) {
+    mig += std::string(mig.empty() ? "" : ", ") + "{\"uuid\": " + quoted(m.uuid) +
+           ", \"mem_used_mib\": " + std::to_string(m.mem_used_mib) +
+           ", \"mem_total_mib\": " + std::to_string(m.mem_total_mib) + "}";
+  }
   return "{\"index\": " + std::to_string(s.index) +
          ", \"present\": " + (s.present ? "true" : "false") + ", \"util_pct\": " + num(s.util_pct) +
          ", \"mem_used_mib\": " + std::to_string(s.mem_used_mib) +
@@ -73,7 +79,7 @@ std::string sample_json(const GpuSample& s) {
          ", \"temp_c\": " + num(s.temp_c) + ", \"power_w\": " + num(s.power_w) +
          ", \"ecc_uncorrected\": " + std::to_string(s.ecc_uncorrected) +
          ", \"ecc_corrected\": " + std::to_string(s.ecc_corrected) + ", \"xids\": [" +
-         xids_text(s.xids, ", ") + "], \"error\": " + quoted(s.error) + "}";
+         xids_text(s.xids, ", ") + "], \"mig\": [" + mig + "], \"error\": " + quoted(s.error) + "}";
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {

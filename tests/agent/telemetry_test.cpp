@@ -86,6 +86,28 @@ TEST(Telemetry, NextIntervalStartsAtThePreviousLastSample) {
   EXPECT_TRUE(agg.take_jobs().empty()) << "nothing sampled since: nothing to report";
 }
 
+TEST(Telemetry, MigRunsCountTheirOwnInstancesMemory) {
+  TelemetryAggregator agg;
+  GpuSample parent = gpu(0, -1, 20000);  // in MIG mode: no utilisation, memory of every instance
+  parent.mig = {{"MIG-a", 3000, 9984}, {"MIG-b", 12000, 40448}, {"MIG-c", 5000, 9984}};
+  const GpuHolders holders = {{kA, {0}}, {kB, {0}}};
+  const MigHolders migs = {{kA, {"MIG-a"}}, {kB, {"MIG-b", "MIG-c"}}};
+  agg.add(0, {parent}, holders, {}, migs);
+  parent.mig[0].mem_used_mib = 4000;
+  agg.add(1, {parent}, holders, {}, migs);
+  const auto jobs = agg.take_jobs();
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].mem_used_peak_mib, 4000) << "its instance's, not the GPU's 20000";
+  EXPECT_EQ(jobs[0].mem_total_mib, 9984);
+  EXPECT_EQ(jobs[0].gpu_util_mean, 0) << "no per-instance utilisation from NVML";
+  EXPECT_EQ(jobs[1].mem_used_peak_mib, 17000);
+  EXPECT_EQ(jobs[1].mem_total_mib, 50432);
+  // A backend that samples no MIG device (the fake one): the parent GPU's figures stand.
+  parent.mig.clear();
+  agg.add(2, {parent}, holders, {}, migs);
+  EXPECT_EQ(agg.take_jobs()[0].mem_used_peak_mib, 20000);
+}
+
 TEST(Telemetry, UnknownAndLostGpusAreLeftOut) {
   TelemetryAggregator agg;
   GpuSample lost = gpu(1, 99, 9999);
