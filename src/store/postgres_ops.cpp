@@ -1,6 +1,7 @@
 #include "store/postgres_ops.h"
 
 #include <type_traits>
+#include <vector>
 
 namespace allot::store {
 
@@ -37,23 +38,40 @@ std::string upsert_job_sql() {
 
 }  // namespace
 
+const std::string& insert_jobs_sql(int rows) {
+  static const std::vector<std::string> sql = [] {
+    std::vector<std::string> out;
+    for (int n = 1; n <= kMaxInsertJobRows; n *= 2) {
+      std::string q =
+          "INSERT INTO jobs (" + kPgJobCols + ", created_state, created_reason) VALUES ";
+      for (int i = 0; i < n; ++i) {
+        q += (i ? ",(" : "(") + pg_placeholders(1 + i * kInsertJobParams, kInsertJobParams) + ")";
+      }
+      out.push_back(q + " ON CONFLICT DO NOTHING RETURNING id");
+    }
+    return out;
+  }();
+  std::size_t k = 0;
+  while ((1 << (k + 1)) <= rows && k + 1 < sql.size()) ++k;
+  return sql[k];
+}
+
+void add_insert_job_params(PgParams& p, const JobRecord& j) {
+  p.all(static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name, j.budget, j.spec_json,
+        j.state, j.reason, j.submit_time, j.updated_at, j.cluster, j.placement_json, j.allocated,
+        j.protected_until, j.run_start, j.seg_start, j.milli, j.runs, j.exit_code, j.held_by,
+        id_list(j.after), id_list(j.after_any), static_cast<std::int64_t>(j.array_job),
+        j.array_index, j.array_limit, j.state, j.reason);
+}
+
 PgStatement write_statement(const WriteOp& w) {
   PgStatement st;
   std::visit(
       [&](const auto& o) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, op::InsertJob>) {
-          static const std::string sql = "INSERT INTO jobs (" + kPgJobCols +
-                                         ", created_state, created_reason) VALUES (" +
-                                         pg_placeholders(1, 27) + ") ON CONFLICT DO NOTHING";
-          const auto& j = o.job;
-          st.sql = &sql;
-          st.params.all(static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
-                        j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
-                        j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                        j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
-                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
-                        j.array_limit, j.state, j.reason);
+          st.sql = &insert_jobs_sql(1);
+          add_insert_job_params(st.params, o.job);
         } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
           static const std::string sql = upsert_job_sql();
           const auto& j = o.job;
