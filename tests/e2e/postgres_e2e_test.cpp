@@ -4,6 +4,9 @@
 // afterwards every acknowledged job is in the database once and runs to completion.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <utility>
+
 #include "../store/postgres_cluster.h"
 #include "cluster.h"
 #include "kept_jobs.h"
@@ -71,6 +74,63 @@ TEST(PostgresEndToEnd, KillNineDuringASubmitStormLosesNoAcknowledgedJobAndAllRun
   EXPECT_EQ(opened.value()->count_jobs(), static_cast<std::int64_t>(acked.size()))
       << "a job that no client was acknowledged for, or one written twice";
   expect_acknowledged_jobs_kept(*opened.value(), acked);
+}
+
+// Runs `allot ARGS` and returns its exit status and output (stdout and stderr).
+std::pair<int, std::string> run_allot(const std::string& args) {
+  std::string out;
+  FILE* p = ::popen((std::string(ALLOT_BIN) + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// The move to production: a server on SQLite with waiting jobs is stopped, `allot store copy`
+// moves its state into PostgreSQL, and the server started on PostgreSQL knows the same jobs, the
+// same token, and runs them once an agent comes.
+TEST(PostgresEndToEnd, AStoreCopiedFromSqliteServesTheSameJobsWhichThenRun) {
+  const std::string uri = fresh_postgres();
+  if (uri.empty()) GTEST_SKIP() << PostgresCluster::get().skip_reason();
+  Cluster c;
+  c.start_server();  // on SQLite: <dir>/allot.db
+  c.budget("/lab/a", 1);
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(c.submit({{"budget", "/lab/a"},
+                            {"gpus_per_node", 1},
+                            {"name", "moved-" + std::to_string(i)},
+                            {"command", c.marked("m" + std::to_string(i), "true")}}));
+  }
+  c.kill_server(SIGTERM);
+
+  const std::string copy = "store copy --from sqlite:" + c.dir() + "/allot.db --to '" + uri + "'";
+  auto [rc, out] = run_allot(copy);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("jobs"), std::string::npos) << out;
+  EXPECT_NE(out.find("counts checked"), std::string::npos) << out;
+  // Twice: the target is no longer empty.
+  auto [rc2, out2] = run_allot(copy);
+  EXPECT_EQ(rc2, 1) << out2;
+  EXPECT_NE(out2.find("not empty: table"), std::string::npos) << out2;
+  auto [rc3, out3] = run_allot("store copy --from sqlite:" + c.dir() + "/allot.db --to nowhere");
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_NE(out3.find("--to"), std::string::npos) << out3;
+
+  c.set_server_flags({"--store", uri});
+  c.start_server();  // the admin token made on SQLite is valid on PostgreSQL
+  EXPECT_NE(slurp(c.dir() + "/server.log").find("PostgreSQL"), std::string::npos);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto j = c.job(ids[i]);
+    EXPECT_EQ(j.value("name", ""), "moved-" + std::to_string(i)) << j.dump();
+    EXPECT_EQ(j.value("state", ""), "pending") << j.dump();
+  }
+  c.start_agent("n1", 8);
+  for (auto id : ids) EXPECT_TRUE(c.wait_state(id, "succeeded")) << c.history(id);
+  // A new job takes the next id.
+  const auto next = c.submit({{"budget", "/lab/a"}, {"gpus_per_node", 1}});
+  EXPECT_EQ(next, ids.back() + 1);
 }
 
 }  // namespace
