@@ -23,7 +23,7 @@ PgStatement write_statement(const WriteOp& w);
 // parameters added by add_insert_job_params in order. A row whose id or (owner, key) is taken is
 // skipped; RETURNING id names the rows written. A fixed set of texts, so each is prepared once.
 constexpr int kMaxInsertJobRows = 256;
-constexpr int kInsertJobParams = 27;
+constexpr int kInsertJobParams = 27;  // kJobColumnCount and the creation event's two
 const std::string& insert_jobs_sql(int rows);
 // The largest row count insert_jobs_sql(rows) writes at once.
 inline int insert_jobs_chunk(int rows) {
@@ -33,7 +33,6 @@ inline int insert_jobs_chunk(int rows) {
 }
 void add_insert_job_params(PgParams& p, const JobRecord& j);
 
-extern const std::string kPgJobCols;
 extern const std::string kPgNodeCols;
 
 // "$from,$from+1,...": n placeholders.

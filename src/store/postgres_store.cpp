@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "store/job_columns.h"
 #include "store/postgres_conn.h"
 #include "store/postgres_ops.h"
 #include "store/postgres_schema.h"
@@ -56,34 +57,16 @@ const std::string kLedgerSelect =
     "SELECT id, job_id, owner, budget, cluster, start, \"end\", milli, allocated FROM ledger ";
 const std::string kActive = "('pending','starting','running','preempting','requeued')";
 
+// One row of a result, as job_from_row reads it.
+struct PgRow {
+  const PgResult& r;
+  int row;
+  std::int64_t integer(int col) const { return r.integer(row, col); }
+  std::string text(int col) const { return r.text(row, col); }
+  bool null(int col) const { return r.null(row, col); }
+};
 JobRecord read_job(const PgResult& r, int i) {
-  JobRecord j;
-  j.id = static_cast<JobId>(r.integer(i, 0));
-  j.owner = r.text(i, 1);
-  j.idempotency_key = r.text(i, 2);
-  j.name = r.text(i, 3);
-  j.budget = r.text(i, 4);
-  j.spec_json = r.text(i, 5);
-  j.state = r.text(i, 6);
-  j.reason = r.text(i, 7);
-  j.submit_time = r.integer(i, 8);
-  j.updated_at = r.integer(i, 9);
-  j.cluster = r.text(i, 10);
-  j.placement_json = r.text(i, 11);
-  j.allocated = r.integer(i, 12) != 0;
-  j.protected_until = r.integer(i, 13);
-  j.run_start = r.integer(i, 14);
-  j.seg_start = r.integer(i, 15);
-  j.milli = r.integer(i, 16);
-  j.runs = static_cast<int>(r.integer(i, 17));
-  if (!r.null(i, 18)) j.exit_code = static_cast<int>(r.integer(i, 18));
-  j.held_by = r.text(i, 19);
-  j.after = parse_id_list(r.text(i, 20));
-  j.after_any = parse_id_list(r.text(i, 21));
-  j.array_job = static_cast<JobId>(r.integer(i, 22));
-  j.array_index = static_cast<int>(r.integer(i, 23));
-  j.array_limit = static_cast<int>(r.integer(i, 24));
-  return j;
+  return job_from_row(PgRow{r, i});
 }
 LedgerEntry read_ledger(const PgResult& r, int i) {
   return {r.integer(i, 0),     static_cast<JobId>(r.integer(i, 1)),
@@ -203,20 +186,20 @@ class PostgresStore final : public Store {
   }
 
   std::optional<JobRecord> job(JobId id) const override {
-    return first(query("SELECT " + kPgJobCols + " FROM jobs WHERE id = $1",
+    return first(query("SELECT " + kJobColumns + " FROM jobs WHERE id = $1",
                        PgParams().add(static_cast<std::int64_t>(id))),
                  read_job);
   }
 
   std::optional<JobRecord> job_by_key(const std::string& owner,
                                       const std::string& key) const override {
-    return first(query("SELECT " + kPgJobCols + " FROM jobs WHERE owner = $1 AND idem_key = $2",
+    return first(query("SELECT " + kJobColumns + " FROM jobs WHERE owner = $1 AND idem_key = $2",
                        PgParams().all(owner, key)),
                  read_job);
   }
 
   std::vector<JobRecord> jobs(const JobQuery& q) const override {
-    std::string sql = "SELECT " + kPgJobCols + " FROM jobs WHERE TRUE";
+    std::string sql = "SELECT " + kJobColumns + " FROM jobs WHERE TRUE";
     PgParams p;
     auto next = [&p] { return "$" + std::to_string(p.size() + 1); };
     if (!q.states.empty()) {
@@ -266,12 +249,13 @@ class PostgresStore final : public Store {
 
   std::vector<JobRecord> active_jobs() const override {
     return all(
-        query("SELECT " + kPgJobCols + " FROM jobs WHERE state IN " + kActive + " ORDER BY id", {}),
+        query("SELECT " + kJobColumns + " FROM jobs WHERE state IN " + kActive + " ORDER BY id",
+              {}),
         read_job);
   }
 
   std::vector<JobRecord> jobs_overlapping(Time from, Time to) const override {
-    return all(query("SELECT " + kPgJobCols + " FROM jobs WHERE submit_time < $1 AND (state IN " +
+    return all(query("SELECT " + kJobColumns + " FROM jobs WHERE submit_time < $1 AND (state IN " +
                          kActive + " OR updated_at > $2) ORDER BY id",
                      PgParams().all(to, from)),
                read_job);

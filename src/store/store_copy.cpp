@@ -99,6 +99,7 @@ class Copier {
         "'schema_version' ORDER BY tablename");
     if (!r.ok()) return Error{"to", "cannot list its tables: " + r.error()};
     std::vector<std::string> target;
+    target.reserve(static_cast<std::size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) target.push_back(r.text(i, 0));
     for (const auto& t : source) {
       if (std::find(target.begin(), target.end(), t) == target.end()) {
