@@ -10,6 +10,7 @@ int sim_main(int argc, char** argv);  // src/cli/sim_command.cpp, on the simulat
 
 int server_main(int argc, char** argv);  // src/cli/server_command.cpp: the control plane
 int up_main(int argc, char** argv);
+int store_main(int argc, char** argv);  // src/cli/store_command.cpp: allot store copy
 int agent_main(int argc, char** argv);  // src/cli/agent_command.cpp: the node agent      // the
                                         // control plane and a simulated local cluster
 // src/cli/client.cpp: the commands that talk to a server over HTTP.

@@ -13,8 +13,8 @@ namespace allot::cli {
 namespace {
 
 // Commands outside the client's flag tables: completed by name only.
-const std::vector<std::string> kOtherCommands = {"demo",  "sim",     "server",    "up",
-                                                 "agent", "version", "completion"};
+const std::vector<std::string> kOtherCommands = {"demo",  "sim",     "server",     "up",
+                                                 "agent", "version", "completion", "store"};
 
 std::string quoted(const std::string& words) {
   return "'" + words + "'";

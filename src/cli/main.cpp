@@ -21,6 +21,7 @@ void usage(FILE* out) {
       "  server   run the control plane (REST API, scheduling loop, embedded store)\n"
       "  up       run the control plane with a local cluster (11 x 8 H100) in one command\n"
       "  agent    run the node agent: GPUs, health, telemetry, jobs as processes\n"
+      "  store    copy: move a SQLite store into PostgreSQL\n"
       "  submit   queue a job (add --min-runtime for a protected, allocated contract)\n"
       "  ls       list jobs, with their class (allocated/unallocated) and protection left\n"
       "  show, why, logs, cancel   one job: everything, why it waits or stopped, output, stop\n"
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   if (cmd == "sim") return allot::cli::sim_main(argc - 1, argv + 1);
   if (cmd == "server") return allot::cli::server_main(argc - 1, argv + 1);
   if (cmd == "up") return allot::cli::up_main(argc - 1, argv + 1);
+  if (cmd == "store") return allot::cli::store_main(argc - 1, argv + 1);
   if (allot::cli::is_client_command(cmd)) return allot::cli::client_main(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
     std::printf("allot 0.1.0\n");

@@ -1,13 +1,12 @@
 #include "store/postgres_ops.h"
 
 #include <type_traits>
+#include <vector>
+
+#include "store/job_columns.h"
 
 namespace allot::store {
 
-const std::string kPgJobCols =
-    "id, owner, idem_key, name, budget, spec, state, reason, submit_time, updated_at, cluster, "
-    "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code, held_by, "
-    "after_ok, after_any, array_job, array_index, array_limit";
 const std::string kPgNodeCols =
     "name, cluster, model, gpus, block, labels, health, health_reason, cordoned, simulated, "
     "registered_at, last_heartbeat, address, devices, agent, timed_out";
@@ -22,20 +21,34 @@ namespace {
 
 // Writes every column of a job (inserting it if it is new), leaving the creation event's.
 std::string upsert_job_sql() {
-  std::string set;
-  for (std::size_t start = 0; start < kPgJobCols.size();) {
-    auto end = kPgJobCols.find(',', start);
-    if (end == std::string::npos) end = kPgJobCols.size();
-    const auto col = kPgJobCols.substr(start, end - start);
-    if (col != "id") set += (set.empty() ? "" : ", ") + col + " = excluded." + col;
-    start = kPgJobCols.find_first_not_of(", ", end);
-    if (start == std::string::npos) break;
-  }
-  return "INSERT INTO jobs (" + kPgJobCols + ") VALUES (" + pg_placeholders(1, 25) +
-         ") ON CONFLICT (id) DO UPDATE SET " + set;
+  return "INSERT INTO jobs (" + kJobColumns + ") VALUES (" + pg_placeholders(1, kJobColumnCount) +
+         ") ON CONFLICT (id) DO UPDATE SET " + job_upsert_set();
 }
 
 }  // namespace
+
+const std::string& insert_jobs_sql(int rows) {
+  static const std::vector<std::string> sql = [] {
+    std::vector<std::string> out;
+    for (int n = 1; n <= kMaxInsertJobRows; n *= 2) {
+      std::string q =
+          "INSERT INTO jobs (" + kJobColumns + ", created_state, created_reason) VALUES ";
+      for (int i = 0; i < n; ++i) {
+        q += (i ? ",(" : "(") + pg_placeholders(1 + i * kInsertJobParams, kInsertJobParams) + ")";
+      }
+      out.push_back(q + " ON CONFLICT DO NOTHING RETURNING id");
+    }
+    return out;
+  }();
+  std::size_t k = 0;
+  while ((1 << (k + 1)) <= rows && k + 1 < sql.size()) ++k;
+  return sql[k];
+}
+
+void add_insert_job_params(PgParams& p, const JobRecord& j) {
+  job_column_values(j, [&p](const auto& v) { p.add(v); });
+  p.all(j.state, j.reason);  // the creation event: the state and reason it starts in
+}
 
 PgStatement write_statement(const WriteOp& w) {
   PgStatement st;
@@ -43,27 +56,12 @@ PgStatement write_statement(const WriteOp& w) {
       [&](const auto& o) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, op::InsertJob>) {
-          static const std::string sql = "INSERT INTO jobs (" + kPgJobCols +
-                                         ", created_state, created_reason) VALUES (" +
-                                         pg_placeholders(1, 27) + ") ON CONFLICT DO NOTHING";
-          const auto& j = o.job;
-          st.sql = &sql;
-          st.params.all(static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
-                        j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
-                        j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                        j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
-                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
-                        j.array_limit, j.state, j.reason);
+          st.sql = &insert_jobs_sql(1);
+          add_insert_job_params(st.params, o.job);
         } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
           static const std::string sql = upsert_job_sql();
-          const auto& j = o.job;
           st.sql = &sql;
-          st.params.all(static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
-                        j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
-                        j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                        j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
-                        id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
-                        j.array_limit);
+          job_column_values(o.job, [&st](const auto& v) { st.params.add(v); });
         } else if constexpr (std::is_same_v<T, op::AddEvent>) {
           static const std::string sql =
               "INSERT INTO job_events (job_id, time, from_state, to_state, reason) VALUES "

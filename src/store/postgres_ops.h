@@ -18,7 +18,21 @@ struct PgStatement {
 // Not AddTelemetry (two statements: postgres_store.cpp).
 PgStatement write_statement(const WriteOp& w);
 
-extern const std::string kPgJobCols;
+// Many submissions in one statement (postgres_store.cpp: a group's run of one-job batches):
+// `rows` rounded down to a power of two, at most kMaxInsertJobRows, each row's kInsertJobParams
+// parameters added by add_insert_job_params in order. A row whose id or (owner, key) is taken is
+// skipped; RETURNING id names the rows written. A fixed set of texts, so each is prepared once.
+constexpr int kMaxInsertJobRows = 256;
+constexpr int kInsertJobParams = 27;  // kJobColumnCount and the creation event's two
+const std::string& insert_jobs_sql(int rows);
+// The largest row count insert_jobs_sql(rows) writes at once.
+inline int insert_jobs_chunk(int rows) {
+  int n = 1;
+  while (n * 2 <= rows && n * 2 <= kMaxInsertJobRows) n *= 2;
+  return n;
+}
+void add_insert_job_params(PgParams& p, const JobRecord& j);
+
 extern const std::string kPgNodeCols;
 
 // "$from,$from+1,...": n placeholders.

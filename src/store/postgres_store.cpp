@@ -8,10 +8,12 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 
+#include "store/job_columns.h"
 #include "store/postgres_conn.h"
 #include "store/postgres_ops.h"
 #include "store/postgres_schema.h"
@@ -55,34 +57,16 @@ const std::string kLedgerSelect =
     "SELECT id, job_id, owner, budget, cluster, start, \"end\", milli, allocated FROM ledger ";
 const std::string kActive = "('pending','starting','running','preempting','requeued')";
 
+// One row of a result, as job_from_row reads it.
+struct PgRow {
+  const PgResult& r;
+  int row;
+  std::int64_t integer(int col) const { return r.integer(row, col); }
+  std::string text(int col) const { return r.text(row, col); }
+  bool null(int col) const { return r.null(row, col); }
+};
 JobRecord read_job(const PgResult& r, int i) {
-  JobRecord j;
-  j.id = static_cast<JobId>(r.integer(i, 0));
-  j.owner = r.text(i, 1);
-  j.idempotency_key = r.text(i, 2);
-  j.name = r.text(i, 3);
-  j.budget = r.text(i, 4);
-  j.spec_json = r.text(i, 5);
-  j.state = r.text(i, 6);
-  j.reason = r.text(i, 7);
-  j.submit_time = r.integer(i, 8);
-  j.updated_at = r.integer(i, 9);
-  j.cluster = r.text(i, 10);
-  j.placement_json = r.text(i, 11);
-  j.allocated = r.integer(i, 12) != 0;
-  j.protected_until = r.integer(i, 13);
-  j.run_start = r.integer(i, 14);
-  j.seg_start = r.integer(i, 15);
-  j.milli = r.integer(i, 16);
-  j.runs = static_cast<int>(r.integer(i, 17));
-  if (!r.null(i, 18)) j.exit_code = static_cast<int>(r.integer(i, 18));
-  j.held_by = r.text(i, 19);
-  j.after = parse_id_list(r.text(i, 20));
-  j.after_any = parse_id_list(r.text(i, 21));
-  j.array_job = static_cast<JobId>(r.integer(i, 22));
-  j.array_index = static_cast<int>(r.integer(i, 23));
-  j.array_limit = static_cast<int>(r.integer(i, 24));
-  return j;
+  return job_from_row(PgRow{r, i});
 }
 LedgerEntry read_ledger(const PgResult& r, int i) {
   return {r.integer(i, 0),     static_cast<JobId>(r.integer(i, 1)),
@@ -202,20 +186,20 @@ class PostgresStore final : public Store {
   }
 
   std::optional<JobRecord> job(JobId id) const override {
-    return first(query("SELECT " + kPgJobCols + " FROM jobs WHERE id = $1",
+    return first(query("SELECT " + kJobColumns + " FROM jobs WHERE id = $1",
                        PgParams().add(static_cast<std::int64_t>(id))),
                  read_job);
   }
 
   std::optional<JobRecord> job_by_key(const std::string& owner,
                                       const std::string& key) const override {
-    return first(query("SELECT " + kPgJobCols + " FROM jobs WHERE owner = $1 AND idem_key = $2",
+    return first(query("SELECT " + kJobColumns + " FROM jobs WHERE owner = $1 AND idem_key = $2",
                        PgParams().all(owner, key)),
                  read_job);
   }
 
   std::vector<JobRecord> jobs(const JobQuery& q) const override {
-    std::string sql = "SELECT " + kPgJobCols + " FROM jobs WHERE TRUE";
+    std::string sql = "SELECT " + kJobColumns + " FROM jobs WHERE TRUE";
     PgParams p;
     auto next = [&p] { return "$" + std::to_string(p.size() + 1); };
     if (!q.states.empty()) {
@@ -265,12 +249,13 @@ class PostgresStore final : public Store {
 
   std::vector<JobRecord> active_jobs() const override {
     return all(
-        query("SELECT " + kPgJobCols + " FROM jobs WHERE state IN " + kActive + " ORDER BY id", {}),
+        query("SELECT " + kJobColumns + " FROM jobs WHERE state IN " + kActive + " ORDER BY id",
+              {}),
         read_job);
   }
 
   std::vector<JobRecord> jobs_overlapping(Time from, Time to) const override {
-    return all(query("SELECT " + kPgJobCols + " FROM jobs WHERE submit_time < $1 AND (state IN " +
+    return all(query("SELECT " + kJobColumns + " FROM jobs WHERE submit_time < $1 AND (state IN " +
                          kActive + " OR updated_at > $2) ORDER BY id",
                      PgParams().all(to, from)),
                read_job);
@@ -570,6 +555,42 @@ class PostgresStore final : public Store {
     return result;
   }
 
+  static bool one_insert(const WriteBatch& b) {
+    return b.size() == 1 && std::holds_alternative<op::InsertJob>(b[0]);
+  }
+
+  // The one-job batches group[from, to) in as few INSERTs as the fixed statement sizes allow.
+  // A row skipped for a taken id or key is refused as apply() refuses it; rows skipped because an
+  // earlier row of the same run took the key are refused too, as they would be one by one.
+  void insert_jobs(const std::vector<std::unique_ptr<Pending>>& group, std::size_t from,
+                   std::size_t to, std::vector<Status>& results) {
+    for (std::size_t i = from; i < to;) {
+      const int n = insert_jobs_chunk(static_cast<int>(to - i));
+      PgParams p;
+      for (int k = 0; k < n; ++k) {
+        add_insert_job_params(p, std::get<op::InsertJob>(group[i + k]->batch[0]).job);
+      }
+      auto r = wconn_.exec(insert_jobs_sql(n), p);
+      if (!r.ok()) {
+        for (int k = 0; k < n; ++k) results[i + k] = Error{"store", r.error()};
+        return;  // the transaction is aborted (or the connection lost): the caller sees it
+      }
+      std::multiset<std::int64_t> written;
+      for (int row = 0; row < r.rows(); ++row) written.insert(r.integer(row, 0));
+      for (int k = 0; k < n; ++k) {
+        const auto id =
+            static_cast<std::int64_t>(std::get<op::InsertJob>(group[i + k]->batch[0]).job.id);
+        if (auto it = written.find(id); it != written.end()) {
+          written.erase(it);
+          results[i + k] = core::ok_status();
+        } else {
+          results[i + k] = Error{"idempotency_key", "a job with this key (or id) already exists"};
+        }
+      }
+      i += static_cast<std::size_t>(n);
+    }
+  }
+
   // Connects the writer again, retrying until `deadline` (PostgreSQL restarting or failing over).
   Status reconnect(std::chrono::steady_clock::time_point deadline) {
     for (;;) {
@@ -608,23 +629,34 @@ class PostgresStore final : public Store {
     if (!wconn_.healthy()) {
       if (tx = reconnect(deadline); !tx.ok()) return Attempt::kDone;
     }
-    auto begin = wconn_.run("BEGIN");
-    auto xid = begin.ok() ? wconn_.run("SELECT txid_current()") : PgResult();
-    if (!begin.ok() || !xid.ok() || xid.rows() != 1) {
+    // One round trip: PQexec runs both and answers with the last one's result.
+    auto xid = wconn_.run("BEGIN; SELECT txid_current()");
+    if (!xid.ok() || xid.rows() != 1) {
       if (!wconn_.healthy()) return Attempt::kRetry;
-      tx = Error{"store", "BEGIN: " + (begin.ok() ? xid.error() : begin.error())};
+      tx = Error{"store", "BEGIN: " + xid.error()};
       wconn_.run("ROLLBACK");
       return Attempt::kDone;
     }
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      results[i] = apply_batch(group[i]->batch);
-      if (!wconn_.healthy()) return Attempt::kRetry;
-      if (!results[i].ok() && wconn_.tx_failed()) {
-        // The error ended the transaction: nothing of the group commits.
-        tx = Error{"store", "the transaction was rolled back: " + results[i].error().reason};
-        wconn_.run("ROLLBACK");
-        return Attempt::kDone;
+    for (std::size_t i = 0; i < group.size();) {
+      // A run of submissions (one job each) goes in multi-row INSERTs, a few round trips.
+      std::size_t end = i;
+      while (end < group.size() && one_insert(group[end]->batch)) ++end;
+      if (end - i >= 2) {
+        insert_jobs(group, i, end, results);
+      } else {
+        results[i] = apply_batch(group[i]->batch);
+        end = i + 1;
       }
+      if (!wconn_.healthy()) return Attempt::kRetry;
+      for (std::size_t k = i; k < end; ++k) {
+        if (!results[k].ok() && wconn_.tx_failed()) {
+          // The error ended the transaction: nothing of the group commits.
+          tx = Error{"store", "the transaction was rolled back: " + results[k].error().reason};
+          wconn_.run("ROLLBACK");
+          return Attempt::kDone;
+        }
+      }
+      i = end;
     }
     auto c = wconn_.run("COMMIT");  // synchronous_commit: the WAL is flushed when this returns
     if (c.ok()) {

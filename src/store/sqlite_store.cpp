@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "store/job_columns.h"
 #include "store/sqlite_schema.h"
 
 namespace allot::store {
@@ -146,58 +147,29 @@ std::int64_t col_int(sqlite3_stmt* st, int i) {
   return sqlite3_column_int64(st, i);
 }
 
-const char* kJobCols =
-    "id, owner, idem_key, name, budget, spec, state, reason, submit_time, updated_at, cluster, "
-    "placement, allocated, protected_until, run_start, seg_start, milli, runs, exit_code, held_by, "
-    "after_ok, after_any, array_job, array_index, array_limit";
-
-// Writes every column of kJobCols of a job (inserting it if it is new), leaving the others.
+// Writes every column of kJobColumns of a job (inserting it if it is new), leaving the others.
 std::string upsert_job_sql() {
-  std::string cols = kJobCols;
-  std::string sql = "INSERT INTO jobs (" + cols + ") VALUES (?";
-  std::string set;
-  for (std::size_t start = 0; start < cols.size();) {
-    auto end = cols.find(',', start);
-    if (end == std::string::npos) end = cols.size();
-    const auto col = cols.substr(start, end - start);
-    if (col != "id") {
-      sql += ",?";
-      set += (set.empty() ? "" : ", ") + col + " = excluded." + col;
-    }
-    start = cols.find_first_not_of(", ", end);
-    if (start == std::string::npos) break;
-  }
-  return sql + ") ON CONFLICT(id) DO UPDATE SET " + set;
+  std::string sql = "INSERT INTO jobs (" + kJobColumns + ") VALUES (?";
+  for (int i = 1; i < kJobColumnCount; ++i) sql += ",?";
+  return sql + ") ON CONFLICT(id) DO UPDATE SET " + job_upsert_set();
 }
 
+// The current row of a statement, as job_from_row reads it.
+struct SqliteRow {
+  sqlite3_stmt* st;
+  std::int64_t integer(int col) const { return col_int(st, col); }
+  std::string text(int col) const { return col_text(st, col); }
+  bool null(int col) const { return sqlite3_column_type(st, col) == SQLITE_NULL; }
+};
 JobRecord read_job(sqlite3_stmt* st) {
-  JobRecord j;
-  j.id = static_cast<JobId>(col_int(st, 0));
-  j.owner = col_text(st, 1);
-  j.idempotency_key = col_text(st, 2);
-  j.name = col_text(st, 3);
-  j.budget = col_text(st, 4);
-  j.spec_json = col_text(st, 5);
-  j.state = col_text(st, 6);
-  j.reason = col_text(st, 7);
-  j.submit_time = col_int(st, 8);
-  j.updated_at = col_int(st, 9);
-  j.cluster = col_text(st, 10);
-  j.placement_json = col_text(st, 11);
-  j.allocated = col_int(st, 12) != 0;
-  j.protected_until = col_int(st, 13);
-  j.run_start = col_int(st, 14);
-  j.seg_start = col_int(st, 15);
-  j.milli = col_int(st, 16);
-  j.runs = static_cast<int>(col_int(st, 17));
-  if (sqlite3_column_type(st, 18) != SQLITE_NULL) j.exit_code = static_cast<int>(col_int(st, 18));
-  j.held_by = col_text(st, 19);
-  j.after = parse_id_list(col_text(st, 20));
-  j.after_any = parse_id_list(col_text(st, 21));
-  j.array_job = static_cast<JobId>(col_int(st, 22));
-  j.array_index = static_cast<int>(col_int(st, 23));
-  j.array_limit = static_cast<int>(col_int(st, 24));
-  return j;
+  return job_from_row(SqliteRow{st});
+}
+
+// Binds a job's columns (kJobColumns) to ?1.. and returns the next parameter's index.
+int bind_job(sqlite3_stmt* st, const JobRecord& j) {
+  int i = 1;
+  job_column_values(j, [&](const auto& v) { bind_one(st, i++, v); });
+  return i;
 }
 
 const char* kLedgerSelect =
@@ -328,7 +300,7 @@ class SqliteStore final : public Store {
 
   std::optional<JobRecord> job(JobId id) const override {
     auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kJobCols + " FROM jobs WHERE id = ?");
+    auto* st = c->prepare("SELECT " + kJobColumns + " FROM jobs WHERE id = ?");
     bind_args(st, static_cast<std::int64_t>(id));
     std::optional<JobRecord> out;
     if (sqlite3_step(st) == SQLITE_ROW) out = read_job(st);
@@ -339,8 +311,7 @@ class SqliteStore final : public Store {
   std::optional<JobRecord> job_by_key(const std::string& owner,
                                       const std::string& key) const override {
     auto c = reader();
-    auto* st = c->prepare(std::string("SELECT ") + kJobCols +
-                          " FROM jobs WHERE owner = ? AND idem_key = ?");
+    auto* st = c->prepare("SELECT " + kJobColumns + " FROM jobs WHERE owner = ? AND idem_key = ?");
     bind_args(st, owner, key);
     std::optional<JobRecord> out;
     if (sqlite3_step(st) == SQLITE_ROW) out = read_job(st);
@@ -349,7 +320,7 @@ class SqliteStore final : public Store {
   }
 
   std::vector<JobRecord> jobs(const JobQuery& q) const override {
-    std::string sql = std::string("SELECT ") + kJobCols + " FROM jobs WHERE 1";
+    std::string sql = "SELECT " + kJobColumns + " FROM jobs WHERE 1";
     std::vector<std::string> args;
     if (!q.states.empty()) {
       sql += " AND state IN (";
@@ -400,14 +371,14 @@ class SqliteStore final : public Store {
   }
 
   std::vector<JobRecord> active_jobs() const override {
-    return rows(std::string("SELECT ") + kJobCols +
+    return rows("SELECT " + kJobColumns +
                     " FROM jobs WHERE state IN ('pending','starting','running','preempting',"
                     "'requeued') ORDER BY id",
                 read_job);
   }
 
   std::vector<JobRecord> jobs_overlapping(Time from, Time to) const override {
-    return rows(std::string("SELECT ") + kJobCols +
+    return rows("SELECT " + kJobColumns +
                     " FROM jobs WHERE submit_time < ? AND (state IN ('pending','starting',"
                     "'running','preempting','requeued') OR updated_at > ?) ORDER BY id",
                 read_job, to, from);
@@ -693,28 +664,22 @@ class SqliteStore final : public Store {
           if constexpr (std::is_same_v<T, op::InsertJob>) {
             // With its creation event: the state and reason it starts in.
             const auto& j = o.job;
-            static const std::string sql =
-                std::string("INSERT INTO jobs (") + kJobCols +
-                ", created_state, created_reason) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+            static const std::string sql = [] {
+              std::string q =
+                  "INSERT INTO jobs (" + kJobColumns + ", created_state, created_reason) VALUES (?";
+              for (int i = 1; i < kJobColumnCount + 2; ++i) q += ",?";
+              return q + ")";
+            }();
             st = wconn_.prepare_static(sql);
-            bind_args(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
-                      j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
-                      j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                      j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
-                      id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
-                      j.array_limit, j.state, j.reason);
+            const int next = bind_job(st, j);
+            bind_one(st, next, j.state);
+            bind_one(st, next + 1, j.reason);
           } else if constexpr (std::is_same_v<T, op::UpdateJob>) {
             // Every column but the creation event's (a REPLACE would reset them).
             const auto& j = o.job;
             static const std::string sql = upsert_job_sql();
             st = wconn_.prepare_static(sql);
-            bind_args(st, static_cast<std::int64_t>(j.id), j.owner, j.idempotency_key, j.name,
-                      j.budget, j.spec_json, j.state, j.reason, j.submit_time, j.updated_at,
-                      j.cluster, j.placement_json, j.allocated, j.protected_until, j.run_start,
-                      j.seg_start, j.milli, j.runs, j.exit_code, j.held_by, id_list(j.after),
-                      id_list(j.after_any), static_cast<std::int64_t>(j.array_job), j.array_index,
-                      j.array_limit);
+            bind_job(st, j);
           } else if constexpr (std::is_same_v<T, op::AddEvent>) {
             const auto& e = o.event;
             static const std::string sql = "INSERT INTO job_events VALUES (?,?,?,?,?)";

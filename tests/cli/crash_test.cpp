@@ -11,13 +11,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <thread>
 
+#include "../e2e/kept_jobs.h"
+#include "../e2e/submit_storm.h"
 #include "store/sqlite_store.h"
 
 namespace {
@@ -94,39 +93,15 @@ TEST(CrashSafety, KillNineDuringSubmitStormLosesNoAcknowledgedJob) {
     ASSERT_EQ(r->status, 200);
   }
 
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::map<std::string, std::uint64_t> acked;  // idempotency key -> job id
   std::atomic<int> port{server.port()};
-  std::vector<std::thread> clients;
-  for (int t = 0; t < 4; ++t) {
-    clients.emplace_back([&, t] {
-      int i = 0;
-      std::string key;
-      while (!stop) {
-        if (key.empty()) key = "t" + std::to_string(t) + "-" + std::to_string(i++);
-        json body = {{"idempotency_key", key},
-                     {"budget", "/lab/a"},
-                     {"gpus_per_node", 2},
-                     {"expected_duration", 1},
-                     {"min_runtime", 60}};
-        httplib::Client c("127.0.0.1", port.load());
-        c.set_connection_timeout(0, 200000);
-        auto r = c.Post("/api/v1/jobs", auth, body.dump(), "application/json");
-        if (r && (r->status == 201 || r->status == 200)) {
-          auto j = json::parse(r->body);
-          std::lock_guard lk(mu);
-          auto [it, fresh] = acked.emplace(key, j["id"].get<std::uint64_t>());
-          if (!fresh) {
-            EXPECT_EQ(it->second, j["id"].get<std::uint64_t>()) << key;
-          }
-          key.clear();  // acknowledged: next job; otherwise retry the same key
-        } else {
-          std::this_thread::sleep_for(10ms);
-        }
-      }
-    });
-  }
+  allot::e2e::SubmitStorm storm([&] { return port.load(); }, token,
+                                [](const std::string&) {
+                                  return json{{"budget", "/lab/a"},
+                                              {"gpus_per_node", 2},
+                                              {"expected_duration", 1},
+                                              {"min_runtime", 60}};
+                                },
+                                {});
   for (int round = 0; round < kRounds; ++round) {
     std::this_thread::sleep_for(700ms);
     server.kill9();
@@ -134,39 +109,13 @@ TEST(CrashSafety, KillNineDuringSubmitStormLosesNoAcknowledgedJob) {
     port = server.port();
   }
   std::this_thread::sleep_for(500ms);
-  stop = true;
-  for (auto& c : clients) c.join();
+  storm.stop();
   server.kill9();
 
   auto opened = allot::store::open_sqlite(dir + "/allot.db");
   ASSERT_TRUE(opened.ok());
-  auto& st = *opened.value();
-  ASSERT_GT(acked.size(), 20u);
-  std::set<std::uint64_t> ids;
-  for (const auto& [key, id] : acked) {
-    auto j = st.job(id);
-    ASSERT_TRUE(j) << "acknowledged job " << id << " (" << key << ") was lost";
-    EXPECT_EQ(j->idempotency_key, key);
-    EXPECT_TRUE(ids.insert(id).second);
-  }
-  // Exactly once: no key made two jobs (the store's unique index), and no job exists that no
-  // client attempted.
-  allot::store::JobQuery q;
-  q.limit = 1'000'000;
-  std::set<std::string> keys;
-  for (const auto& j : st.jobs(q)) EXPECT_TRUE(keys.insert(j.idempotency_key).second);
-  // Ledger: one entry per run segment, and every succeeded job has been charged.
-  std::set<std::pair<std::uint64_t, long long>> segs;
-  for (const auto& e : st.ledger(0, INT64_MAX)) {
-    EXPECT_TRUE(segs.insert({e.job, e.start}).second) << "duplicate ledger entry for " << e.job;
-    EXPECT_GT(e.end, e.start);
-  }
-  allot::store::JobQuery done;
-  done.states = {"succeeded"};
-  done.limit = 1'000'000;
-  for (const auto& j : st.jobs(done)) {
-    EXPECT_FALSE(st.ledger_for_job(j.id).empty()) << "job " << j.id << " succeeded unbilled";
-  }
+  ASSERT_GT(storm.count(), 20u);
+  allot::e2e::expect_acknowledged_jobs_kept(*opened.value(), storm.acked());
   std::filesystem::remove_all(dir);
 }
 

@@ -166,6 +166,8 @@ class Cluster {
     }
   }
   void kill_server(int sig = SIGKILL) { server_.signal(sig); }
+  // The flags of the next start_server (after the default ones): a restart on another store.
+  void set_server_flags(std::vector<std::string> flags) { server_flags_ = std::move(flags); }
   pid_t server_pid() const { return server_.pid(); }
   int port() const { return port_; }
   const std::string& admin() const { return admin_; }
