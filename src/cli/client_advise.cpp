@@ -26,11 +26,12 @@ int cmd_advise(const Args& a, const Conn& c) {
   }
   for (const auto& j : jobs) {
     const auto& t = j["telemetry"];
-    std::printf("job %llu %s (%s, %s, %g GPUs, %s): GPU use %.0f%% mean over %.0f min\n",
+    const double gpus = j.value("gpus", 0.0), secs = t.value("seconds", 0.0);
+    std::printf("job %llu %s (%s, %s, %g GPU%s, %s): GPU use %.0f%% mean over %.1f h\n",
                 j["id"].get<unsigned long long>(), j.value("name", "").c_str(),
-                j.value("owner", "").c_str(), j.value("budget", "").c_str(), j.value("gpus", 0.0),
-                j.value("state", "").c_str(), t.value("gpu_util_mean", 0.0),
-                t.value("seconds", 0.0) / 60);
+                j.value("owner", "").c_str(), j.value("budget", "").c_str(), gpus,
+                gpus > 1 ? "s" : "", j.value("state", "").c_str(), t.value("gpu_util_mean", 0.0),
+                secs / 3600);
     for (const auto& item : j["advice"]) {
       std::printf("  %s: %s\n", item.value("reason", "").c_str(), item.value("hint", "").c_str());
     }

@@ -37,6 +37,13 @@ std::string gpus_text(double gpus) {
   return fmt(gpus == std::floor(gpus) ? "%.0f" : "%g", gpus) + (gpus > 1 ? " GPUs" : " GPU");
 }
 
+// "45 s", "12 min", "3.5 h".
+std::string span_text(double seconds) {
+  if (seconds < 120) return fmt("%.0f s", seconds);
+  if (seconds < 120 * 60) return fmt("%.0f min", seconds / 60);
+  return fmt("%.1f h", seconds / 3600);
+}
+
 }  // namespace
 
 IntervalClass classify_interval(double gpu_util_pct, double cpu_pct, double io_wait_pct,
@@ -67,12 +74,11 @@ std::vector<AdviceItem> job_advice(const store::TelemetryRecord& t, const json& 
   using R = AdviceRules;
   std::vector<AdviceItem> out;
   if (t.samples <= 0 || t.seconds < rules.min_seconds || t.gpu_seconds <= 0) return out;
-  const double minutes = t.seconds / 60;
   if (t.idle_seconds >= R::kIdleShare * t.seconds) {
     out.push_back({"idle",
-                   fmt("its GPUs were idle (below %.0f%% use) for %.0f of %.0f minutes measured: "
-                       "if it waits on something, hold or cancel it and free them",
-                       R::kIdleUtilPct, t.idle_seconds / 60, minutes),
+                   fmt("its GPUs were idle (below %.0f%% use) for ", R::kIdleUtilPct) +
+                       span_text(t.idle_seconds) + " of " + span_text(t.seconds) +
+                       " measured: if it waits on something, hold or cancel it and free them",
                    ""});
   }
   if (t.starved_seconds >= R::kStarvedShare * t.seconds) {
@@ -82,10 +88,8 @@ std::vector<AdviceItem> job_advice(const store::TelemetryRecord& t, const json& 
     why += fmt(", I/O wait %.0f%%", t.io_mean());
     out.push_back(
         {"starved",
-         fmt("its GPUs were starved by its data pipeline for %.0f of %.0f minutes (GPU use %.0f%% "
-             "mean; ",
-             t.starved_seconds / 60, minutes, t.util_mean()) +
-             why +
+         "its GPUs were starved by its data pipeline for " + span_text(t.starved_seconds) + " of " +
+             span_text(t.seconds) + fmt(" (GPU use %.0f%% mean; ", t.util_mean()) + why +
              "): more loader workers or CPUs (--cpus), a local copy of the data, faster storage",
          ""});
   }

@@ -76,8 +76,9 @@ TEST(AdviceEndToEnd, AdviseNamesUnderUsersIdleAndStarvedJobsButNotAFullyUsedOne)
   const auto small2 = submit("small2", 2, "sleep 600");
   const auto small1 = submit("small1", 1, "sleep 600");
   const auto idle = submit("idle", 1, "sleep 600");
-  // A pipeline that saturates its quarter of a CPU (and more: nothing limits it here).
-  const auto starved = submit("starved", 1, "while :; do :; done", 0.25);
+  // A pipeline that saturates its tenth of a CPU (and more: nothing limits it here; the
+  // machine may be busy, so the limit is low enough to be reached whatever it gets).
+  const auto starved = submit("starved", 1, "while :; do :; done", 0.1);
   const auto full = submit("full", 2, "sleep 600");
   std::map<std::uint64_t, std::vector<int>> gpus;
   for (auto id : {small2, small1, idle, starved, full}) {
