@@ -41,7 +41,7 @@ struct AdviceRules {
   // ... and the suggestion must hold the peak with this much headroom.
   static constexpr double kHeadroom = 1.1;
   // The window advice looks back over, seconds.
-  static constexpr std::int64_t kWindowSeconds = 7 * 86400;
+  static constexpr std::int64_t kWindowSeconds = std::int64_t{7} * 86400;
   // At submission: a hint needs at least this many recent jobs of the same shape, each using at
   // most kMemoryShare of its memory; it names at most kHintJobs of them.
   static constexpr int kHintMinJobs = 3;

@@ -134,11 +134,12 @@ struct ApiServer::Impl {
   }
   // 429 when `p` is over its request rate (administrators are not limited): a bucket per token
   // subject, and per node for agents (an agent token acts for one node; several may share a
-  // subject). /usage and /report cost more than one request.
+  // subject). /usage, /report and /advice cost more than one request.
   void limit_principal(const Principal& p, const httplib::Request& req) {
     if (p.is_admin()) return;
     const auto& l = opts.request_limits;
-    const bool expensive = req.path.ends_with("/usage") || req.path.ends_with("/report");
+    const bool expensive = req.path.ends_with("/usage") || req.path.ends_with("/report") ||
+                           req.path.ends_with("/advice");
     const bool agent = p.role == "agent";
     if (const int wait = request_limiter.take(agent ? "node " + p.scope : "principal " + p.subject,
                                               expensive ? l.expensive_cost : 1, l.rate, l.burst,
