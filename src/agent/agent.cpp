@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "agent/cgroup_stats.h"
 #include "agent/job_env.h"
 #include "agent/reconcile.h"
 
@@ -282,7 +283,14 @@ void Agent::sample_gpus() {
     for (const std::string& u : rec->second.uuids) {
       if (u.rfind("MIG-", 0) == 0) migs[key].push_back(u);
     }
-    times[key] = process_times(runner_->processes(key));
+    ProcessTimes pt = process_times(runner_->processes(key));
+    // Where the run has a cgroup v2 directory, its CPU usage counts every process it ever had
+    // (a tree scan misses those that ended unreaped) and its PSI files say how long it stalled.
+    const CgroupStats cg = read_cgroup_stats(runner_->cgroup_dir(key));
+    if (cg.cpu_seconds >= 0) pt.cpu_seconds = cg.cpu_seconds;
+    pt.cpu_pressure_pct = cg.cpu_pressure_pct;
+    pt.io_pressure_pct = cg.io_pressure_pct;
+    times[key] = pt;
   }
   telemetry_.add(t, last_sample_.value(), holders, times, migs);
 }

@@ -235,16 +235,19 @@ json telemetry_body(std::int64_t time, const std::vector<GpuSample>& gpus,
   }
   json j = json::array();
   for (const auto& t : jobs) {
-    j.push_back({{"job", t.key.job},
-                 {"run", t.key.run},
-                 {"samples", t.samples},
-                 {"seconds", t.seconds},
-                 {"gpu_util_mean", t.gpu_util_mean},
-                 {"gpu_util_peak", t.gpu_util_peak},
-                 {"mem_used_peak_mib", t.mem_used_peak_mib},
-                 {"mem_total_mib", t.mem_total_mib},
-                 {"cpu_pct_mean", t.cpu_pct_mean},
-                 {"io_wait_pct_mean", t.io_wait_pct_mean}});
+    json e = {{"job", t.key.job},
+              {"run", t.key.run},
+              {"samples", t.samples},
+              {"seconds", t.seconds},
+              {"gpu_util_mean", t.gpu_util_mean},
+              {"gpu_util_peak", t.gpu_util_peak},
+              {"mem_used_peak_mib", t.mem_used_peak_mib},
+              {"mem_total_mib", t.mem_total_mib},
+              {"cpu_pct_mean", t.cpu_pct_mean},
+              {"io_wait_pct_mean", t.io_wait_pct_mean}};
+    if (t.cpu_pressure_pct_mean >= 0) e["cpu_pressure_pct"] = t.cpu_pressure_pct_mean;
+    if (t.io_pressure_pct_mean >= 0) e["io_pressure_pct"] = t.io_pressure_pct_mean;
+    j.push_back(std::move(e));
   }
   return {{"time", time}, {"gpus", g}, {"jobs", j}};
 }

@@ -521,6 +521,13 @@ std::vector<pid_t> Runner::processes(const RunKey& key) const {
   return pids;
 }
 
+std::string Runner::cgroup_dir(const RunKey& key) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->runs.find(key);
+  if (it == impl_->runs.end() || it->second.status.phase == RunPhase::Exited) return "";
+  return it->second.cgroup;
+}
+
 std::map<RunKey, std::vector<pid_t>> Runner::processes() const {
   std::lock_guard lock(impl_->mu);
   std::map<RunKey, std::vector<pid_t>> out;

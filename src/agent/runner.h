@@ -143,6 +143,8 @@ class Runner {
   std::vector<pid_t> processes(const RunKey& key) const;
   // The same for every running run at once (one scan of /proc where there is no cgroup).
   std::map<RunKey, std::vector<pid_t>> processes() const;
+  // A running run's cgroup v2 directory ("" where it has none: no cgroup v2 on this machine).
+  std::string cgroup_dir(const RunKey& key) const;
 
  private:
   struct Impl;

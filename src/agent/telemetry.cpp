@@ -101,6 +101,14 @@ void TelemetryAggregator::add(double now, const std::vector<GpuSample>& gpus,
       a.have_t0 = true;
     }
     a.t1 = t;
+    if (t.cpu_pressure_pct >= 0) {
+      a.cpu_pressure_sum += t.cpu_pressure_pct;
+      ++a.cpu_pressure_n;
+    }
+    if (t.io_pressure_pct >= 0) {
+      a.io_pressure_sum += t.io_pressure_pct;
+      ++a.io_pressure_n;
+    }
   }
 }
 
@@ -124,6 +132,8 @@ std::vector<JobTelemetry> TelemetryAggregator::take_jobs() {
     const double io = std::max(0.0, a.t1.io_wait_seconds - a.t0.io_wait_seconds);
     if (j.seconds > 0) j.cpu_pct_mean = 100 * cpu / j.seconds;
     if (cpu + io > 0) j.io_wait_pct_mean = 100 * io / (cpu + io);
+    if (a.cpu_pressure_n > 0) j.cpu_pressure_pct_mean = a.cpu_pressure_sum / a.cpu_pressure_n;
+    if (a.io_pressure_n > 0) j.io_pressure_pct_mean = a.io_pressure_sum / a.io_pressure_n;
     out.push_back(j);
     // The next interval starts from this one's last sample.
     Acc next;

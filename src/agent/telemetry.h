@@ -1,6 +1,7 @@
 // Telemetry: per-GPU samples at 1 Hz, aggregated per job over a reporting interval, plus the CPU
-// and I/O wait of each job's process tree read from /proc. The aggregator is pure (samples in,
-// summaries out); process_times() reads /proc.
+// and I/O wait of each job's process tree read from /proc, and where the run has a cgroup v2
+// directory its CPU usage and CPU / I/O pressure (agent/cgroup_stats.h). The aggregator is pure
+// (samples in, summaries out); process_times() reads /proc.
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +21,10 @@ struct ProcessTimes {
   double cpu_seconds = 0;
   double io_wait_seconds = 0;  // delayacct_blkio_ticks (0 where the kernel does not account)
   std::int64_t rss_mib = 0;    // resident memory (stat's rss field, the same as statm's)
+  // From the run's cgroup v2, -1 where unknown (no cgroup v2, no PSI in the kernel): "some avg10"
+  // of cpu.pressure and io.pressure, percent.
+  double cpu_pressure_pct = -1;
+  double io_pressure_pct = -1;
 };
 ProcessTimes process_times(const std::vector<pid_t>& pids);
 
@@ -35,6 +40,8 @@ struct JobTelemetry {
   std::int64_t mem_total_mib = 0;      // of its GPUs (or MIG slices)
   double cpu_pct_mean = 0;             // 100 = one core
   double io_wait_pct_mean = 0;         // I/O wait ÷ (CPU + I/O wait), percent
+  double cpu_pressure_pct_mean = -1;   // mean of the samples' cgroup pressure; -1 = unknown
+  double io_pressure_pct_mean = -1;
 };
 
 struct GpuTelemetry {
@@ -68,6 +75,8 @@ class TelemetryAggregator {
     std::int64_t mem_peak = 0, mem_total = 0;
     ProcessTimes t0, t1;  // at the baseline and at the latest sample
     bool have_t0 = false;
+    double cpu_pressure_sum = 0, io_pressure_sum = 0;
+    int cpu_pressure_n = 0, io_pressure_n = 0;
   };
   std::map<RunKey, Acc> acc_;
   std::vector<GpuSample> last_;

@@ -32,8 +32,8 @@ std::string first_sentence(const std::string& text) {
 
 bool is_client_command(const std::string& cmd) {
   static const std::vector<std::string> cmds = {
-      "submit", "ls",       "show",   "why",   "cancel", "budget", "nodes", "drain",  "undrain",
-      "cordon", "uncordon", "report", "token", "logs",   "me",     "hold",  "release"};
+      "submit", "ls",       "show",   "why",   "cancel", "budget", "nodes", "drain",   "undrain",
+      "cordon", "uncordon", "report", "token", "logs",   "me",     "hold",  "release", "advise"};
   return std::find(cmds.begin(), cmds.end(), cmd) != cmds.end();
 }
 
@@ -103,6 +103,7 @@ int client_main(int argc, char** argv) {
     return client::cmd_node_op(a, c, cmd);
   }
   if (cmd == "report") return client::cmd_report(a, c);
+  if (cmd == "advise") return client::cmd_advise(a, c);
   if (cmd == "token") return client::cmd_token(a, c);
   if (cmd == "logs") return client::cmd_logs(a, c);
   if (cmd == "me") return client::cmd_me(a, c);

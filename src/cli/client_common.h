@@ -77,6 +77,7 @@ int cmd_hold(const Args& a, const Conn& c, bool hold);
 int cmd_logs(const Args& a, const Conn& c);
 int cmd_budget(const Args& a, const Conn& c);
 int cmd_report(const Args& a, const Conn& c);
+int cmd_advise(const Args& a, const Conn& c);  // client_advise.cpp
 int cmd_nodes(const Args& a, const Conn& c);
 bool natural_less(const std::string& a, const std::string& b);  // "n2" < "n10"
 int cmd_node_op(const Args& a, const Conn& c, const std::string& op);

@@ -234,6 +234,12 @@ int cmd_submit(const Args& a, const Conn& c) {
     std::printf("%s\n", r.dump(2).c_str());
     return kOk;
   }
+  // Never a refusal: the server's hint when the budget's recent jobs of this shape used less.
+  auto hint = [&r] {
+    if (r.contains("hint") && r["hint"].is_string()) {
+      std::printf("  hint: %s\n", r["hint"].get<std::string>().c_str());
+    }
+  };
   if (r.contains("array_job_id")) {
     const auto& tasks = r["jobs"];
     std::printf(
@@ -241,6 +247,7 @@ int cmd_submit(const Args& a, const Conn& c) {
         r["array_job_id"].get<unsigned long long>(), tasks.size(),
         tasks.front()["id"].get<unsigned long long>(), tasks.back()["id"].get<unsigned long long>(),
         tasks.front()["state"].get<std::string>().c_str(), contract_promise(tasks.front()).c_str());
+    hint();
     return kOk;
   }
   const auto id = std::to_string(r["id"].get<unsigned long long>());
@@ -249,6 +256,7 @@ int cmd_submit(const Args& a, const Conn& c) {
   if (r.contains("spec") && r["spec"].value("nodes", 1) > 1) {
     std::printf("  a gang of %s GPUs (nodes x GPUs per node)\n", gpus_of(r).c_str());
   }
+  hint();
   std::fflush(stdout);
   tell_class(c, id, r);
   return kOk;
@@ -368,6 +376,12 @@ int cmd_show(const Args& a, const Conn& c) {
   }
   for (const auto& f : t.value("flags", json::array())) {
     std::printf("  %s: %s\n", f.value("flag", "").c_str(), f.value("hint", "").c_str());
+  }
+  // Right-sizing advice over all its runs (the same as `allot advise`).
+  const auto advice = t.value("advice", json::array());
+  if (!advice.empty()) std::printf("advice:\n");
+  for (const auto& f : advice) {
+    std::printf("  %s: %s\n", f.value("reason", "").c_str(), f.value("hint", "").c_str());
   }
   auto ev = request(c, "GET", "/api/v1/jobs/" + a.pos[0] + "/events");
   std::printf("events:\n");

@@ -275,6 +275,20 @@ std::vector<CommandSpec> build() {
     r.flags.push_back({"format", "F", "the output (default text)", {"text", "csv", "json"}});
     c.push_back(r);
   }
+  c.push_back({"advise",
+               "[options]",
+               "Right-sizing advice from the week's telemetry: jobs whose GPUs sat idle for long "
+               "stretches, were starved by their data pipeline (low GPU use while their CPU was "
+               "saturated or their I/O wait high), or used a fraction of their memory (with a MIG "
+               "profile or fewer GPUs that would hold it); then per budget the GPU-hours measured, "
+               "idle and starved. Users see their own jobs, managers their subtree.",
+               {{"budget", "PATH", "only jobs of this budget and the budgets under it"},
+                {"user", "NAME", "only this user's jobs"},
+                {"days", "N", "look back N days (default 7)"}},
+               0,
+               0,
+               false,
+               "allot advise --budget /lab/nlp"});
   c.push_back({"token ls", "", "The API tokens (admins).", {}, 0, 0, false, "allot token ls"});
   c.push_back(
       {"token create",

@@ -30,6 +30,7 @@ void usage(FILE* out) {
       "  nodes, drain, undrain, cordon, uncordon   the nodes\n"
       "  me       your budgets' standing: share, usage, rank, owed vs delivered (like sshare)\n"
       "  report   the four metrics and owed/delivered per budget\n"
+      "  advise   right-sizing advice: jobs whose GPUs sat idle, starved or too big\n"
       "  token    ls, create, revoke\n"
       "  completion  bash|zsh: a shell completion script (source <(allot completion bash))\n"
       "  version  print the version\n"

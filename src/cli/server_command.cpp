@@ -66,6 +66,7 @@ struct ServerArgs {
   server::SubmitLimits submit;     // per principal (server/quota.h)
   server::RequestLimits requests;  // every route (server/request_limits.h)
   int max_connections_per_address = 256;
+  int advice_min_seconds = 600;  // server/advice.h: jobs measured less get no advice
   // The event log (server/event_log.h): "-" stderr, "off" none; allot server: stderr, up: off.
   std::string event_log;
   // GET /metrics without a token on an address of its own (server/prometheus.h); "" none.
@@ -123,12 +124,15 @@ void usage(bool up) {
       "                       budget's own limits allow (default 50000; 0 = no limit)\n"
       "                       (administrators' tokens are not limited)\n"
       "  --request-rate N     requests a second per user or agent on every route, sustained\n"
-      "                       (default 200; 0 = no limit; /usage and /report count 10);\n"
+      "                       (default 200; 0 = no limit; /usage, /report and /advice\n"
+      "                       count 10);\n"
       "                       --request-burst N at once (default 2000); beyond: 429\n"
       "  --unauthenticated-rate N  requests a second per address without a valid token\n"
       "                       (default 20; 0 = no limit); --unauthenticated-burst N (200)\n"
       "  --max-connections-per-address N  open connections from one address (default 256;\n"
       "                       0 = no limit); beyond: 429 and closed\n"
+      "  --advice-min-seconds N  right-sizing advice (allot advise) for jobs measured at\n"
+      "                       least N seconds (default 600)\n"
       "  --event-log FILE     one JSON line per job transition, stop, node health and budget\n"
       "                       change, appended to FILE; '-' stderr, 'off' none (default: %s)\n"
       "  --metrics-listen HOST:PORT  also serve GET /metrics there without a token (on the\n"
@@ -217,6 +221,8 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.requests.unauthenticated_burst = std::max(1, number("a count"));
     } else if (k == "--max-connections-per-address") {
       a.max_connections_per_address = number("a count");
+    } else if (k == "--advice-min-seconds") {
+      a.advice_min_seconds = number("seconds");
     } else if (k == "--event-log") {
       a.event_log = next("a file, '-' or 'off'");
       if (a.event_log.empty()) {
@@ -384,6 +390,7 @@ int serve(ServerArgs a, bool up) {
   ao.submit_limits = a.submit;
   ao.request_limits = a.requests;
   ao.max_connections_per_address = static_cast<std::size_t>(a.max_connections_per_address);
+  ao.advice.min_seconds = a.advice_min_seconds;
   ao.logs_dir = a.data + ".logs";
   ao.prometheus = metrics;
   server::ApiServer api(st, ctl, ao);

@@ -57,6 +57,7 @@ void ApiServer::Impl::install() {
   install_budget_routes();
   install_node_routes();
   install_usage_routes();
+  install_advice_routes();
   install_standing_routes();
   install_agent_routes();
   install_agent_log_routes();

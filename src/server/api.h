@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "server/advice.h"
 #include "server/controller.h"
 #include "server/quota.h"
 #include "server/request_limits.h"
@@ -47,6 +48,9 @@ struct ApiOptions {
   // Open connections from one address (plain HTTP: event_server.h; HTTPS: tls_connections.h);
   // 0: no limit.
   std::size_t max_connections_per_address = 256;
+  // Right-sizing advice from telemetry (server/advice.h): GET /advice, the job's telemetry and
+  // the hint at submission.
+  AdviceRules advice;
   // GET /metrics (server/prometheus.h), also told each request's route, status and latency.
   // Null: /metrics answers 503.
   std::shared_ptr<ServerMetrics> prometheus;

@@ -149,7 +149,8 @@ void ApiServer::Impl::install_agent_routes() {
           std::vector<Part> parts;
           each_entry(body, "jobs", 1024, "",
                      {"job", "run", "samples", "seconds", "gpu_util_mean", "gpu_util_peak",
-                      "mem_used_peak_mib", "mem_total_mib", "cpu_pct_mean", "io_wait_pct_mean"},
+                      "mem_used_peak_mib", "mem_total_mib", "cpu_pct_mean", "io_wait_pct_mean",
+                      "cpu_pressure_pct", "io_pressure_pct"},
                      [&](const json& j, const std::string& w) {
                        Part part{
                            static_cast<JobId>(integer_in(j, "job", 1, INT64_MAX, w, true).value()),
@@ -162,6 +163,8 @@ void ApiServer::Impl::install_agent_routes() {
                        integer_in(j, "mem_total_mib", 0, 64 * kMaxMib, w);
                        number_in(j, "cpu_pct_mean", 0, 102400, w);
                        number_in(j, "io_wait_pct_mean", 0, 100, w);
+                       number_in(j, "cpu_pressure_pct", 0, 100, w);
+                       number_in(j, "io_pressure_pct", 0, 100, w);
                        parts.push_back(std::move(part));
                      });
           if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
@@ -204,11 +207,28 @@ void ApiServer::Impl::install_agent_routes() {
             d.util_peak = j.value("gpu_util_peak", 0.0);
             d.mem_peak_mib = j.value("mem_used_peak_mib", std::int64_t{0});
             d.mem_total_mib = j.value("mem_total_mib", std::int64_t{0});
-            d.cpu_sum = j.value("cpu_pct_mean", 0.0) * static_cast<double>(samples);
-            d.io_sum = j.value("io_wait_pct_mean", 0.0) * static_cast<double>(samples);
+            // The I/O stall share: the process tree's I/O wait, or its cgroup's I/O pressure
+            // where the agent reads one (the larger: either says the GPUs wait on input).
+            const double cpu = j.value("cpu_pct_mean", 0.0);
+            const double io_wait = j.value("io_wait_pct_mean", 0.0);
+            const double io_pressure = j.value("io_pressure_pct", -1.0);
+            const double cpu_pressure = j.value("cpu_pressure_pct", -1.0);
+            d.cpu_sum = cpu * static_cast<double>(samples);
+            d.io_sum = std::max(io_wait, io_pressure) * static_cast<double>(samples);
+            // The interval filed as idle, starved or busy (server/advice.h).
+            double cpus = 0;
+            if (r.spec && r.spec->is_object()) {
+              if (auto c = r.spec->find("cpus"); c != r.spec->end() && c->is_number()) {
+                cpus = c->get<double>();
+              }
+            }
+            const auto cls = classify_interval(util, cpu, io_wait, cpu_pressure, io_pressure, cpus);
+            if (cls.idle) d.idle_seconds = d.seconds;
+            if (cls.starved) d.starved_seconds = d.seconds;
             d.first_time = now - static_cast<core::Time>(secs);
             d.last_time = now;
             telemetry_series.add(part.job, part.run, now, util, d.mem_peak_mib, d.mem_total_mib);
+            if (r.spec) shape_history.add(d, r.spec->dump());
             batch.push_back(store::op::AddTelemetry{d});
           }
           if (!batch.empty()) {

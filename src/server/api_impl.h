@@ -26,6 +26,7 @@
 #include "server/job_spec.h"
 #include "server/logs.h"
 #include "server/prometheus.h"
+#include "server/shape_history.h"
 #include "server/telemetry_series.h"
 #include "server/tls_connections.h"
 
@@ -56,6 +57,7 @@ struct ApiServer::Impl {
   // Thread-safe themselves.
   SubmitQuota quota;
   TelemetrySeries telemetry_series;  // running jobs' recent points, for the sparklines
+  ShapeHistory shape_history;        // recent jobs per budget and shape, for submission hints
   RequestLimiter request_limiter;
 
   std::mutex token_mu;
@@ -132,11 +134,12 @@ struct ApiServer::Impl {
   }
   // 429 when `p` is over its request rate (administrators are not limited): a bucket per token
   // subject, and per node for agents (an agent token acts for one node; several may share a
-  // subject). /usage and /report cost more than one request.
+  // subject). /usage, /report and /advice cost more than one request.
   void limit_principal(const Principal& p, const httplib::Request& req) {
     if (p.is_admin()) return;
     const auto& l = opts.request_limits;
-    const bool expensive = req.path.ends_with("/usage") || req.path.ends_with("/report");
+    const bool expensive = req.path.ends_with("/usage") || req.path.ends_with("/report") ||
+                           req.path.ends_with("/advice");
     const bool agent = p.role == "agent";
     if (const int wait = request_limiter.take(agent ? "node " + p.scope : "principal " + p.subject,
                                               expensive ? l.expensive_cost : 1, l.rate, l.burst,
@@ -331,6 +334,7 @@ struct ApiServer::Impl {
   void install_budget_routes();     // api_budgets.cpp
   void install_node_routes();       // api_nodes.cpp
   void install_usage_routes();      // api_usage.cpp: usage and report
+  void install_advice_routes();     // api_advice.cpp: right-sizing advice from telemetry
   void install_standing_routes();   // api_standing.cpp: each budget's standing (allot me)
   void install_agent_routes();      // api_agent.cpp: the agent protocol
   void install_agent_log_routes();  // api_logs.cpp: agents uploading logs

@@ -64,6 +64,19 @@ ApiServer::Impl::GateFields ApiServer::Impl::gate_fields(const Principal& p, jso
   return g;
 }
 
+namespace {
+
+// A JSON object's text with "hint": `hint` added (unchanged when there is none).
+std::string with_hint(std::string text, const std::string& hint) {
+  if (hint.empty()) return text;
+  const auto end = text.rfind('}');
+  if (end == std::string::npos) return text;
+  text.replace(end, 1, ",\"hint\":" + json(hint).dump() + "}");
+  return text;
+}
+
+}  // namespace
+
 void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply reply) {
   httplib::Response res;
   bool written = false;
@@ -207,48 +220,53 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
       batch.push_back(op::InsertJob{rec});
     }
     const bool array = gate.array.has_value();
-    store->write_async(std::move(batch), [this, jobs, array, reply](core::Status st) {
-      httplib::Response res;
-      answering(res, [&] {
-        auto& [rec, spec] = jobs->front();
-        if (st.ok()) {
-          send_text(res, 201, array ? array_text(*jobs) : job_text(rec));
-          for (auto& [r, s] : *jobs) ctl->submitted(std::move(r), std::move(s));
-        } else {
-          auto existing = st.error().field == "idempotency_key"
-                              ? store->job_by_key(rec.owner, rec.idempotency_key)
-                              : std::nullopt;
-          if (!existing) throw HttpError{503, "store", st.error().reason};
-          const bool same_array =
-              array ? existing->array_job == existing->id : existing->array_job == 0;
-          if (existing->spec_json != rec.spec_json || existing->budget != rec.budget ||
-              !same_array) {
-            throw HttpError{409, "idempotency_key",
-                            "already used for job " + std::to_string(existing->id) +
-                                " with a different request"};
-          }
-          if (!array) {
-            send_text(res, 200, job_text(*existing));
-            return;
-          }
-          // The array it made: each task by its key.
-          std::vector<std::pair<store::JobRecord, core::JobSpec>> made;
-          made.emplace_back(*existing, core::JobSpec{});
-          for (std::size_t i = 1; i < jobs->size(); ++i) {
-            const auto& key = (*jobs)[i].first.idempotency_key;
-            auto task = store->job_by_key(rec.owner, key);
-            if (!task || task->array_job != existing->id) {
-              throw HttpError{409, "idempotency_key",
-                              "already used for job " + std::to_string(existing->id) +
-                                  " with a different request"};
+    // Never a refusal: a hint when the budget's recent jobs of this shape used much less.
+    std::string hint =
+        submission_hint(json::parse(pj.canonical_json, nullptr, false),
+                        shape_history.recent(pj.budget, pj.canonical_json), opts.advice);
+    store->write_async(
+        std::move(batch), [this, jobs, array, reply, hint = std::move(hint)](core::Status st) {
+          httplib::Response res;
+          answering(res, [&] {
+            auto& [rec, spec] = jobs->front();
+            if (st.ok()) {
+              send_text(res, 201, with_hint(array ? array_text(*jobs) : job_text(rec), hint));
+              for (auto& [r, s] : *jobs) ctl->submitted(std::move(r), std::move(s));
+            } else {
+              auto existing = st.error().field == "idempotency_key"
+                                  ? store->job_by_key(rec.owner, rec.idempotency_key)
+                                  : std::nullopt;
+              if (!existing) throw HttpError{503, "store", st.error().reason};
+              const bool same_array =
+                  array ? existing->array_job == existing->id : existing->array_job == 0;
+              if (existing->spec_json != rec.spec_json || existing->budget != rec.budget ||
+                  !same_array) {
+                throw HttpError{409, "idempotency_key",
+                                "already used for job " + std::to_string(existing->id) +
+                                    " with a different request"};
+              }
+              if (!array) {
+                send_text(res, 200, job_text(*existing));
+                return;
+              }
+              // The array it made: each task by its key.
+              std::vector<std::pair<store::JobRecord, core::JobSpec>> made;
+              made.emplace_back(*existing, core::JobSpec{});
+              for (std::size_t i = 1; i < jobs->size(); ++i) {
+                const auto& key = (*jobs)[i].first.idempotency_key;
+                auto task = store->job_by_key(rec.owner, key);
+                if (!task || task->array_job != existing->id) {
+                  throw HttpError{409, "idempotency_key",
+                                  "already used for job " + std::to_string(existing->id) +
+                                      " with a different request"};
+                }
+                made.emplace_back(*task, core::JobSpec{});
+              }
+              send_text(res, 200, array_text(made));
             }
-            made.emplace_back(*task, core::JobSpec{});
-          }
-          send_text(res, 200, array_text(made));
-        }
-      });
-      reply(std::move(res));
-    });
+          });
+          reply(std::move(res));
+        });
     written = true;
   });
   if (!written) reply(std::move(res));
@@ -403,8 +421,13 @@ void ApiServer::Impl::install_job_routes() {
           check_query(req, {});
           auto j = visible_job(p, req.matches[1]);
           auto snap = ctl->snapshot();
-          json out = {{"id", j.id},       {"run", j.runs},          {"current", nullptr},
-                      {"total", nullptr}, {"flags", json::array()}, {"samples", json::array()}};
+          json out = {{"id", j.id},
+                      {"run", j.runs},
+                      {"current", nullptr},
+                      {"total", nullptr},
+                      {"flags", json::array()},
+                      {"advice", json::array()},
+                      {"samples", json::array()}};
           // The current run's recent points, as the agents reported them (in memory only).
           for (const auto& pt : telemetry_series.points(j.id, j.runs)) {
             out["samples"].push_back({{"time", pt.time},
@@ -414,7 +437,15 @@ void ApiServer::Impl::install_job_routes() {
           }
           const auto spec = parsed_or(j.spec_json, json::object());
           for (const auto& t : store->telemetry(j.id)) {
-            if (t.run == 0) out["total"] = telemetry_json(t);
+            if (t.run == 0) {
+              out["total"] = telemetry_json(t);
+              // The same advice as GET /advice: over every run of the job.
+              for (const auto& a : job_advice(t, spec, *snap->catalog, opts.advice)) {
+                json i = {{"reason", a.reason}, {"hint", a.hint}};
+                if (!a.suggestion.empty()) i["suggestion"] = a.suggestion;
+                out["advice"].push_back(std::move(i));
+              }
+            }
             if (t.run != j.runs || j.runs == 0) continue;
             out["current"] = telemetry_json(t);
             for (const auto& f : telemetry_flags(t, spec, *snap->catalog)) {

@@ -17,7 +17,7 @@ struct RequestLimits {
   double burst = 2000;               // requests at once, after a quiet spell
   double unauthenticated_rate = 20;  // requests a second per address without a valid token
   double unauthenticated_burst = 200;
-  double expensive_cost = 10;        // what one /usage or /report request takes from a bucket
+  double expensive_cost = 10;        // what one /usage, /report or /advice request takes
   std::size_t max_tracked = 100000;  // buckets kept at most (principals and addresses)
 };
 

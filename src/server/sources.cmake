@@ -2,7 +2,9 @@
 # (fuzz/CMakeLists.txt), which compiles them itself with its instrumentation. A new file of the
 # server goes here only.
 set(ALLOT_SERVER_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/advice.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/api_advice.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_agent.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_budgets.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_dashboard.cpp
@@ -39,6 +41,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/quota.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/request_limits.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shape_history.cpp
   ${CMAKE_CURRENT_LIST_DIR}/standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry_series.cpp

@@ -51,7 +51,8 @@ std::string like_prefix(const std::string& path) {
 
 const std::string kTelemetryCols =
     "job_id, run, budget, samples, seconds, gpu_seconds, used_gpu_seconds, util_sum, util_peak, "
-    "mem_peak_mib, mem_total_mib, cpu_sum, io_sum, first_time, last_time";
+    "mem_peak_mib, mem_total_mib, cpu_sum, io_sum, first_time, last_time, idle_seconds, "
+    "starved_seconds";
 const std::string kTokenCols = "id, hash, name, role, subject, scope, created, revoked";
 const std::string kLedgerSelect =
     "SELECT id, job_id, owner, budget, cluster, start, \"end\", milli, allocated FROM ledger ";
@@ -112,6 +113,8 @@ TelemetryRecord read_telemetry(const PgResult& r, int i) {
   t.io_sum = r.real(i, 12);
   t.first_time = r.integer(i, 13);
   t.last_time = r.integer(i, 14);
+  t.idle_seconds = r.real(i, 15);
+  t.starved_seconds = r.real(i, 16);
   return t;
 }
 TokenRecord read_token(const PgResult& r, int i) {
@@ -500,7 +503,7 @@ class PostgresStore final : public Store {
   Status apply_telemetry(const TelemetryRecord& d) {
     static const std::string sql =
         "INSERT INTO job_telemetry AS t (" + kTelemetryCols + ") VALUES (" +
-        pg_placeholders(1, 15) +
+        pg_placeholders(1, 17) +
         ") ON CONFLICT (job_id, run) DO UPDATE SET "
         "samples = t.samples + excluded.samples, seconds = t.seconds + excluded.seconds, "
         "gpu_seconds = t.gpu_seconds + excluded.gpu_seconds, "
@@ -511,13 +514,15 @@ class PostgresStore final : public Store {
         "mem_total_mib = GREATEST(t.mem_total_mib, excluded.mem_total_mib), "
         "cpu_sum = t.cpu_sum + excluded.cpu_sum, io_sum = t.io_sum + excluded.io_sum, "
         "first_time = LEAST(t.first_time, excluded.first_time), "
-        "last_time = GREATEST(t.last_time, excluded.last_time)";
+        "last_time = GREATEST(t.last_time, excluded.last_time), "
+        "idle_seconds = t.idle_seconds + excluded.idle_seconds, "
+        "starved_seconds = t.starved_seconds + excluded.starved_seconds";
     for (int run : {d.run, 0}) {
-      auto r =
-          wconn_.exec(sql, PgParams().all(static_cast<std::int64_t>(d.job), run, d.budget,
-                                          d.samples, d.seconds, d.gpu_seconds, d.used_gpu_seconds,
-                                          d.util_sum, d.util_peak, d.mem_peak_mib, d.mem_total_mib,
-                                          d.cpu_sum, d.io_sum, d.first_time, d.last_time));
+      auto r = wconn_.exec(
+          sql, PgParams().all(static_cast<std::int64_t>(d.job), run, d.budget, d.samples, d.seconds,
+                              d.gpu_seconds, d.used_gpu_seconds, d.util_sum, d.util_peak,
+                              d.mem_peak_mib, d.mem_total_mib, d.cpu_sum, d.io_sum, d.first_time,
+                              d.last_time, d.idle_seconds, d.starved_seconds));
       if (!r.ok()) return Error{"store", r.error()};
     }
     return core::ok_status();

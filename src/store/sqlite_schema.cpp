@@ -163,6 +163,12 @@ ALTER TABLE jobs ADD COLUMN array_job INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN array_index INTEGER NOT NULL DEFAULT -1;
 ALTER TABLE jobs ADD COLUMN array_limit INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 9: waste telemetry (server/advice.h): the seconds a job's GPUs were idle, and the seconds
+    // they were starved by its input pipeline, as each telemetry report classifies its interval.
+    R"sql(
+ALTER TABLE job_telemetry ADD COLUMN idle_seconds REAL NOT NULL DEFAULT 0;
+ALTER TABLE job_telemetry ADD COLUMN starved_seconds REAL NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

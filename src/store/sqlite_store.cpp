@@ -531,7 +531,8 @@ class SqliteStore final : public Store {
       "registered_at, last_heartbeat, address, devices, agent, timed_out";
   static constexpr const char* kTelemetryCols =
       "job_id, run, budget, samples, seconds, gpu_seconds, used_gpu_seconds, util_sum, util_peak, "
-      "mem_peak_mib, mem_total_mib, cpu_sum, io_sum, first_time, last_time";
+      "mem_peak_mib, mem_total_mib, cpu_sum, io_sum, first_time, last_time, idle_seconds, "
+      "starved_seconds";
   static constexpr const char* kTokenCols =
       "id, hash, name, role, subject, scope, created, revoked";
 
@@ -572,6 +573,8 @@ class SqliteStore final : public Store {
     t.io_sum = sqlite3_column_double(st, 12);
     t.first_time = col_int(st, 13);
     t.last_time = col_int(st, 14);
+    t.idle_seconds = sqlite3_column_double(st, 15);
+    t.starved_seconds = sqlite3_column_double(st, 16);
     return t;
   }
   static TokenRecord read_token(sqlite3_stmt* st) {
@@ -636,7 +639,7 @@ class SqliteStore final : public Store {
     for (int run : {d.run, 0}) {
       auto* st = wconn_.prepare(
           std::string("INSERT INTO job_telemetry (") + kTelemetryCols +
-          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(job_id, run) DO UPDATE SET "
+          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(job_id, run) DO UPDATE SET "
           "samples = samples + excluded.samples, seconds = seconds + excluded.seconds, "
           "gpu_seconds = gpu_seconds + excluded.gpu_seconds, "
           "used_gpu_seconds = used_gpu_seconds + excluded.used_gpu_seconds, "
@@ -646,10 +649,13 @@ class SqliteStore final : public Store {
           "mem_total_mib = MAX(mem_total_mib, excluded.mem_total_mib), "
           "cpu_sum = cpu_sum + excluded.cpu_sum, io_sum = io_sum + excluded.io_sum, "
           "first_time = MIN(first_time, excluded.first_time), "
-          "last_time = MAX(last_time, excluded.last_time)");
+          "last_time = MAX(last_time, excluded.last_time), "
+          "idle_seconds = idle_seconds + excluded.idle_seconds, "
+          "starved_seconds = starved_seconds + excluded.starved_seconds");
       bind_args(st, static_cast<std::int64_t>(d.job), run, d.budget, d.samples, d.seconds,
                 d.gpu_seconds, d.used_gpu_seconds, d.util_sum, d.util_peak, d.mem_peak_mib,
-                d.mem_total_mib, d.cpu_sum, d.io_sum, d.first_time, d.last_time);
+                d.mem_total_mib, d.cpu_sum, d.io_sum, d.first_time, d.last_time, d.idle_seconds,
+                d.starved_seconds);
       if (auto s = step(st); !s.ok()) return s;
     }
     return core::ok_status();

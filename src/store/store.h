@@ -171,8 +171,10 @@ struct TelemetryRecord {
   double util_peak = 0;         // percent
   std::int64_t mem_peak_mib = 0;
   std::int64_t mem_total_mib = 0;
-  double cpu_sum = 0;  // sum of (mean CPU % x samples)
-  double io_sum = 0;   // sum of (mean I/O wait % x samples)
+  double cpu_sum = 0;          // sum of (mean CPU % x samples)
+  double io_sum = 0;           // sum of (mean I/O wait % x samples)
+  double idle_seconds = 0;     // of `seconds`, those in intervals its GPUs were idle
+  double starved_seconds = 0;  // ... those in which its input pipeline starved them
   Time first_time = 0;
   Time last_time = 0;
   double util_mean() const { return samples > 0 ? util_sum / static_cast<double>(samples) : 0; }

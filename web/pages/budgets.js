@@ -125,6 +125,18 @@ function ranks(st) {
     table(["Budget", "Cluster", "Rank", "Standing", "Why"], rows, { id: "ranks" }));
 }
 
+// Right-sizing advice this week per budget (GET /advice, what `allot advise` prints): the jobs
+// measured and named, for each reason, and the GPU-hours measured, idle and starved.
+function waste(a) {
+  return h("div", {}, h("h2", {}, "Waste, last 7 days"),
+    a.budgets.length ? table(["Budget", "Jobs measured", "Named", "Idle", "Starved", "Oversized",
+      "GPU-h", "Idle GPU-h", "Starved GPU-h"], a.budgets.map((b) => [b.budget,
+      num(b.jobs_measured), num(b.jobs_named), num(b.idle), num(b.starved),
+      num(b.oversized_memory), num(b.gpu_hours.toFixed(1)), num(b.idle_gpu_hours.toFixed(1)),
+      num(b.starved_gpu_hours.toFixed(1))]), { id: "waste" })
+      : h("p", { class: "muted", id: "waste" }, "No job measured this week."));
+}
+
 // The audit log of changes to budgets the signed-in principal may read (admins: all; managers:
 // their scope), newest first.
 function auditLog(a) {
@@ -142,6 +154,7 @@ export async function budgetsPage(_m, params) {
   const list = tree.budgets;
   // The standing reads the last 7 days too: at most once a minute.
   const order = cached("standing", 60000, "/standing");
+  const advice = cached("advice-week", 300000, "/advice");
   const auditScope = who.role === "admin" ? "/" : who.role === "manager" ? who.scope : null;
   const audit = auditScope
     ? api(`/budgets/audit?path=${encodeURIComponent(auditScope)}&limit=20`) : null;
@@ -176,5 +189,6 @@ export async function budgetsPage(_m, params) {
     later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
     later(report.then(weekOf), (w) => w, "Loading the last 7 days…"),
     later(order, ranks, "Loading the fair-share order…"),
+    later(advice, waste, "Loading the week's waste…"),
     audit ? later(audit, auditLog, "Loading the audit log…") : "");
 }

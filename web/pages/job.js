@@ -100,6 +100,9 @@ export async function jobPage(m) {
     ...tel.flags.map((f) => [f.flag, f.hint])])
       : h("p", { class: "muted" }, "No telemetry yet (simulated nodes send none)."),
     sparklines(tel.samples),
+    // Right-sizing advice over all its runs: the same as `allot advise` (GET /advice).
+    ...((tel.advice || []).length ? [h("h2", {}, "Advice"),
+      h("div", { id: "advice" }, kv(tel.advice.map((a) => [a.reason, a.hint])))] : []),
     h("h2", {}, "Log tail (stdout)"),
     await logTail(j));
 }
