@@ -25,7 +25,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   if (!read) return;
   // In the same pass: what each leaf holds, allocated or not, for "victims within their share"
   // (§8; preemption.cpp's within_share).
-  const bool held = config_.preemption && (config_.spare_work_within_share || config_.share_claims);
+  const bool held = config_.preemption && (config_.spare_work_within_share || claims_on());
   if (held) s.held_all.assign(n, 0);
   for (const auto& [id, entry] : running_[c]) {
     const JobEntry& j = *entry;

@@ -97,11 +97,14 @@ bool Scheduler::within_share(const ClusterScratch& s, const JobEntry& v) const {
          fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
 }
 
+// Whether share claims act: a rule of lookback funding, by preemption.
+bool Scheduler::claims_on() const {
+  return config_.share_claims && config_.funding == Funding::Lookback && config_.preemption;
+}
+
 // Room left under leaf b's share of the cluster, counting every GPU it runs now.
 Milli Scheduler::share_room(const ClusterScratch& s, BudgetId b) const {
-  if (!config_.share_claims || config_.funding != Funding::Lookback || b >= s.held_now.size()) {
-    return -1;
-  }
+  if (!claims_on() || b >= s.held_now.size()) return -1;
   const double share = fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
   return static_cast<Milli>(share) - s.held_now[b];
 }

@@ -299,6 +299,7 @@ class Scheduler : private detail::SchedulerState {
   bool may_take(ClusterScratch& s, const JobEntry& victim, const JobEntry& requester) const;
   bool preempted_enough(const JobEntry& v) const;
   bool within_share(const ClusterScratch& s, const JobEntry& v) const;
+  bool claims_on() const;
   bool claims_share(const ClusterScratch& s, const JobEntry& j) const;
   bool over_share(const ClusterScratch& s, const JobEntry& v) const;
   Milli share_room(const ClusterScratch& s, BudgetId b) const;

@@ -105,7 +105,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
       if (preempted_enough(j)) continue;
       s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, within_share(s, j),
                                                   work_at_risk(j), slots_on(j.run.placement, n)});
-      s.claimable += config_.share_claims && !j.run.allocated && over_share(s, j);
+      s.claimable += claims_on() && !j.run.allocated && over_share(s, j);
     }
     if (s.exposed.size() == first) continue;
     std::sort(s.exposed.begin() + static_cast<std::ptrdiff_t>(first), s.exposed.end(),
