@@ -241,11 +241,13 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
                 : s.preemption_considered++ < config_.max_preemption_attempts)) {
     // The same request from the same budget against the same pool fails the same way.
     const auto attempt_key = std::make_pair(key, j.spec.budget * 2 + (claiming ? 1 : 0));
-    s.claiming = claiming;
     auto& failed_at = s.preemption_failed[attempt_key];
     if (holder || failed_at != stamp + 1) {
       ++out.stats.preemption_attempts;
-      if (try_preempt(c, s, j, mask, out)) {
+      s.claiming = claiming;  // for try_preempt's victim rules only
+      const bool took = try_preempt(c, s, j, mask, out);
+      s.claiming = false;
+      if (took) {
         started.insert(j.spec.id);
         return;
       }
