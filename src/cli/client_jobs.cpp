@@ -72,6 +72,31 @@ json from_yaml_spec(const std::string& file, json body) {
   return body;
 }
 
+// A job whose directory does not exist fails when it starts, maybe hours later: refused here,
+// before sending, with the reason. A relative one is taken from the submit directory (like
+// sbatch -D); the server refuses what is still not absolute.
+void check_workdir(json& workdir, bool given) {
+  if (!workdir.is_string()) die(kUsage, "workdir: must be a directory's path");
+  const std::string what = given ? "--workdir" : "the submit directory (the default --workdir)";
+  std::filesystem::path dir = workdir.get<std::string>();
+  if (dir.empty()) die(kUsage, what + ": empty");
+  std::error_code ec;
+  if (dir.is_relative()) {
+    dir = std::filesystem::absolute(dir, ec).lexically_normal();
+    if (ec) die(kUsage, what + ": " + workdir.get<std::string>() + ": " + ec.message());
+    workdir = dir.string();
+  }
+  const auto st = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(st)) {
+    die(kUsage, what + ": " + dir.string() +
+                    ": no such directory (the job starts there: give one that exists, on a path "
+                    "the nodes share)");
+  }
+  if (!std::filesystem::is_directory(st)) {
+    die(kUsage, what + ": " + dir.string() + ": not a directory");
+  }
+}
+
 json job_events(const Conn& c, const std::string& id) {
   auto ev = request(c, "GET", "/api/v1/jobs/" + id + "/events");
   return ev.value("events", json::array());
@@ -193,6 +218,7 @@ int cmd_submit(const Args& a, const Conn& c) {
   if (a.has("cluster")) body["clusters"] = {a.get("cluster")};
   if (a.has("resumable")) body["resumable"] = true;
   if (a.has("key")) body["idempotency_key"] = a.get("key");
+  const bool workdir_given = a.has("workdir") || body.contains("workdir");
   if (a.has("workdir")) body["workdir"] = a.get("workdir");
   // Like sbatch: a job starts where it was submitted from (a path the nodes share), unless told.
   if (!body.contains("workdir")) {
@@ -200,6 +226,7 @@ int cmd_submit(const Args& a, const Conn& c) {
     const auto cwd = std::filesystem::current_path(ec);
     if (!ec && cwd.is_absolute()) body["workdir"] = cwd.string();
   }
+  if (body.contains("workdir")) check_workdir(body["workdir"], workdir_given);
   if (a.has("memory")) body["memory_mib"] = parse_mib("--memory", a.get("memory"));
   if (a.has("cpus")) body["cpus"] = parse_number("--cpus", a.get("cpus"));
   if (a.has("container")) body["container"] = a.get("container");

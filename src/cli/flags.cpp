@@ -57,7 +57,9 @@ std::vector<CommandSpec> build() {
            {"resumable", "", "the job may be stopped and requeued (it checkpoints)"},
            {"key", "KEY", "idempotency key: a retried submit with it makes no second job"},
            {"env", "NAME=VALUE", "an environment variable (repeatable)", {}, false, true},
-           {"workdir", "DIR", "the absolute directory the job starts in"},
+           {"workdir", "DIR",
+            "the directory the job starts in, on a path the nodes share; it must exist (a "
+            "relative one is taken from here) (default: the directory you submit from)"},
            {"memory", "SIZE", "host memory, e.g. 64G, 512M, 1T"},
            {"cpus", "N", "CPU cores"},
            {"container", "IMAGE", "run in this container image"},
