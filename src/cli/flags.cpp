@@ -358,10 +358,10 @@ const CommandSpec* find_command(const std::string& command, const std::string& s
 }
 
 // The one-letter aliases, the same for every command that takes the long flag (kubectl's and
-// tail's habits). -h is --help everywhere.
+// tail's habits).
 const std::vector<std::pair<char, std::string>>& short_flags() {
   static const std::vector<std::pair<char, std::string>> list = {
-      {'f', "follow"}, {'o', "output"}, {'w', "watch"}};
+      {'f', "follow"}, {'h', "help"}, {'o', "output"}, {'w', "watch"}};
   return list;
 }
 
