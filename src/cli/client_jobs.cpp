@@ -75,9 +75,9 @@ json from_yaml_spec(const std::string& file, json body) {
 // A job whose directory does not exist fails when it starts, maybe hours later: refused here,
 // before sending, with the reason. A relative one is taken from the submit directory (like
 // sbatch -D); the server refuses what is still not absolute.
-void check_workdir(json& workdir, bool given) {
-  if (!workdir.is_string()) die(kUsage, "workdir: must be a directory's path");
-  const std::string what = given ? "--workdir" : "the submit directory (the default --workdir)";
+// `what` names where it came from: "--workdir", the YAML's "workdir", or the submit directory.
+void check_workdir(json& workdir, const std::string& what) {
+  if (!workdir.is_string()) die(kUsage, what + ": must be a directory's path");
   std::filesystem::path dir = workdir.get<std::string>();
   if (dir.empty()) die(kUsage, what + ": empty");
   std::error_code ec;
@@ -218,7 +218,10 @@ int cmd_submit(const Args& a, const Conn& c) {
   if (a.has("cluster")) body["clusters"] = {a.get("cluster")};
   if (a.has("resumable")) body["resumable"] = true;
   if (a.has("key")) body["idempotency_key"] = a.get("key");
-  const bool workdir_given = a.has("workdir") || body.contains("workdir");
+  const std::string workdir_from = a.has("workdir")           ? "--workdir"
+                                   : body.contains("workdir") ? a.pos[0] + ": workdir"
+                                                              : "the submit directory (the "
+                                                                "default --workdir)";
   if (a.has("workdir")) body["workdir"] = a.get("workdir");
   // Like sbatch: a job starts where it was submitted from (a path the nodes share), unless told.
   if (!body.contains("workdir")) {
@@ -226,7 +229,7 @@ int cmd_submit(const Args& a, const Conn& c) {
     const auto cwd = std::filesystem::current_path(ec);
     if (!ec && cwd.is_absolute()) body["workdir"] = cwd.string();
   }
-  if (body.contains("workdir")) check_workdir(body["workdir"], workdir_given);
+  if (body.contains("workdir")) check_workdir(body["workdir"], workdir_from);
   if (a.has("memory")) body["memory_mib"] = parse_mib("--memory", a.get("memory"));
   if (a.has("cpus")) body["cpus"] = parse_number("--cpus", a.get("cpus"));
   if (a.has("container")) body["container"] = a.get("container");

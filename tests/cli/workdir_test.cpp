@@ -27,9 +27,11 @@ TEST_F(Cli, SubmitRefusesAMissingOrNonDirectoryWorkdir) {
   EXPECT_EQ(f.code, 2) << f.out;
   EXPECT_NE(f.err.find("--workdir: " + a_file + ": not a directory"), std::string::npos) << f.err;
   // From a YAML spec too.
-  auto y = allot({"submit", file("wd.yaml", "budget: /lab/wd\nworkdir: " + missing + "\n")});
+  const auto yaml = file("wd.yaml", "budget: /lab/wd\nworkdir: " + missing + "\n");
+  auto y = allot({"submit", yaml});
   EXPECT_EQ(y.code, 2) << y.out;
-  EXPECT_NE(y.err.find("no such directory"), std::string::npos) << y.err;
+  EXPECT_NE(y.err.find(yaml + ": workdir: " + missing + ": no such directory"), std::string::npos)
+      << y.err;
   EXPECT_EQ(jobs_before(), 0u) << "nothing was sent";
 
   // A relative one is taken from the submit directory (the test's working directory).
