@@ -41,9 +41,15 @@ int client_main(int argc, char** argv) {
   const std::string cmd = argv[0];
   std::vector<std::string> words(argv + 1, argv + argc);
   // Errors as JSON for scripts, even those of parsing the flags (stops at "--": the job's own).
-  for (const auto& w : words) {
+  // `-o json` (kubectl's way) is --json.
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const auto& w = words[i];
     if (w == "--") break;
-    if (w == "--json") client::set_json_errors(true);
+    const bool next_json = i + 1 < words.size() && words[i + 1] == "json";
+    if (w == "--json" || w == "-ojson" || w == "--output=json" ||
+        ((w == "-o" || w == "--output") && next_json)) {
+      client::set_json_errors(true);
+    }
   }
   // budget and token have subcommands, each with its own flags; the first word names it.
   std::string sub;
@@ -85,6 +91,7 @@ int client_main(int argc, char** argv) {
   auto parsed = parse_flags(*spec, words);
   if (!parsed.error.empty()) die(kUsage, parsed.error);
   Args a = std::move(parsed.args);
+  if (a.get("output") == "json") a.opt["json"] = "1";
   if (a.has("help")) {
     std::printf("%s", help_text(*spec).c_str());
     return kOk;

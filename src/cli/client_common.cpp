@@ -251,9 +251,9 @@ int terminal_width() {
   return 120;
 }
 
-// Prints rows as columns; the last column is cut to fit the terminal.
-void table(const std::vector<std::string>& head,
-           const std::vector<std::vector<std::string>>& rows) {
+// Prints rows as columns; the last column is cut to fit the terminal unless `cut` is false.
+void table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows,
+           bool cut) {
   std::vector<std::size_t> w(head.size());
   for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
   for (const auto& r : rows) {
@@ -270,7 +270,7 @@ void table(const std::vector<std::string>& head,
       }
       out += cell;
     }
-    if (static_cast<int>(out.size()) > width)
+    if (cut && static_cast<int>(out.size()) > width)
       out = out.substr(0, static_cast<std::size_t>(width - 1)) + "…";
     std::printf("%s\n", out.c_str());
   };

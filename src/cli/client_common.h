@@ -60,8 +60,9 @@ std::string random_key();
 
 // Printing.
 int terminal_width();
-// Prints rows as columns; the last column is cut to fit the terminal.
-void table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows);
+// Prints rows as columns; the last column is cut to fit the terminal unless `cut` is false.
+void table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows,
+           bool cut = true);
 std::string gpus_of(const json& j);
 std::string ago(long long t);  // "5m": how long ago the Unix time `t` was
 

@@ -72,6 +72,31 @@ json from_yaml_spec(const std::string& file, json body) {
   return body;
 }
 
+// A job whose directory does not exist fails when it starts, maybe hours later: refused here,
+// before sending, with the reason. A relative one is taken from the submit directory (like
+// sbatch -D); the server refuses what is still not absolute.
+// `what` names where it came from: "--workdir", the YAML's "workdir", or the submit directory.
+void check_workdir(json& workdir, const std::string& what) {
+  if (!workdir.is_string()) die(kUsage, what + ": must be a directory's path");
+  std::filesystem::path dir = workdir.get<std::string>();
+  if (dir.empty()) die(kUsage, what + ": empty");
+  std::error_code ec;
+  if (dir.is_relative()) {
+    dir = std::filesystem::absolute(dir, ec).lexically_normal();
+    if (ec) die(kUsage, what + ": " + workdir.get<std::string>() + ": " + ec.message());
+    workdir = dir.string();
+  }
+  const auto st = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(st)) {
+    die(kUsage, what + ": " + dir.string() +
+                    ": no such directory (the job starts there: give one that exists, on a path "
+                    "the nodes share)");
+  }
+  if (!std::filesystem::is_directory(st)) {
+    die(kUsage, what + ": " + dir.string() + ": not a directory");
+  }
+}
+
 json job_events(const Conn& c, const std::string& id) {
   auto ev = request(c, "GET", "/api/v1/jobs/" + id + "/events");
   return ev.value("events", json::array());
@@ -193,6 +218,10 @@ int cmd_submit(const Args& a, const Conn& c) {
   if (a.has("cluster")) body["clusters"] = {a.get("cluster")};
   if (a.has("resumable")) body["resumable"] = true;
   if (a.has("key")) body["idempotency_key"] = a.get("key");
+  const std::string workdir_from = a.has("workdir")           ? "--workdir"
+                                   : body.contains("workdir") ? a.pos[0] + ": workdir"
+                                                              : "the submit directory (the "
+                                                                "default --workdir)";
   if (a.has("workdir")) body["workdir"] = a.get("workdir");
   // Like sbatch: a job starts where it was submitted from (a path the nodes share), unless told.
   if (!body.contains("workdir")) {
@@ -200,6 +229,7 @@ int cmd_submit(const Args& a, const Conn& c) {
     const auto cwd = std::filesystem::current_path(ec);
     if (!ec && cwd.is_absolute()) body["workdir"] = cwd.string();
   }
+  if (body.contains("workdir")) check_workdir(body["workdir"], workdir_from);
   if (a.has("memory")) body["memory_mib"] = parse_mib("--memory", a.get("memory"));
   if (a.has("cpus")) body["cpus"] = parse_number("--cpus", a.get("cpus"));
   if (a.has("container")) body["container"] = a.get("container");
@@ -262,7 +292,11 @@ int cmd_submit(const Args& a, const Conn& c) {
   return kOk;
 }
 
-int cmd_ls(const Args& a, const Conn& c) {
+namespace {
+
+// One listing of `ls`: the table (under -o wide with more columns, uncut) or the JSON (on one
+// line when watching, one listing a line).
+void list_jobs(const Args& a, const Conn& c, bool one_line_json) {
   std::string q = "/api/v1/jobs?order=desc&limit=" + a.get("limit", "50");
   if (a.has("state"))
     q += "&state=" + qs_escape(a.get("state"));
@@ -272,9 +306,10 @@ int cmd_ls(const Args& a, const Conn& c) {
   if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
   auto r = request(c, "GET", q);
   if (a.has("json")) {
-    std::printf("%s\n", r["jobs"].dump(2).c_str());
-    return kOk;
+    std::printf("%s\n", r["jobs"].dump(one_line_json ? -1 : 2).c_str());
+    return;
   }
+  const bool wide = a.get("output") == "wide";
   std::vector<std::vector<std::string>> rows;
   const long long now = static_cast<long long>(std::time(nullptr));
   std::set<std::string> draining;  // asked once, only when some job is on a node
@@ -295,12 +330,79 @@ int cmd_ls(const Args& a, const Conn& c) {
       const auto code = w.value("code", ""), text = w.value("explanation", "");
       reason = text.rfind(code, 0) == 0 ? text : code + ": " + text;  // held (by USER) ...
     }
-    rows.push_back({id, j["name"], j["owner"], j["budget"], state, gpus_of(j), job_class(j),
-                    protection_left(j, now), ago(j["submit_time"].get<long long>()), reason});
+    std::vector<std::string> row = {id,
+                                    j["name"],
+                                    j["owner"],
+                                    j["budget"],
+                                    state,
+                                    gpus_of(j),
+                                    job_class(j),
+                                    protection_left(j, now),
+                                    ago(j["submit_time"].get<long long>())};
+    if (wide) {
+      std::string nodes;  // the placement has one entry per GPU: each node once, in order
+      std::set<std::string> seen;
+      for (const auto& g : j.value("placement", json::array())) {
+        const auto node = g.value("node", std::string("?"));
+        if (seen.insert(node).second) nodes += (nodes.empty() ? "" : ",") + node;
+      }
+      const auto& spec = j["spec"];
+      const long long min_runtime = spec.value("min_runtime", 0LL);
+      row.push_back(nodes.empty() ? "-" : nodes);
+      row.push_back(std::to_string(spec.value("nodes", 1)) + "x" +
+                    (spec.value("gpu_milli", 1000) < 1000
+                         ? gpus_of(j)
+                         : std::to_string(spec.value("gpus_per_node", 1))));
+      row.push_back(min_runtime > 0 ? human_duration(min_runtime) : "0");
+      row.push_back(spec.value("priority", std::string("normal")));
+      row.push_back(local_time(j["submit_time"].get<long long>(), now));
+    }
+    row.push_back(reason);
+    rows.push_back(std::move(row));
   }
-  table({"ID", "NAME", "OWNER", "BUDGET", "STATE", "GPUS", "CLASS", "PROTECTED", "AGE", "REASON"},
-        rows);
-  return kOk;
+  std::vector<std::string> head = {"ID",   "NAME",  "OWNER",     "BUDGET", "STATE",
+                                   "GPUS", "CLASS", "PROTECTED", "AGE"};
+  if (wide) {
+    for (const char* h : {"NODES", "SHAPE", "MIN-RUNTIME", "PRIORITY", "SUBMITTED"}) {
+      head.emplace_back(h);
+    }
+  }
+  head.emplace_back("REASON");
+  table(head, rows, /*cut=*/!wide);
+}
+
+}  // namespace
+
+int cmd_ls(const Args& a, const Conn& c) {
+  if (a.has("watch-count") && !a.has("watch")) die(kUsage, "ls: --watch-count needs --watch");
+  if (!a.has("watch")) {
+    list_jobs(a, c, false);
+    return kOk;
+  }
+  const auto given = a.get("watch");
+  const long long interval = given.empty() ? 2 : parse_duration("--watch", given);
+  if (interval < 1) die(kUsage, "--watch: the interval must be at least 1s");
+  const long long count =
+      a.has("watch-count") ? parse_count("--watch-count", a.get("watch-count")) : 0;
+  if (a.has("watch-count") && count < 1) die(kUsage, "--watch-count: must be at least 1");
+  // Like watch(1): on a terminal, each listing replaces the last; piped, each follows a line of
+  // dashes with the time. Stops when interrupted (Ctrl-C) or after --watch-count listings.
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
+  for (long long n = 1;; ++n) {
+    const long long now = static_cast<long long>(std::time(nullptr));
+    if (!a.has("json")) {
+      const auto every = human_duration(interval), at = local_time(now, now);
+      if (terminal) {
+        std::printf("\033[H\033[2JEvery %s: allot ls    %s\n\n", every.c_str(), at.c_str());
+      } else {
+        std::printf("--- %s (every %s) ---\n", at.c_str(), every.c_str());
+      }
+    }
+    list_jobs(a, c, true);
+    std::fflush(stdout);
+    if (count > 0 && n >= count) return kOk;
+    std::this_thread::sleep_for(std::chrono::seconds(interval));
+  }
 }
 
 int cmd_show(const Args& a, const Conn& c) {

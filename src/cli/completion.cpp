@@ -47,6 +47,10 @@ std::string completion_script(const std::string& shell) {
         for (const auto& v : f.choices) vals += (vals.empty() ? "" : " ") + v;
         choice_cases +=
             "    " + quoted(c.name + " --" + f.name) + ") echo " + quoted(vals) + ";;\n";
+        if (const char letter = short_flag_of(f.name)) {  // "ls -o" too
+          choice_cases += "    " + quoted(c.name + " -" + std::string(1, letter)) + ") echo " +
+                          quoted(vals) + ";;\n";
+        }
       }
       if (takes_path(f)) path_flags.insert("--" + f.name);
     }

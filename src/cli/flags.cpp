@@ -57,7 +57,9 @@ std::vector<CommandSpec> build() {
            {"resumable", "", "the job may be stopped and requeued (it checkpoints)"},
            {"key", "KEY", "idempotency key: a retried submit with it makes no second job"},
            {"env", "NAME=VALUE", "an environment variable (repeatable)", {}, false, true},
-           {"workdir", "DIR", "the absolute directory the job starts in"},
+           {"workdir", "DIR",
+            "the directory the job starts in, on a path the nodes share; it must exist (a "
+            "relative one is taken from here) (default: the directory you submit from)"},
            {"memory", "SIZE", "host memory, e.g. 64G, 512M, 1T"},
            {"cpus", "N", "CPU cores"},
            {"container", "IMAGE", "run in this container image"},
@@ -87,11 +89,22 @@ std::vector<CommandSpec> build() {
                    {"budget", "PATH", "only jobs of this budget and the budgets under it"},
                    {"limit", "N", "at most N jobs (default 50)"},
                    {"all", "", "jobs in every state, ended ones too"},
+                   {"output",
+                    "F",
+                    "wide: the default columns and NODES (where it runs), SHAPE (nodes x GPUs "
+                    "per node), MIN-RUNTIME, PRIORITY and SUBMITTED (local time), uncut; json: "
+                    "the same as --json",
+                    {"wide", "json"}},
+                   {"watch", "[INTERVAL]",
+                    "list again every INTERVAL (default 2s) until interrupted (Ctrl-C); on a "
+                    "terminal the screen is cleared first, like watch(1), otherwise each listing "
+                    "follows a line of dashes (under --json: one JSON line per listing)"},
+                   {"watch-count", "N", "with --watch: stop after N listings (for scripts)"},
                },
                0,
                0,
                false,
-               "allot ls --state running,pending --budget /lab/nlp"});
+               "allot ls --state running,pending --budget /lab/nlp -o wide -w 5s"});
   c.push_back({"show",
                "JOB",
                "Everything about a job: its spec, contract, placement, telemetry "
@@ -142,7 +155,7 @@ std::vector<CommandSpec> build() {
                {{"stderr", "", "standard error instead of standard output"},
                 {"node", "NODE", "the output of one node of a gang"},
                 {"run", "N", "an earlier run (default: the latest)"},
-                {"follow", "", "keep printing until the run ended (also -f)"}},
+                {"follow", "", "keep printing until the run ended"}},
                1,
                1,
                false,
@@ -344,6 +357,28 @@ const CommandSpec* find_command(const std::string& command, const std::string& s
   return nullptr;
 }
 
+// The one-letter aliases, the same for every command that takes the long flag (kubectl's and
+// tail's habits).
+const std::vector<std::pair<char, std::string>>& short_flags() {
+  static const std::vector<std::pair<char, std::string>> list = {
+      {'f', "follow"}, {'h', "help"}, {'o', "output"}, {'w', "watch"}};
+  return list;
+}
+
+std::string short_flag_name(char letter) {
+  for (const auto& [c, name] : short_flags()) {
+    if (c == letter) return name;
+  }
+  return "";
+}
+
+char short_flag_of(const std::string& name) {
+  for (const auto& [c, n] : short_flags()) {
+    if (n == name) return c;
+  }
+  return 0;
+}
+
 std::string nearest(const std::string& typed, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t best_d = std::string::npos;
@@ -377,7 +412,19 @@ ParseResult parse_flags(const CommandSpec& spec, const std::vector<std::string>&
     return nullptr;
   };
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& s = args[i];
+    std::string s = args[i];
+    // A short alias the command takes: "-o wide", "-owide" and "-w" are "--output wide",
+    // "--output=wide" and "--watch".
+    if (s.size() >= 2 && s[0] == '-' && s[1] != '-') {
+      const auto long_name = short_flag_name(s[1]);
+      if (const FlagSpec* f = long_name.empty() ? nullptr : find(long_name)) {
+        if (s.size() == 2) {
+          s = "--" + f->name;
+        } else if (!f->value.empty()) {
+          s = "--" + f->name + "=" + s.substr(2);
+        }
+      }
+    }
     if (s == "--") {
       if (!spec.takes_command) return fail("takes no command after --");
       r.args.rest.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
@@ -385,10 +432,6 @@ ParseResult parse_flags(const CommandSpec& spec, const std::vector<std::string>&
     }
     if (s == "-h") {
       r.args.opt["help"] = "1";
-      continue;
-    }
-    if (s == "-f" && find("follow")) {
-      r.args.opt["follow"] = "1";
       continue;
     }
     if (s.size() > 1 && s[0] == '-' && s.rfind("--", 0) != 0) {
@@ -415,6 +458,13 @@ ParseResult parse_flags(const CommandSpec& spec, const std::vector<std::string>&
     if (f->value.empty()) {
       if (has_value) return fail("--" + key + " takes no value");
       r.args.opt[key] = "1";
+      continue;
+    }
+    if (!has_value && f->value.front() == '[') {
+      // An optional value ("--watch [INTERVAL]"): the next word, unless it is an option.
+      if (i + 1 < args.size() && args[i + 1].rfind('-', 0) != 0) value = args[++i];
+      if (r.args.opt.count(key)) return fail("--" + key + " given twice");
+      r.args.opt[key] = value;
       continue;
     }
     if (!has_value) {
@@ -483,7 +533,9 @@ std::string help_text(const CommandSpec& spec) {
   out += "\n\n" + spec.summary + "\n\noptions:\n";
   std::size_t width = 0;
   auto head = [](const FlagSpec& f) {
-    return "--" + f.name + (f.value.empty() ? "" : " " + f.value);
+    const char short_name = short_flag_of(f.name);
+    return (short_name ? std::string("-") + short_name + ", " : std::string()) + "--" + f.name +
+           (f.value.empty() ? "" : " " + f.value);
   };
   for (const auto& f : spec.flags) width = std::max(width, head(f).size());
   for (const auto& f : spec.flags) {

@@ -20,7 +20,8 @@ struct FlagSpec {
         list(list_),
         repeatable(repeatable_) {}
   std::string name;                  // without the dashes: "min-runtime"
-  std::string value;                 // what the value is ("DURATION"); empty for an on/off flag
+  std::string value;                 // what the value is ("DURATION"); empty for an on/off flag;
+                                     // in brackets ("[INTERVAL]") when it may be left out
   std::string help;                  // what it means, with units and the default
   std::vector<std::string> choices;  // the values it accepts, if it is one of a few
   bool list = false;                 // a comma-separated list of choices
@@ -63,6 +64,10 @@ const std::vector<CommandSpec>& client_commands();
 // Parses args (the words after the command and subcommand) against spec. Pure: no output, no
 // exit, so tests can call it.
 ParseResult parse_flags(const CommandSpec& spec, const std::vector<std::string>& args);
+// The long name of a one-letter alias ('o' -> "output"), "" if none; and back (0 if none). A
+// command takes the alias where it takes the long flag.
+std::string short_flag_name(char letter);
+char short_flag_of(const std::string& name);
 // The closest of `candidates` to `typed` when it is close enough to be a typo, else "".
 std::string nearest(const std::string& typed, const std::vector<std::string>& candidates);
 // The command's own usage: synopsis, what each flag means, an example, the exit codes.

@@ -72,6 +72,9 @@ TEST_F(Completion, CommandsSubcommandsFlagsAndValues) {
   EXPECT_EQ(complete({"allot", "budget", "usage", "--by", ""}),
             (std::vector<std::string>{"budget", "user"}));
   EXPECT_EQ(complete({"allot", "me", "--gp"}), std::vector<std::string>{"--gpus"});
+  // A one-letter alias completes the values of its long flag: kubectl's `-o wide`.
+  EXPECT_EQ(complete({"allot", "ls", "-o", ""}), (std::vector<std::string>{"wide", "json"}));
+  EXPECT_EQ(complete({"allot", "ls", "--output", "w"}), std::vector<std::string>{"wide"});
   // After "--" come the job's own command and arguments: no allot flags there.
   EXPECT_FALSE(has(complete({"allot", "submit", "--", "--b"}), "--budget"));
 }
