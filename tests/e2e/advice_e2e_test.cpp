@@ -9,27 +9,14 @@
 #include <array>
 #include <cstdio>
 
+#include "cli_run.h"
 #include "cluster.h"
 
 namespace allot::e2e {
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out;
-};
-
 CliRun cli(const Cluster& c, const std::string& args) {
-  const std::string cmd = "ALLOT_ADDR=" + c.url() + " ALLOT_TOKEN=" + c.admin() + " " + ALLOT_BIN +
-                          " " + args + " 2>&1";
-  CliRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int st = ::pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return run_allot(args, "ALLOT_ADDR=" + c.url() + " ALLOT_TOKEN=" + c.admin());
 }
 
 // The line block of job `id` in `allot advise`'s text ("" if it is not named).

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "../store/postgres_cluster.h"
+#include "cli_run.h"
 #include "cluster.h"
 #include "kept_jobs.h"
 #include "store/postgres_store.h"
@@ -73,17 +74,6 @@ TEST(PostgresEndToEnd, KillNineDuringASubmitStormLosesNoAcknowledgedJobAndAllRun
   EXPECT_EQ(opened.value()->count_jobs(), static_cast<std::int64_t>(acked.size()))
       << "a job that no client was acknowledged for, or one written twice";
   expect_acknowledged_jobs_kept(*opened.value(), acked);
-}
-
-// Runs `allot ARGS` and returns its exit status and output (stdout and stderr).
-std::pair<int, std::string> run_allot(const std::string& args) {
-  std::string out;
-  FILE* p = ::popen((std::string(ALLOT_BIN) + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
 // The move to production: a server on SQLite with waiting jobs is stopped, `allot store copy`

@@ -7,28 +7,17 @@
 #include <array>
 #include <cstdio>
 
+#include "cli_run.h"
 #include "cluster.h"
 
 namespace allot::e2e {
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out;
-};
+using Run = CliRun;
 
 // Runs the allot CLI with ALLOT_ADDR/ALLOT_TOKEN set; stdout and stderr together.
 Run cli(const std::string& addr, const std::string& token, const std::string& args) {
-  const std::string cmd =
-      "ALLOT_ADDR=" + addr + " ALLOT_TOKEN=" + token + " " + ALLOT_BIN + " " + args + " 2>&1";
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int st = ::pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return run_allot(args, "ALLOT_ADDR=" + addr + " ALLOT_TOKEN=" + token);
 }
 
 class UpTest : public ::testing::Test {
