@@ -87,26 +87,23 @@ bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, Bud
   const auto& sizes = pending_sizes_[pass];
   if (b >= sizes.size() || !budgets_.valid(b)) return false;
   const PendingSizes& mine = sizes[b];
+  // A lower bound on the total size of b's requests: the smallest one node's part of any.
+  Milli smallest = std::numeric_limits<Milli>::max();
+  if (!mine.per_node.empty()) smallest = *mine.per_node.begin() * kWholeGpu;
+  if (!mine.fraction.empty()) smallest = std::min(smallest, *mine.fraction.begin());
   // Funding matters while a funded job could still reserve or preempt in this pass.
   if (funded_may_act(s)) {
     if (mine.debug > 0 && config_.debug_always_funded) return false;
-    // The cheapest contract is not affordable, or the smallest request (at least one node's part
-    // of it) exceeds the burst cap, so none is funded (both tests are monotone).
+    // The cheapest contract is not affordable, or the smallest request exceeds the burst cap, so
+    // none is funded (both tests are monotone).
     BudgetId unused = kNoBudget;
-    Milli smallest = std::numeric_limits<Milli>::max();
-    if (!mine.per_node.empty()) smallest = *mine.per_node.begin() * kWholeGpu;
-    if (!mine.fraction.empty()) smallest = std::min(smallest, *mine.fraction.begin());
     if (!mine.contracts.empty() && within_allocation(s, b, *mine.contracts.begin(), &unused) &&
         within_burst(s, b, smallest, &unused)) {
       return false;
     }
   }
-  if (claim_may_act(s)) {
-    Milli smallest = std::numeric_limits<Milli>::max();
-    if (!mine.per_node.empty()) smallest = *mine.per_node.begin() * kWholeGpu;
-    if (!mine.fraction.empty()) smallest = std::min(smallest, *mine.fraction.begin());
-    if (smallest <= share_room(s, b)) return false;
-  }
+  // A share claim could still be tried, and the smallest request fits b's room under its share.
+  if (claim_may_act(s) && smallest <= share_room(s, b)) return false;
   if (!mine.per_node.empty() && *mine.per_node.begin() <= backfill_whole_free(c, s)) return false;
   return mine.fraction.empty() || pool_.largest_gpu_free(c) < *mine.fraction.begin();
 }
