@@ -234,7 +234,9 @@ void Scheduler::explain_rest(ClusterId c, ClusterScratch& s, const JobEntry& j, 
   ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
   // consider() counts the attempt it may no longer make (step 3).
   if (e.funded && config_.preemption && !s.exposed_nodes.empty()) ++s.preemption_considered;
-  if (!e.funded && claims_share(s, j) && config_.preemption && !s.exposed_nodes.empty()) {
+  // (Past the limit the count is only compared with it: it need not grow.)
+  if (s.claims_considered < config_.max_claim_attempts && !e.funded && config_.preemption &&
+      !s.exposed_nodes.empty() && claims_share(s, j)) {
     ++s.claims_considered;
   }
   explain_wait(c, s, j, e, memo, out);
