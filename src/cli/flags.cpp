@@ -13,8 +13,8 @@ const std::vector<std::string> kStates = {"pending",    "starting", "running",
 std::vector<FlagSpec> common_flags() {
   return {
       {"addr", "URL",
-       "the server, or URL,URL,... (servers on one PostgreSQL database: the leader is found) "
-       "(default: $ALLOT_ADDR, the config file, http://127.0.0.1:7400)"},
+       "the server, or URL,URL,... to use their leader (default: $ALLOT_ADDR, the config file, "
+       "http://127.0.0.1:7400)"},
       {"token-file", "FILE",
        "read the API token from FILE, private to its owner (mode 0600) (default: $ALLOT_TOKEN, "
        "then the config file)"},

@@ -148,7 +148,8 @@ core::Result<std::unique_ptr<Leadership>> Leadership::stand_by(const LeadershipO
       last_error = taken.error().reason;
       std::fprintf(stderr, "allot: cannot reach the leader lease: %s\n", last_error.c_str());
     }
-    if (auto now = impl->lease->current(); now.ok()) {
+    auto now = impl->lease->current();
+    if (now.ok()) {
       const auto& st = now.value();
       const std::string leader = st.expired ? "" : st.address;
       listener.set_leader(leader, st.epoch);
@@ -163,6 +164,7 @@ core::Result<std::unique_ptr<Leadership>> Leadership::stand_by(const LeadershipO
         shown = leader;
       }
     }
+    listener.serve();  // from the first look at the lease on, naming its holder
     timespec ts{};
     ts.tv_sec = o.poll_every.count() / 1000;
     ts.tv_nsec = (o.poll_every.count() % 1000) * 1'000'000;

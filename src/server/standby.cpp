@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -81,10 +82,15 @@ core::Result<int> StandbyListener::start(const std::string& host, int port) {
     bound = port;
   }
   if (bound < 0) {
+    m.svr.reset();
     return core::Error{"listen", "cannot listen on " + host + ":" + std::to_string(port)};
   }
-  m.thread = std::thread([&m] { m.svr->listen_after_bind(); });
   return bound;
+}
+
+void StandbyListener::serve() {
+  auto& m = *impl_;
+  if (m.svr && !m.thread.joinable()) m.thread = std::thread([&m] { m.svr->listen_after_bind(); });
 }
 
 void StandbyListener::set_leader(const std::string& address, std::int64_t epoch) {
@@ -96,6 +102,9 @@ void StandbyListener::set_leader(const std::string& address, std::int64_t epoch)
 void StandbyListener::stop() {
   auto& m = *impl_;
   if (!m.svr) return;
+  // cpp-httplib closes the bound socket only once it listens: serve first if it never did.
+  serve();
+  while (!m.svr->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   m.svr->stop();
   if (m.thread.joinable()) m.thread.join();
   m.svr.reset();

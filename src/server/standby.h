@@ -20,8 +20,10 @@ class StandbyListener {
   StandbyListener(const StandbyListener&) = delete;
   StandbyListener& operator=(const StandbyListener&) = delete;
 
-  // Binds and serves on a background thread; the bound port (0: any free one).
+  // Binds (connections wait in the backlog until serve()); the bound port (0: any free one).
   core::Result<int> start(const std::string& host, int port);
+  // Serves on a background thread, once the leader is known (set_leader).
+  void serve();
   // The leader to name ("" while none holds the lease).
   void set_leader(const std::string& address, std::int64_t epoch);
   // Stops serving and closes the port (the API then binds it).

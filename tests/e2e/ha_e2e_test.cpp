@@ -8,6 +8,7 @@
 // ever ran twice at once, and no job's process is left behind.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <sstream>
 
 #include "../store/postgres_cluster.h"
+#include "cli_run.h"
 #include "cluster.h"
 #include "kept_jobs.h"
 #include "store/postgres_store.h"
@@ -214,6 +216,66 @@ TEST(HighAvailability, KillingTheLeaderRepeatedlyDuringAStormLosesNothingAndRuns
   EXPECT_EQ(opened.value()->count_jobs(), static_cast<std::int64_t>(acked.size()))
       << "a job that no client was acknowledged for, or one written twice";
   expect_acknowledged_jobs_kept(*opened.value(), acked);
+}
+
+// A leader frozen (SIGSTOP) past its lease is replaced; resumed, it finds itself deposed and exits
+// at once, saying so, rather than act as a second leader. The CLI, given both addresses in
+// either order, finds the leader: past a dead server, and through a standby that names it.
+TEST(HighAvailability, AFrozenLeaderIsReplacedAndExitsWhenResumedAndTheCliFollowsTheLeader) {
+  const std::string uri = fresh_postgres();
+  if (uri.empty()) GTEST_SKIP() << PostgresCluster::get().skip_reason();
+  const std::vector<std::string> flags = {"--store", uri};
+  Cluster c(flags);
+  c.start_server();
+  ASSERT_TRUE(eventually([&] { return health(c.port()).value("role", "") == "leader"; }, 10000ms));
+  c.budget("/lab/a", 1);
+  const int port_b = free_port();
+  const std::string url_b = "http://127.0.0.1:" + std::to_string(port_b);
+  Process b;
+  std::vector<std::string> argv = {ALLOT_BIN,         "server", "--data",
+                                   c.dir() + "/b.db", "--port", std::to_string(port_b),
+                                   "--tick-ms",       "100"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  b.start(argv, c.dir() + "/server-b.log");
+  ASSERT_TRUE(eventually([&] { return health(port_b).value("role", "") == "standby"; }, 10000ms));
+
+  const std::string env = "ALLOT_TOKEN=" + c.admin() + " ALLOT_ADDR=";
+  const std::string submit = "submit --budget /lab/a --gpus 1 -- true";
+  // The standby first in the list: it names the leader, A.
+  auto first = run_allot(submit, env + url_b + "," + c.url());
+  EXPECT_EQ(first.code, 0) << first.out;
+
+  const pid_t a = c.server_pid();
+  ::kill(a, SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return health(port_b).value("role", "") == "leader"; }, 10000ms))
+      << slurp(c.dir() + "/server-b.log");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 10.0);
+  ::kill(a, SIGCONT);
+  int st = 0;
+  ASSERT_TRUE(eventually([&] { return ::waitpid(a, &st, WNOHANG) == a; }, 5000ms))
+      << "the deposed leader is still running";
+  const auto log = slurp(c.dir() + "/server.log");
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3) << log;
+  EXPECT_NE(log.find("stopping now"), std::string::npos) << log;
+
+  // A is gone: the CLI goes past it to B.
+  auto second = run_allot(submit, env + c.url() + "," + url_b);
+  EXPECT_EQ(second.code, 0) << second.out;
+  // A restarted stands by, naming B, and the CLI follows it there.
+  c.start_server();
+  EXPECT_EQ(health(c.port()).value("role", ""), "standby");
+  EXPECT_EQ(health(c.port()).value("leader", ""), url_b);
+  auto third = run_allot(submit, env + c.url() + "," + url_b);
+  EXPECT_EQ(third.code, 0) << third.out;
+  auto ls = run_allot("ls", env + c.url() + "," + url_b);
+  EXPECT_EQ(ls.code, 0) << ls.out;
+
+  auto opened = store::open_postgres(uri);
+  ASSERT_TRUE(opened.ok()) << opened.error().message();
+  EXPECT_EQ(opened.value()->count_jobs(), 3);
+  b.signal(SIGKILL);
 }
 
 }  // namespace
