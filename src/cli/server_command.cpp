@@ -366,7 +366,7 @@ int serve(ServerArgs a, bool up) {
     int sig = 0;
     auto led = Leadership::stand_by(lo, set, sig, listen_port);
     if (!led.ok()) {
-      std::fprintf(stderr, "allot: --store: %s\n", led.error().message().c_str());
+      std::fprintf(stderr, "allot: %s\n", led.error().message().c_str());
       return 1;
     }
     if (!led.value()) {
