@@ -2,17 +2,21 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+
 namespace allot::agent {
 
 using json = nlohmann::json;
 
 struct ServerClient::Impl {
   ServerAddress addr;
+  std::vector<std::string> urls;  // addr.url split at commas: the servers, one the leader
+  std::size_t current = 0;
   std::unique_ptr<httplib::Client> cli;
 
   httplib::Client& client() {
     if (!cli) {
-      cli = std::make_unique<httplib::Client>(addr.url);
+      cli = std::make_unique<httplib::Client>(urls[current]);
       cli->set_connection_timeout(2);
       cli->set_read_timeout(5);
       cli->set_write_timeout(5);
@@ -24,11 +28,43 @@ struct ServerClient::Impl {
     return *cli;
   }
 
+  // The next server of the list, for the next request.
+  void next_server() {
+    cli.reset();
+    current = (current + 1) % urls.size();
+  }
+  // A standby's 503 names the leader: the next request goes there (added to the list if new).
+  bool follow_leader(const Reply& out) {
+    if (out.status != 503 || !out.body.is_object() || !out.body.contains("leader") ||
+        !out.body["leader"].is_string()) {
+      return false;
+    }
+    const auto leader = out.body["leader"].get<std::string>();
+    cli.reset();
+    if (leader.empty() || urls.size() >= 64) {
+      current = (current + 1) % urls.size();  // no leader now: try another in turn
+      return false;
+    }
+    auto it = std::find(urls.begin(), urls.end(), leader);
+    if (it == urls.end()) it = urls.insert(urls.end(), leader);
+    current = static_cast<std::size_t>(it - urls.begin());
+    return true;
+  }
+
+  template <typename Send>
+  Reply call(Send send) {
+    Reply out = finish(send(client()));
+    // A standby did not act on the request: send it to the leader it named, once.
+    if (follow_leader(out)) out = finish(send(client()));
+    return out;
+  }
+
   Reply finish(const httplib::Result& r) {
     Reply out;
     if (!r) {
       out.error = httplib::to_string(r.error());
-      cli.reset();  // a fresh connection next time
+      if (urls.size() > 1) out.error += " at " + urls[current];
+      next_server();  // a fresh connection next time, to the next server of the list
       return out;
     }
     out.status = r->status;
@@ -50,20 +86,43 @@ struct ServerClient::Impl {
 
 ServerClient::ServerClient(ServerAddress addr) : impl_(std::make_unique<Impl>()) {
   impl_->addr = std::move(addr);
+  impl_->urls = split_servers(impl_->addr.url);
+  if (impl_->urls.empty()) impl_->urls.push_back(impl_->addr.url);
 }
 
 ServerClient::~ServerClient() = default;
 
 Reply ServerClient::get(const std::string& path) {
-  return impl_->finish(impl_->client().Get(path));
+  return impl_->call([&](httplib::Client& c) { return c.Get(path); });
 }
 
 Reply ServerClient::post(const std::string& path, const json& body) {
-  return impl_->finish(impl_->client().Post(path, body.dump(), "application/json"));
+  const auto text = body.dump();
+  return impl_->call([&](httplib::Client& c) { return c.Post(path, text, "application/json"); });
 }
 
 Reply ServerClient::post_bytes(const std::string& path, const std::string& bytes) {
-  return impl_->finish(impl_->client().Post(path, bytes, "application/octet-stream"));
+  return impl_->call(
+      [&](httplib::Client& c) { return c.Post(path, bytes, "application/octet-stream"); });
+}
+
+std::vector<std::string> split_servers(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    auto comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string one = list.substr(start, comma - start);
+    one.erase(0, one.find_first_not_of(" \t"));
+    one.erase(one.find_last_not_of(" \t") + 1);
+    if (!one.empty()) {
+      if (one.find("://") == std::string::npos) one = "http://" + one;
+      while (one.size() > 8 && one.back() == '/') one.pop_back();
+      out.push_back(one);
+    }
+    start = comma + 1;
+  }
+  return out;
 }
 
 std::string node_path(const std::string& prefix, const std::string& node,

@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -18,7 +19,9 @@ struct Reply {     // NOLINT(bugprone-exception-escape): misreads nlohmann::json
 };
 
 struct ServerAddress {
-  std::string url;  // http://host:port or https://host:port
+  // http://host:port or https://host:port, or several separated by commas: the servers sharing
+  // one PostgreSQL database, tried in turn until the leader answers; a standby's 503 names it.
+  std::string url;
   std::string token;
   std::string cacert;     // PEM file to verify the server with (https)
   bool insecure = false;  // https without verifying the certificate
@@ -40,6 +43,10 @@ class ServerClient {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// "a,b" -> {"http://a", "http://b"}: a list of server addresses, each given a scheme if it has none
+// and stripped of blanks and trailing slashes.
+std::vector<std::string> split_servers(const std::string& list);
 
 // "/api/v1/agent/nodes/n01/assignments" with the node name escaped.
 std::string node_path(const std::string& prefix, const std::string& node,

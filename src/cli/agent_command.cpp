@@ -18,7 +18,9 @@ void usage(FILE* out) {
   std::fprintf(
       out,
       "usage: allot agent [options]\n"
-      "  --server URL           the server (default: $ALLOT_ADDR, else http://127.0.0.1:7400)\n"
+      "  --server URL           the server (default: $ALLOT_ADDR, else http://127.0.0.1:7400);\n"
+      "                         URL,URL,...: servers on one PostgreSQL database, the leader\n"
+      "                         followed (docs/store.md)\n"
       "  --token-file FILE      the node's agent token, the file's first line; the file must\n"
       "                         be private to its owner (mode 0600)\n"
       "                         (default: $ALLOT_TOKEN, which is removed from the agent's\n"

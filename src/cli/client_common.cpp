@@ -79,6 +79,11 @@ Conn connection(const Args& a) {
   c.cacert = pick("cacert", "ALLOT_CACERT", "cacert");
   c.insecure = a.has("insecure");
   if (c.addr.empty()) c.addr = "http://127.0.0.1:7400";
+  if (c.addr.find(',') != std::string::npos) {
+    // Several servers on one PostgreSQL database: talk to the leader (docs/store.md).
+    c.servers = c.addr;
+    c.addr = find_leader(c);
+  }
   if (c.addr.find("://") == std::string::npos) c.addr = "http://" + c.addr;
   if (c.token.empty()) {
     die(kAuth,
@@ -120,17 +125,80 @@ void configure(httplib::Client& cli, const Conn& c) {
   die(code, msg, status, field);
 }
 
-json request(const Conn& c, const std::string& method, const std::string& path, const json* body) {
-  httplib::Client cli(c.addr);
-  configure(cli, c);
+namespace {
+// "a,b" -> {"http://a", "http://b"}.
+std::vector<std::string> server_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    auto comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string one = list.substr(start, comma - start);
+    one.erase(0, one.find_first_not_of(" \t"));
+    one.erase(one.find_last_not_of(" \t") + 1);
+    if (!one.empty()) out.push_back(one.find("://") == std::string::npos ? "http://" + one : one);
+    start = comma + 1;
+  }
+  return out;
+}
+}  // namespace
+
+std::string find_leader(const Conn& c) {
+  const auto servers = server_list(c.servers);
+  if (servers.empty()) die(kUsage, "--addr: no server address in '" + c.servers + "'");
+  // A failover takes a few seconds (the lease's expiry): wait that long for a leader.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  std::string seen;
+  for (;;) {
+    for (const auto& s : servers) {
+      httplib::Client cli(s);
+      configure(cli, c);
+      cli.set_connection_timeout(2);
+      cli.set_read_timeout(5);
+      auto r = cli.Get("/api/v1/health");
+      if (!r) {
+        seen = s + ": " + httplib::to_string(r.error());
+        continue;
+      }
+      auto j = json::parse(r->body, nullptr, false);
+      if (r->status == 200 && j.is_object() && j.value("role", "") != "standby") return s;
+      if (j.is_object() && j.contains("leader") && j["leader"].is_string() &&
+          !j["leader"].get<std::string>().empty()) {
+        return j["leader"].get<std::string>();
+      }
+      seen = s + ": a standby, and no leader now";
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  die(kUnreachable, "no leader among the servers " + c.servers + " (last: " + seen + ")");
+}
+
+json request(const Conn& conn, const std::string& method, const std::string& path,
+             const json* body) {
+  Conn c = conn;
   httplib::Headers h = {{"Authorization", "Bearer " + c.token}};
   const std::string payload = body ? body->dump() : std::string();
-  httplib::Result r = method == "GET"      ? cli.Get(path.c_str(), h)
-                      : method == "DELETE" ? cli.Delete(path.c_str(), h)
-                                           : cli.Post(path.c_str(), h, payload, "application/json");
+  auto send = [&] {
+    httplib::Client cli(c.addr);
+    configure(cli, c);
+    return method == "GET"      ? cli.Get(path.c_str(), h)
+           : method == "DELETE" ? cli.Delete(path.c_str(), h)
+                                : cli.Post(path.c_str(), h, payload, "application/json");
+  };
+  httplib::Result r = send();
   if (!r && body && method == "POST") {
     // One retry: submits carry an idempotency key, so a retried request never makes two jobs.
-    r = cli.Post(path.c_str(), h, payload, "application/json");
+    if (!c.servers.empty()) c.addr = find_leader(c);  // the leader may have changed
+    r = send();
+  }
+  if (r && r->status == 503 && !c.servers.empty()) {
+    // A standby did not act on it (the leader changed since): once more, to the leader.
+    auto j = json::parse(r->body, nullptr, false);
+    if (j.is_object() && j.contains("leader")) {
+      c.addr = find_leader(c);
+      r = send();
+    }
   }
   if (!r) unreachable(c, r.error());
   if (r->status >= 400) refused(r->status, r->body);

@@ -37,10 +37,16 @@ void set_json_errors(bool on);
 struct Conn {
   std::string addr, token, cacert;
   bool insecure = false;
+  // --addr / ALLOT_ADDR as a list "URL,URL,...": the servers on one PostgreSQL database; `addr`
+  // is then the leader's, found by asking each for GET /api/v1/health.
+  std::string servers;
 };
 
 // The server and credentials to use; exits (kAuth) without a token.
 Conn connection(const Args& a);
+// The leader among c.servers (a standby names it); waits up to 15 s for one, then exits
+// (kUnreachable).
+std::string find_leader(const Conn& c);
 void configure(httplib::Client& cli, const Conn& c);
 [[noreturn]] void unreachable(const Conn& c, httplib::Error e);
 // Exits with the error the server gave (its field and reason) and the matching exit code.

@@ -12,7 +12,9 @@ const std::vector<std::string> kStates = {"pending",    "starting", "running",
 // Flags every client command takes (where the server is and who is asking).
 std::vector<FlagSpec> common_flags() {
   return {
-      {"addr", "URL", "the server (default: $ALLOT_ADDR, the config file, http://127.0.0.1:7400)"},
+      {"addr", "URL",
+       "the server, or URL,URL,... to use their leader (default: $ALLOT_ADDR, the config file, "
+       "http://127.0.0.1:7400)"},
       {"token-file", "FILE",
        "read the API token from FILE, private to its owner (mode 0600) (default: $ALLOT_TOKEN, "
        "then the config file)"},

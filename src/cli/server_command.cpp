@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/leadership.h"
 #include "cli/local_cluster.h"
 #include "server/api.h"
 #include "server/auth.h"
@@ -20,6 +21,7 @@
 #include "server/event_log.h"
 #include "server/prometheus.h"
 #include "store/open_store.h"
+#include "store/postgres_store.h"
 
 namespace allot::cli {
 namespace {
@@ -72,6 +74,9 @@ struct ServerArgs {
   // GET /metrics without a token on an address of its own (server/prometheus.h); "" none.
   std::string metrics_host;
   int metrics_port = -1;
+  // PostgreSQL: several servers on one database, one the leader (docs/store.md).
+  std::string advertise;  // the URL clients reach this server at ("": from --host and --port)
+  int leader_lease_seconds = 5;
 };
 
 // "HOST:PORT" or "[IPv6]:PORT" with a port of 0..65535; false if it is not that.
@@ -137,6 +142,10 @@ void usage(bool up) {
       "                       change, appended to FILE; '-' stderr, 'off' none (default: %s)\n"
       "  --metrics-listen HOST:PORT  also serve GET /metrics there without a token (on the\n"
       "                       API port /metrics needs an admin or metrics token)\n"
+      "  --advertise-addr URL (postgres) the URL clients reach this server at, named to them\n"
+      "                       by standbys (default: from --host and --port); one per server\n"
+      "  --leader-lease-seconds S  (postgres) a leader silent this long is replaced by a\n"
+      "                       standby (default 5; renewed every S/5 seconds)\n"
       "job logs go to <data>.logs/\n",
       up ? "up" : "server", up ? "a fresh temporary directory" : "./allot.db",
       up ? "off" : "stderr");
@@ -227,6 +236,19 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.event_log = next("a file, '-' or 'off'");
       if (a.event_log.empty()) {
         std::fprintf(stderr, "allot: --event-log: give a file, '-' (stderr) or 'off'\n");
+        std::exit(2);
+      }
+    } else if (k == "--advertise-addr") {
+      a.advertise = next("a URL");
+      if (!a.advertise.starts_with("http://") && !a.advertise.starts_with("https://")) {
+        std::fprintf(stderr, "allot: --advertise-addr: '%s' is not an http:// or https:// URL\n",
+                     a.advertise.c_str());
+        std::exit(2);
+      }
+    } else if (k == "--leader-lease-seconds") {
+      a.leader_lease_seconds = number("seconds");
+      if (a.leader_lease_seconds < 2 || a.leader_lease_seconds > 600) {
+        std::fprintf(stderr, "allot: --leader-lease-seconds: must be 2 to 600\n");
         std::exit(2);
       }
     } else if (k == "--metrics-listen") {
@@ -327,7 +349,35 @@ int serve(ServerArgs a, bool up) {
   }
   const bool postgres = store::is_postgres_spec(a.store);
   if (a.store.empty()) a.store = "sqlite:" + a.data;
-  auto opened = store::open_store(a.store);
+  // On PostgreSQL, other servers may share the database: stand by until this one leads, then
+  // open the store fenced by the lease's epoch (docs/design/0009-leader-lease.md).
+  std::unique_ptr<Leadership> leadership;
+  int listen_port = a.port;
+  if (postgres) {
+    LeadershipOptions lo;
+    lo.uri = a.store;
+    lo.host = a.host;
+    lo.port = a.port;
+    lo.tls_cert = a.tls_cert;
+    lo.tls_key = a.tls_key;
+    lo.advertise = a.advertise;
+    lo.expiry = std::chrono::seconds(a.leader_lease_seconds);
+    lo.renew_every = std::chrono::milliseconds(a.leader_lease_seconds * 200);
+    int sig = 0;
+    auto led = Leadership::stand_by(lo, set, sig, listen_port);
+    if (!led.ok()) {
+      std::fprintf(stderr, "allot: %s\n", led.error().message().c_str());
+      return 1;
+    }
+    if (!led.value()) {
+      std::printf("allot: stopping\n");
+      return 0;
+    }
+    leadership = std::move(led.value());
+  }
+  store::PostgresOptions fenced;
+  if (leadership) fenced.fence_epoch = leadership->epoch();
+  auto opened = postgres ? store::open_postgres(a.store, fenced) : store::open_store(a.store);
   if (!opened.ok()) {
     std::fprintf(stderr, "allot: --store: %s\n", opened.error().reason.c_str());
     return 1;
@@ -383,7 +433,8 @@ int serve(ServerArgs a, bool up) {
 
   server::ApiOptions ao;
   ao.host = a.host;
-  ao.port = a.port;
+  ao.port = listen_port;
+  ao.leader_epoch = leadership ? leadership->epoch() : 0;
   ao.tls_cert = a.tls_cert;
   ao.tls_key = a.tls_key;
   ao.threads = a.threads;
@@ -477,6 +528,7 @@ int serve(ServerArgs a, bool up) {
   if (metrics_listener) metrics_listener->stop();
   api.stop();
   ctl.stop();
+  if (leadership) leadership->release();  // a standby takes over at once
   return 0;
 }
 

@@ -54,6 +54,9 @@ struct ApiOptions {
   // GET /metrics (server/prometheus.h), also told each request's route, status and latency.
   // Null: /metrics answers 503.
   std::shared_ptr<ServerMetrics> prometheus;
+  // The leader lease's epoch this server holds (store/postgres_lease.h); GET /health then says
+  // "role": "leader" and the epoch. 0: no lease (one server alone).
+  std::int64_t leader_epoch = 0;
 };
 
 struct Route {

@@ -8,7 +8,12 @@ namespace allot::server {
 void ApiServer::Impl::install_identity_routes() {
   route("GET", "/api/v1/health", [this](const auto&, auto& res) {
     auto snap = ctl->snapshot();
-    send(res, 200, {{"status", "ok"}, {"cycles", snap ? snap->cycles : 0}});
+    json j = {{"status", "ok"}, {"cycles", snap ? snap->cycles : 0}};
+    if (opts.leader_epoch != 0) {
+      j["role"] = "leader";
+      j["epoch"] = opts.leader_epoch;
+    }
+    send(res, 200, j);
   });
   // Prometheus (server/prometheus.h): an admin or a metrics token.
   route("GET", "/metrics", [this](const auto& req, auto& res) {

@@ -18,6 +18,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api_usage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/standby.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_budgets.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_gate.cpp

@@ -388,6 +388,13 @@ class PostgresStore final : public Store {
         return Error{"store", s.error()};
       }
     }
+    // A writer stopped mid-transaction (SIGSTOP, a hung host) holds the lease row's lock: let
+    // PostgreSQL end its session so that a standby's takeover is not held up for long.
+    if (opts_.fence_epoch != 0) {
+      if (auto s = wconn_.run("SET idle_in_transaction_session_timeout = '3s'"); !s.ok()) {
+        return Error{"store", s.error()};
+      }
+    }
     return core::ok_status();
   }
 
@@ -634,11 +641,13 @@ class PostgresStore final : public Store {
     if (!wconn_.healthy()) {
       if (tx = reconnect(deadline); !tx.ok()) return Attempt::kDone;
     }
-    // One round trip: PQexec runs both and answers with the last one's result.
-    auto xid = wconn_.run("BEGIN; SELECT txid_current()");
+    // One round trip: PQexec runs both and answers with the last one's result. Fenced: the
+    // lease row, locked until COMMIT (a standby's takeover waits for it), must still carry this
+    // server's epoch, else no row comes back.
+    auto xid = wconn_.run(begin_sql_);
     if (!xid.ok() || xid.rows() != 1) {
       if (!wconn_.healthy()) return Attempt::kRetry;
-      tx = Error{"store", "BEGIN: " + xid.error()};
+      tx = xid.ok() ? fenced() : Status(Error{"store", "BEGIN: " + xid.error()});
       wconn_.run("ROLLBACK");
       return Attempt::kDone;
     }
@@ -701,6 +710,11 @@ class PostgresStore final : public Store {
     }
   }
 
+  Status fenced() const {
+    return Error{"store", "fenced: the leader lease (epoch " + std::to_string(opts_.fence_epoch) +
+                              ") was taken by another server; this one's writes are refused"};
+  }
+
   bool stopping() {
     std::lock_guard lk(mu_);
     return stopping_;
@@ -728,6 +742,11 @@ class PostgresStore final : public Store {
   std::string uri_;
   PostgresOptions opts_;
   PgConn wconn_;  // used by init() then only by the writer thread
+  std::string begin_sql_ =
+      opts_.fence_epoch == 0
+          ? "BEGIN; SELECT txid_current()"
+          : "BEGIN; SELECT txid_current() FROM leader_lease WHERE id = 1 AND epoch = " +
+                std::to_string(opts_.fence_epoch) + " FOR SHARE";
   int version_ = 0;
 
   std::mutex mu_;

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,10 @@ struct PostgresOptions {
   // How long a write or a read keeps trying to reach PostgreSQL again after losing it (a restart,
   // a failover) before it fails.
   std::chrono::milliseconds reconnect_for{30'000};
+  // The leader lease's epoch this server holds (postgres_lease.h); 0: none (one server alone).
+  // Each write transaction then locks the lease row and checks the epoch is still this one: once
+  // another server has taken the lease, every write fails (field "store", "fenced: ...").
+  std::int64_t fence_epoch = 0;
 };
 
 // Connects to `uri` (a libpq connection URI, postgres://user@host:port/db?...), runs pending schema

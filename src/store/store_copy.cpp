@@ -91,12 +91,12 @@ class Copier {
  public:
   Copier(Sqlite& src, PgConn& dst) : src_(src), dst_(dst) {}
 
-  // The target's tables (without the schema version): each must be empty, unless `force`, which
-  // empties them all.
+  // The target's tables (without the schema version and the leader lease): each must be empty,
+  // unless `force`, which empties them all.
   core::Status prepare_target(const std::vector<std::string>& source, bool force) {
     auto r = dst_.run(
-        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> "
-        "'schema_version' ORDER BY tablename");
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename NOT "
+        "IN ('schema_version', 'leader_lease') ORDER BY tablename");
     if (!r.ok()) return Error{"to", "cannot list its tables: " + r.error()};
     std::vector<std::string> target;
     target.reserve(static_cast<std::size_t>(r.rows()));

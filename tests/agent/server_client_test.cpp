@@ -1,0 +1,95 @@
+// The agent's client given several servers (docs/store.md, "High availability"): it goes past an
+// unreachable one, and follows a standby's 503 to the leader it names, on real HTTP on loopback.
+#include "agent/server_client.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+namespace allot::agent {
+namespace {
+
+TEST(ServerList, SplitsTrimsAndGivesEachAScheme) {
+  EXPECT_EQ(split_servers("a:1, http://b:2/ ,,https://c:3"),
+            (std::vector<std::string>{"http://a:1", "http://b:2", "https://c:3"}));
+  EXPECT_EQ(split_servers("http://one:7400"), (std::vector<std::string>{"http://one:7400"}));
+  EXPECT_TRUE(split_servers(" , ").empty());
+}
+
+// A real server on loopback answering every GET with `status` and `body`.
+class Fake {
+ public:
+  Fake(int status, std::string body) {
+    svr_.Get(".*", [this, status, body](const httplib::Request&, httplib::Response& res) {
+      ++hits;
+      res.status = status;
+      res.set_content(body, "application/json");
+    });
+    port_ = svr_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { svr_.listen_after_bind(); });
+    while (!svr_.is_running()) std::this_thread::yield();
+  }
+  ~Fake() {
+    svr_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::atomic<int> hits{0};
+
+ private:
+  httplib::Server svr_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A port nobody listens on: bound (not listening) to learn a free one, then closed.
+int unused_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(ServerList, GoesPastAnUnreachableServerAndFollowsAStandbyToTheLeader) {
+  Fake leader(200, R"({"ok": true})");
+  Fake standby(503, R"({"error": {"field": "leader", "reason": "a standby"}, "leader": ")" +
+                        leader.url() + R"(", "role": "standby"})");
+  const std::string dead = "http://127.0.0.1:" + std::to_string(unused_port());
+  ServerClient client({dead + "," + standby.url(), "token", "", false});
+
+  auto first = client.get("/api/v1/x");
+  EXPECT_EQ(first.status, 0) << "the first address is down";
+  EXPECT_NE(first.error.find(dead), std::string::npos) << first.error;
+  // The next one is a standby: it names the leader, and the request goes there at once.
+  auto second = client.get("/api/v1/x");
+  EXPECT_EQ(second.status, 200) << second.error;
+  EXPECT_EQ(standby.hits, 1);
+  EXPECT_EQ(leader.hits, 1);
+  // From then on, straight to the leader.
+  EXPECT_TRUE(client.get("/api/v1/x").ok());
+  EXPECT_EQ(standby.hits, 1);
+  EXPECT_EQ(leader.hits, 2);
+}
+
+TEST(ServerList, AStandbyWithoutALeaderSendsTheNextRequestToTheNextServer) {
+  Fake other(200, R"({"ok": true})");
+  Fake standby(503, R"({"leader": "", "role": "standby"})");
+  ServerClient client({standby.url() + "," + other.url(), "token", "", false});
+  auto first = client.get("/api/v1/x");
+  EXPECT_EQ(first.status, 503);
+  EXPECT_TRUE(client.get("/api/v1/x").ok());
+  EXPECT_EQ(other.hits, 1);
+}
+
+}  // namespace
+}  // namespace allot::agent
