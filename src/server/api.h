@@ -18,6 +18,7 @@
 namespace allot::server {
 
 class ServerMetrics;  // server/prometheus.h
+class ChangeFeed;     // server/change_feed.h
 
 struct ApiOptions {
   std::string host = "127.0.0.1";
@@ -54,6 +55,9 @@ struct ApiOptions {
   // GET /metrics (server/prometheus.h), also told each request's route, status and latency.
   // Null: /metrics answers 503.
   std::shared_ptr<ServerMetrics> prometheus;
+  // What changed, for GET /api/v1/events/stream (server/change_feed.h; the controller must have
+  // it among its observers). Null: that route answers 503 and the dashboard polls.
+  std::shared_ptr<ChangeFeed> changes;
 };
 
 struct Route {
