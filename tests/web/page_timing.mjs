@@ -19,7 +19,10 @@ try {
   await page.waitForSelector("#cluster", { timeout: 60000 });
   const pages = [["/", "#cluster"], ["/queue", "#waiting"], ["/nodes", ".node"],
     ["/budgets", "#tree"], ["/me", "#me"], ["/jobs/1", "#events"]];
-  for (const [path, sel] of pages.filter(([p]) => !only || only.split(",").includes(p))) {
+  // Asked for by path: a known page, or the queue with other parameters (?limit=500).
+  const chosen = !only ? pages : only.split(",").map((p) =>
+    pages.find(([k]) => k === p) || [p, p.startsWith("/queue") ? "#waiting" : "main section"]);
+  for (const [path, sel] of chosen) {
     const shown = [];
     const complete = [];
     for (let i = 0; i < runs; ++i) {
