@@ -184,6 +184,10 @@ try {
   await page.waitForFunction((id) => !document.getElementById("waiting")?.textContent
     .includes(`${id} live`), { timeout: 3000 }, late.id);
   await shot("queue");
+  // Paged: one row of each list asked, and a link to more (the page shows 100 at first).
+  await visit("/queue?limit=1", "#waiting");
+  assert.equal(await page.$$eval("#waiting tbody tr", (trs) => trs.length), 1);
+  assert.match(await page.$eval("#more", (a) => a.getAttribute("href")), /limit=5/);
   // Filters: the interactive kind leaves only the eval job.
   await visit("/queue?kind=interactive", "#waiting");
   const rows = await page.$$eval("#waiting tbody tr", (trs) => trs.map((t) => t.textContent));
