@@ -49,7 +49,7 @@ const dir = mkdtempSync(join(tmpdir(), "allot-dashboard-"));
 mkdirSync(artifacts, { recursive: true });
 const up = spawn(allotBin, ["up", "--port", "0", "--data", join(dir, "allot.db"),
   "--addr-file", join(dir, "addr"), "--nodes", "2", "--tick-ms", "100", "--backend", "fake",
-  "--telemetry-ms", "1000"],
+  "--telemetry-ms", "2000"],
 { stdio: ["ignore", "pipe", "pipe"] });
 let upLog = "";
 up.stdout.on("data", (d) => (upLog += d));
@@ -200,7 +200,7 @@ try {
   await visit(`/jobs/${taker.id}`, "#job-class");
   assert.equal(await text("#job-class"), "allocated");
   // Its telemetry sparklines: a point per agent report (every 10 s), the values the API has.
-  // The agents report every second here (--telemetry-ms 1000): several points, at distinct
+  // The agents report every 2 s here (--telemetry-ms 2000): several points, at distinct
   // places along the line.
   await page.waitForFunction(() => document.querySelectorAll("#spark-util circle").length >= 3,
     { timeout: 30000 });
