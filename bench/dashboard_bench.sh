@@ -2,7 +2,7 @@
 # The dashboard under a large state: `allot up` with 128 simulated nodes (1,024 GPUs, all busy)
 # and about 100,000 waiting jobs. Times each page in headless Chromium (tests/web/page_timing.mjs)
 # and the requests behind them with curl. Figures: docs/benchmarks.md#dashboard.
-#   bench/dashboard_bench.sh [build dir] [jobs]
+#   [PAGES=/queue,/nodes] [RUNS=5] bench/dashboard_bench.sh [build dir] [jobs]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -19,7 +19,7 @@ pid=$!
 for _ in $(seq 200); do [ -s "$dir/addr" ] && break; sleep 0.05; done
 export ALLOT_ADDR=$(cat "$dir/addr") ALLOT_TOKEN=$(cat "$dir/token")
 budgets=/lab/t0,/lab/t1,/lab/t2,/lab/t3,/lab/t4,/lab/t5,/lab/t6,/lab/t7,/lab/t8,/lab/t9
-for b in ${budgets//,/ }; do "$allot" budget set "$b" --share 1 >/dev/null; done
+for b in ${budgets//,/ }; do "$allot" budget create "$b" --share 1 >/dev/null; done
 export ALLOT_BUDGETS=$budgets
 n=0
 while [ "$(sqlite3 "$dir/allot.db" 'select count(*) from jobs')" -lt "$want" ]; do
@@ -41,4 +41,4 @@ for path in / /app.js /api/v1/gpus "/api/v1/queue?limit=1" "/api/v1/queue?limit=
   done | sort -n | awk -v p="$path" 'NR == 3 { printf "  %-60s %7.1f ms %9d bytes\n", p, $1 * 1000, $2 }'
 done
 echo "== pages (headless Chromium: navigation until the page's content is shown)"
-node tests/web/page_timing.mjs "$ALLOT_ADDR" "$ALLOT_TOKEN" 5
+node tests/web/page_timing.mjs "$ALLOT_ADDR" "$ALLOT_TOKEN" "${RUNS:-5}" "${PAGES:-}"

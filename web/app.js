@@ -11,7 +11,10 @@ import { budgetsPage } from "./pages/budgets.js";
 import { mePage } from "./pages/me.js";
 
 const TOKEN_KEY = "allot.token";
-const REFRESH_MS = 5000;
+const REFRESH_MS = 5000; // without the event stream: every page polls this often
+// With it, a page reads again when something it shows changed (GET /events/stream names jobs,
+// nodes or budgets), and otherwise this often (telemetry and usage come without an event).
+const LIVE_REFRESH_MS = 30000;
 
 export class ApiError extends Error {
   constructor(status, field, reason) {
@@ -60,17 +63,96 @@ export function cached(key, maxAgeMs, path) {
 let whoami = null;
 export const me = () => whoami;
 
+// Path, nav entry, page, the topics of the event stream that change what it shows, and how
+// often it reads again while the stream is open (a job's telemetry comes without an event).
 const routes = [
-  [/^\/$/, "cluster", clusterPage],
-  [/^\/queue$/, "queue", queuePage],
-  [/^\/jobs\/(\d+)$/, "queue", jobPage],
-  [/^\/nodes$/, "nodes", nodesPage],
-  [/^\/budgets$/, "budgets", budgetsPage],
-  [/^\/me$/, "me", mePage],
+  [/^\/$/, "cluster", clusterPage, ["jobs", "nodes", "budgets"]],
+  [/^\/queue$/, "queue", queuePage, ["jobs", "budgets"]],
+  [/^\/jobs\/(\d+)$/, "queue", jobPage, ["jobs", "nodes"], 10000],
+  [/^\/nodes$/, "nodes", nodesPage, ["jobs", "nodes"]],
+  [/^\/budgets$/, "budgets", budgetsPage, ["jobs", "budgets"]],
+  [/^\/me$/, "me", mePage, ["jobs", "budgets"]],
 ];
 
 let timer = null;
 let shown = 0; // bumped per navigation: a slow answer for a page left behind is dropped
+let current = null; // the page shown: { topics, changed }
+
+// Live updates: GET /api/v1/events/stream read with fetch() (EventSource cannot send the
+// Authorization header), one "changed" message per change naming its topics. While it is open
+// the page refreshes on the changes it shows; when it fails the pages poll, and it is tried
+// again (1 s, doubling up to a minute).
+let stream = null; // the AbortController of the open (or opening) stream
+let live = false;
+let retryMs = 1000;
+let opened = 0; // streams opened in this tab
+export const isLive = () => live;
+
+function setLive(on) {
+  live = on;
+  const el = document.getElementById("live");
+  el.textContent = on ? "live" : "polling";
+  el.className = on ? "live" : "polling";
+  el.title = on ? "updates are pushed as they happen" : `refreshing every ${REFRESH_MS / 1000} s`;
+}
+
+function onMessage(text) {
+  let event = "message";
+  let data = "";
+  for (const line of text.split("\n")) {
+    if (line.startsWith("event:")) event = line.slice(6).trim();
+    else if (line.startsWith("data:")) data += line.slice(5).trim();
+  }
+  if (event !== "changed" || !data) return; // a heartbeat (a comment) or the retry hint
+  let topics = [];
+  try {
+    topics = JSON.parse(data).topics || [];
+  } catch (e) {
+    return;
+  }
+  if (current && topics.some((t) => current.topics.includes(t))) current.changed();
+}
+
+async function watch() {
+  if (stream || !sessionStorage.getItem(TOKEN_KEY)) return;
+  const ctl = new AbortController();
+  stream = ctl;
+  try {
+    const res = await fetch("/api/v1/events/stream", { signal: ctl.signal, headers: {
+      Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY), Accept: "text/event-stream" } });
+    if (res.ok && res.body) {
+      setLive(true);
+      retryMs = 1000;
+      // Its first message names every topic; the page just read everything, unless this stream
+      // follows one that failed (then what changed in between is read now).
+      let skip = ++opened === 1;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value.replace(/\r\n?/g, "\n");
+        for (let i; (i = buf.indexOf("\n\n")) >= 0;) {
+          const m = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          if (skip && m.includes("event: changed")) skip = false;
+          else onMessage(m);
+        }
+        if (buf.length > 65536) buf = ""; // no message is this long
+      }
+    }
+  } catch (e) {
+    // Aborted (signed out) or the connection failed: poll until it opens again.
+  }
+  if (stream !== ctl) return;
+  stream = null;
+  const wasLive = live;
+  setLive(false);
+  if (wasLive && current) current.changed(); // polling takes over at once
+  if (!sessionStorage.getItem(TOKEN_KEY)) return;
+  setTimeout(watch, retryMs);
+  retryMs = Math.min(retryMs * 2, 60000);
+}
 
 async function show() {
   clearTimeout(timer);
@@ -95,19 +177,40 @@ async function show() {
     return;
   }
   const ticket = ++shown;
+  watch();
+  let rendering = false;
+  let again = false; // a change came while rendering: render once more after
+  const changed = () => {
+    if (ticket !== shown) return;
+    if (rendering) {
+      again = true;
+      return;
+    }
+    clearTimeout(timer);
+    timer = setTimeout(() => render(false), 100); // changes close together: one read
+  };
+  current = { topics: route[3], changed };
   const render = async (first) => {
+    rendering = true;
+    let focusKeep = false;
     try {
       const view = await route[2](path.match(route[0]), new URLSearchParams(location.search));
       if (ticket !== shown) return;
       // A refresh keeps what the person typed or scrolled to: only the data part is replaced.
-      const focusKeep = !first && main.contains(document.activeElement);
+      focusKeep = !first && main.contains(document.activeElement);
       if (!focusKeep) clear(main).append(view);
     } catch (e) {
       if (ticket !== shown || !sessionStorage.getItem(TOKEN_KEY)) return;
       clear(main).append(h("h1", {}, "Could not load this page"), h("p", { class: "error" },
         String(e.message)));
     }
-    if (ticket === shown) timer = setTimeout(() => render(false), REFRESH_MS);
+    rendering = false;
+    if (ticket !== shown) return;
+    clearTimeout(timer);
+    // (What was kept back for a focused field is tried again soon.)
+    timer = setTimeout(() => render(false),
+      again ? 100 : live && !focusKeep ? route[4] || LIVE_REFRESH_MS : REFRESH_MS);
+    again = false;
   };
   await render(true);
 }
@@ -137,6 +240,10 @@ function signOut(why) {
   whoami = null;
   clearTimeout(timer);
   ++shown;
+  current = null;
+  if (stream) stream.abort();
+  stream = null;
+  setLive(false);
   document.getElementById("who").textContent = "";
   document.getElementById("signout").hidden = true;
   signInForm(document.getElementById("main"), why);
@@ -154,5 +261,15 @@ document.addEventListener("click", (ev) => {
   go(a.pathname + a.search);
 });
 window.addEventListener("popstate", show);
+// Leaving the page ends its stream: the browser keeps a streamed answer's connection open
+// otherwise, and holds at most six connections to a server.
+window.addEventListener("pagehide", () => {
+  const s = stream;
+  stream = null;
+  if (s) s.abort();
+});
+window.addEventListener("pageshow", (ev) => {
+  if (ev.persisted) show(); // back from the browser's cache: open the stream again
+});
 document.getElementById("signout").addEventListener("click", () => signOut());
 show();

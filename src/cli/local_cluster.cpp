@@ -71,6 +71,7 @@ core::Result<std::unique_ptr<LocalCluster>> LocalCluster::start(store::Store& st
     ao.block = block;
     ao.address = "127.0.0.1";
     ao.state_dir = (dir / "state").string();
+    if (o.telemetry_ms > 0) ao.telemetry = std::chrono::milliseconds(o.telemetry_ms);
     ao.log = [](const std::string&) {};  // `allot up` stays quiet; the API tells what happens
     auto a = std::make_unique<agent::Agent>(ao, std::move(backend));
     auto st = a->start();

@@ -21,6 +21,7 @@ struct LocalClusterOptions {
   int gpus_per_node = 8;
   std::string model = "H100";
   std::string cluster = "local";
+  int telemetry_ms = 0;  // the agents' telemetry report interval; 0: the agent's default
 };
 
 class LocalCluster {

@@ -17,6 +17,7 @@
 #include "cli/local_cluster.h"
 #include "server/api.h"
 #include "server/auth.h"
+#include "server/change_feed.h"
 #include "server/controller.h"
 #include "server/event_log.h"
 #include "server/prometheus.h"
@@ -63,7 +64,8 @@ struct ServerArgs {
   int lease_seconds = 30;
   int node_timeout_seconds = 45;
   int stop_grace_seconds = 30;
-  int local_nodes = 0;  // allot up: node agents in this process (fake GPUs without a real one)
+  int local_nodes = 0;   // allot up: node agents in this process (fake GPUs without a real one)
+  int telemetry_ms = 0;  // allot up: their telemetry report interval (0: the agent's default)
   std::string backend = "auto";
   server::SubmitLimits submit;     // per principal (server/quota.h)
   server::RequestLimits requests;  // every route (server/request_limits.h)
@@ -112,6 +114,8 @@ void usage(bool up) {
       "  --nodes N            (up) local nodes of 8 GPUs with agents running jobs as real\n"
       "                       processes: fake H100s unless NVML finds a GPU (default 11)\n"
       "  --backend B          (up) auto | nvml | fake (default auto)\n"
+      "  --telemetry-ms N     (up) the local agents' telemetry report interval\n"
+      "                       (default 10000; the job page's sparklines get a point per report)\n"
       "  --sim-nodes N        simulated nodes of 8 H100: no agent, jobs only pretend\n"
       "                       to run for their expected duration (default 0)\n"
       "  --sim-duration S     simulated run time of jobs without expected_duration "
@@ -200,6 +204,12 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.sim_default = number("seconds");
     } else if (k == "--nodes" && up) {
       a.local_nodes = number("a count");
+    } else if (k == "--telemetry-ms" && up) {
+      a.telemetry_ms = number("milliseconds");
+      if (a.telemetry_ms < 100 || a.telemetry_ms > 3'600'000) {
+        std::fprintf(stderr, "allot: --telemetry-ms must be 100 to 3600000\n");
+        std::exit(2);
+      }
     } else if (k == "--backend" && up) {
       a.backend = next("auto, nvml or fake");
       if (a.backend != "auto" && a.backend != "nvml" && a.backend != "fake") {
@@ -328,6 +338,9 @@ int serve(ServerArgs a, bool up) {
   server::ControllerOptions co;
   auto metrics = std::make_shared<server::ServerMetrics>();
   co.observers.push_back(metrics);
+  // The dashboard's live updates (GET /api/v1/events/stream).
+  auto changes = std::make_shared<server::ChangeFeed>();
+  co.observers.push_back(changes);
   if (a.event_log.empty()) a.event_log = up ? "off" : "-";
   if (a.event_log != "off") {
     auto log = server::EventLog::open(a.event_log);
@@ -444,6 +457,7 @@ int serve(ServerArgs a, bool up) {
   ao.advice.min_seconds = a.advice_min_seconds;
   ao.logs_dir = a.data + ".logs";
   ao.prometheus = metrics;
+  ao.changes = changes;
   server::ApiServer api(st, ctl, ao);
   auto port = api.start();
   if (!port.ok()) {
@@ -485,6 +499,7 @@ int serve(ServerArgs a, bool up) {
     lo.data_dir = a.data + ".local";
     lo.backend = a.backend;
     lo.fake_nodes = a.local_nodes;
+    lo.telemetry_ms = a.telemetry_ms;
     auto lc = LocalCluster::start(st, lo, now);
     if (!lc.ok()) {
       std::fprintf(stderr, "allot: local cluster: %s\n", lc.error().message().c_str());

@@ -62,6 +62,7 @@ void ApiServer::Impl::install() {
   install_agent_routes();
   install_agent_log_routes();
   install_token_routes();
+  install_event_routes();
   install_dashboard_routes();
 }
 
@@ -175,6 +176,7 @@ core::Result<int> ApiServer::start() {
             r(std::move(res));
           });
         });
+    impl_->serve_event_stream();
     auto port = impl_->events->bind(o.host, o.port);
     if (!port.ok()) return port.error();
     impl_->events->start();

@@ -18,6 +18,7 @@
 namespace allot::server {
 
 class ServerMetrics;  // server/prometheus.h
+class ChangeFeed;     // server/change_feed.h
 
 struct ApiOptions {
   std::string host = "127.0.0.1";
@@ -57,6 +58,9 @@ struct ApiOptions {
   // The leader lease's epoch this server holds (store/postgres_lease.h); GET /health then says
   // "role": "leader" and the epoch. 0: no lease (one server alone).
   std::int64_t leader_epoch = 0;
+  // What changed, for GET /api/v1/events/stream (server/change_feed.h; the controller must have
+  // it among its observers). Null: that route answers 503 and the dashboard polls.
+  std::shared_ptr<ChangeFeed> changes;
 };
 
 struct Route {

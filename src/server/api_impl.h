@@ -19,6 +19,7 @@
 #include "server/api_fields.h"
 #include "server/api_json.h"
 #include "server/auth.h"
+#include "server/change_feed.h"
 #include "server/edge.h"
 #include "server/event_server.h"
 #include "server/http_server.h"
@@ -341,6 +342,9 @@ struct ApiServer::Impl {
   void install_token_routes();      // api_tokens.cpp
   void install_dashboard_routes();  // api_dashboard.cpp: the web dashboard, and its views
   void install_view_routes();       // api_views.cpp: read-only views the dashboard needs
+  void install_event_routes();      // api_events.cpp: what changed, as server-sent events
+  // Plain HTTP: GET /api/v1/events/stream on the event loops, once `events` exists.
+  void serve_event_stream();
   // Whether `node` may still write logs and reports for run `run` of job `id`: it holds the run
   // now, or held it and the run ended at most opts.agent_write_grace_seconds ago (api_logs.cpp).
   bool writes_for_run(const std::string& node, JobId id, int run);

@@ -232,6 +232,8 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
             if (st.ok()) {
               send_text(res, 201, with_hint(array ? array_text(*jobs) : job_text(rec), hint));
               for (auto& [r, s] : *jobs) ctl->submitted(std::move(r), std::move(s));
+              // Durable and readable now: the dashboard's pages read the queue again.
+              if (opts.changes) opts.changes->publish(ChangeFeed::kJobs);
             } else {
               auto existing = st.error().field == "idempotency_key"
                                   ? store->job_by_key(rec.owner, rec.idempotency_key)

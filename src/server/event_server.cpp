@@ -31,6 +31,21 @@
 
 namespace allot::server {
 namespace {
+struct Loop;
+}
+
+struct Stream::State {
+  std::mutex mu;
+  std::string pending;  // pushed, not yet taken by the loop (at most opts.max_pending)
+  bool dropped = false;
+  bool ended = false;
+  bool queued = false;  // on the loop's list of streams with something pending
+  Loop* loop = nullptr;
+  std::uint64_t conn = 0;
+  StreamOptions opts;
+};
+
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
@@ -57,6 +72,8 @@ struct Conn {
   Clock::time_point since;  // the last request answered, or the connection's start
   std::string ip;
   int port = 0;
+  std::shared_ptr<Stream::State> stream;  // set once the connection serves a stream
+  Clock::time_point drained;              // a stream's output was last all sent
 };
 
 struct Answer {
@@ -73,7 +90,20 @@ struct Loop {
   std::mutex mu;
   std::vector<Answer> answers;  // from handlers and workers, for this loop's connections
   std::vector<std::unique_ptr<Conn>> arrivals;  // accepted by another loop, served by this one
+  std::vector<std::uint64_t> streams;           // streams with something pushed
 };
+
+void wake_loop(Loop& l) {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(l.wake, &one, sizeof(one));
+}
+
+// One HTTP chunk.
+std::string chunk(const std::string& bytes) {
+  char size[20];
+  std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+  return size + bytes + "\r\n";
+}
 
 struct Task {  // a request for the processor
   Loop* loop;
@@ -92,6 +122,7 @@ struct EventServer::Impl {
   Refusal refusal;
   Admission admission;
   std::map<std::pair<std::string, std::string>, Handler> handlers;  // (method, path)
+  std::map<std::pair<std::string, std::string>, StreamHandler> stream_handlers;
 
   int listen_fd = -1;
   // Held open to be given up when the process runs out of descriptors: a connection that cannot
@@ -121,10 +152,7 @@ struct EventServer::Impl {
   Impl(RequestProcessor& p, EventServerOptions o, Refusal r)
       : processor(p), opts(o), refusal(std::move(r)) {}
 
-  static void wake(Loop& l) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(l.wake, &one, sizeof(one));
-  }
+  static void wake(Loop& l) { wake_loop(l); }
 
   // The answer to a request whose handler threw: 500, and the connection closes (what the
   // handler had done is unknown).
@@ -158,6 +186,7 @@ struct EventServer::Impl {
   // a whole one more is held already; both resume as answers go out.
   bool wants_input(const Conn& c) const {
     if (c.peer_closed) return false;
+    if (c.stream) return true;                      // read and dropped: only its end matters
     if (c.lingering || c.close_after) return true;  // read and dropped: see flush()
     if (unsent(c) > opts.max_unsent) return false;
     return !(c.busy && c.in.size() > opts.max_head + opts.max_body);
@@ -217,7 +246,22 @@ struct EventServer::Impl {
     ::close(fd);
   }
 
+  // A stream's end: nothing more is queued for it, and its owner hears once.
+  static void end_stream(Conn& c) {
+    if (!c.stream) return;
+    std::function<void()> on_end;
+    {
+      std::lock_guard lk(c.stream->mu);
+      if (c.stream->ended) return;
+      c.stream->ended = true;
+      c.stream->pending.clear();
+      on_end = std::move(c.stream->opts.on_end);
+    }
+    if (on_end) on_end();
+  }
+
   void close_conn(Loop& l, Conn& c) {
+    end_stream(c);
     ::close(c.fd);  // also leaves the epoll set
     connections.fetch_sub(1);
     give_back_address(c.ip);
@@ -312,6 +356,7 @@ struct EventServer::Impl {
     }
     c.out.clear();
     c.out_off = 0;
+    c.drained = Clock::now();
     if (c.close_after && c.peer_closed) {  // nothing more will come either way
       close_conn(l, c);
       return false;
@@ -400,6 +445,10 @@ struct EventServer::Impl {
       }
       return true;
     }
+    if (h == handlers.end() && path.size() == f.target.size()) {
+      auto sh = stream_handlers.find({std::string(f.method), std::string(path)});
+      if (sh != stream_handlers.end()) return serve_stream(l, c, f, sh->second);
+    }
     Task t{&l, c.id, http::for_processor(c.in, f), c.ip, c.port, f.close};
     c.in.erase(0, f.total);
     {
@@ -408,6 +457,77 @@ struct EventServer::Impl {
     }
     work_cv.notify_one();
     return true;
+  }
+
+  // Gives a framed request to a stream handler, which refuses it (an answer like any other) or
+  // opens a stream on the connection: its head is queued here, and from then on the connection
+  // is the stream's (busy until it closes; what the client sends is dropped).
+  bool serve_stream(Loop& l, Conn& c, http::Frame& f, const StreamHandler& handler) {
+    httplib::Request req;
+    req.method = f.method;
+    req.target = f.target;
+    req.path = f.target;
+    req.version = "HTTP/1.1";
+    req.headers = std::move(f.headers);
+    req.remote_addr = c.ip;
+    req.remote_port = c.port;
+    c.in.erase(0, f.total);
+    Loop* lp = &l;
+    const std::uint64_t id = c.id;
+    const bool close = f.close, say_keep_alive = f.say_keep_alive;
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Reply reply = [this, lp, id, close, say_keep_alive, answered](const httplib::Response& res) {
+      if (answered->exchange(true)) return;
+      post(*lp, id, http::serialize(res, close, say_keep_alive), close);
+    };
+    Conn* cp = &c;
+    StreamOpen open = [this, lp, cp, answered](const httplib::Response& head,
+                                               StreamOptions options) -> std::shared_ptr<Stream> {
+      if (answered->exchange(true)) return nullptr;
+      auto st = std::make_shared<Stream::State>();
+      st->loop = lp;
+      st->conn = cp->id;
+      st->opts = std::move(options);
+      std::string out = "HTTP/1.1 " + std::to_string(head.status) + " " +
+                        http::reason_phrase(head.status) + "\r\n";
+      for (const auto& [k, v] : head.headers) {
+        if (k == "Content-Length" || k == "Connection" || k == "Transfer-Encoding") continue;
+        out += k + ": " + v + "\r\n";
+      }
+      out += "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+      cp->out += out;
+      cp->stream = st;
+      cp->close_after = false;
+      cp->since = cp->drained = Clock::now();
+      in_flight.fetch_sub(1);  // answered: stop() does not wait for a stream to end
+      return std::make_shared<Stream>(st);
+    };
+    // (serve() made the connection busy and counted the request in flight.)
+    try {
+      handler(req, std::move(reply), std::move(open));
+    } catch (...) {
+      if (!answered->exchange(true)) post(l, id, failure(), true);
+    }
+    if (!answered->load()) post(l, id, failure(), true);  // neither answered nor opened
+    return true;
+  }
+
+  // Moves what was pushed to a stream into its connection's output, unless the client has not
+  // read what is there already (then it waits, and pushes beyond max_pending are dropped).
+  void pull(Conn& c) {
+    auto& st = *c.stream;
+    if (unsent(c) > st.opts.max_pending) return;  // asked again once the output drains
+    std::string taken;
+    bool dropped = false;
+    {
+      std::lock_guard lk(st.mu);
+      taken.swap(st.pending);
+      dropped = std::exchange(st.dropped, false);
+      st.queued = false;
+    }
+    if (!taken.empty()) c.out += chunk(taken);
+    if (dropped && !st.opts.overflow.empty()) c.out += chunk(st.opts.overflow);
+    if (!taken.empty() || dropped) c.since = Clock::now();
   }
 
   void on_readable(Loop& l, Conn& c) {
@@ -429,6 +549,15 @@ struct EventServer::Impl {
       // A client sending faster than it is answered is read a bounded amount at a time.
       if (c.in.size() > opts.max_head + opts.max_body) break;
     }
+    if (c.stream) {
+      c.in.clear();
+      if (c.peer_closed) {
+        close_conn(l, c);  // the client left
+      } else {
+        rearm(l, c);
+      }
+      return;
+    }
     if (c.close_after) {
       c.discarded += c.in.size();
       c.in.clear();
@@ -449,10 +578,19 @@ struct EventServer::Impl {
     [[maybe_unused]] auto n = ::read(l.wake, &count, sizeof(count));
     std::vector<Answer> answers;
     std::vector<std::unique_ptr<Conn>> arrivals;
+    std::vector<std::uint64_t> streams;
     {
       std::lock_guard lk(l.mu);
       answers.swap(l.answers);
       arrivals.swap(l.arrivals);
+      streams.swap(l.streams);
+    }
+    for (auto id : streams) {
+      auto it = l.conns.find(id);
+      if (it == l.conns.end() || !it->second->stream) continue;
+      Conn& c = *it->second;
+      pull(c);
+      if (flush(l, c)) rearm(l, c);
     }
     for (auto& c : arrivals) adopt(l, std::move(c));
     for (auto& a : answers) {
@@ -475,7 +613,17 @@ struct EventServer::Impl {
   void sweep(Loop& l) {
     const auto now = Clock::now();
     std::vector<Conn*> expired;
+    std::vector<Conn*> quiet;
     for (auto& [id, c] : l.conns) {
+      if (c->stream) {
+        const auto& o = c->stream->opts;
+        if (unsent(*c) > 0 && now - c->drained > o.stalled) {
+          expired.push_back(c.get());  // its client stopped reading
+        } else if (unsent(*c) == 0 && now - c->since >= o.heartbeat) {
+          quiet.push_back(c.get());
+        }
+        continue;
+      }
       if (c->busy) continue;  // its answer is being made
       const auto limit = c->lingering    ? kLinger
                          : c->in.empty() ? std::chrono::seconds(opts.keep_alive_seconds)
@@ -483,6 +631,11 @@ struct EventServer::Impl {
       if (now - c->since > limit) expired.push_back(c.get());
     }
     for (Conn* c : expired) close_conn(l, *c);
+    for (Conn* c : quiet) {
+      c->out += chunk(c->stream->opts.heartbeat_bytes);
+      c->since = now;
+      if (flush(l, *c)) rearm(l, *c);
+    }
   }
 
   void run(Loop& l) {
@@ -510,6 +663,11 @@ struct EventServer::Impl {
           continue;
         }
         if (ev & EPOLLOUT) {
+          if (c.stream) {  // sent what was waiting: what was pushed meanwhile may follow
+            if (!flush(l, c)) continue;
+            pull(c);
+            if (!flush(l, c)) continue;
+          }
           // Sent what was waiting: the next pipelined request may start.
           if (!flush(l, c) || !serve(l, c) || close_if_done(l, c)) continue;
           rearm(l, c);
@@ -566,6 +724,39 @@ void EventServer::admit(Admission admission) {
 
 void EventServer::handle(const std::string& method, const std::string& path, Handler handler) {
   impl_->handlers[{method, path}] = std::move(handler);
+}
+
+void EventServer::handle_stream(const std::string& method, const std::string& path,
+                                StreamHandler handler) {
+  impl_->stream_handlers[{method, path}] = std::move(handler);
+}
+
+bool Stream::push(const std::string& bytes) {
+  auto& st = *state_;
+  std::lock_guard lk(st.mu);
+  if (st.ended) return false;
+  if (st.pending.size() + bytes.size() > st.opts.max_pending) {
+    st.dropped = true;
+    return true;
+  }
+  st.pending += bytes;
+  if (st.queued) return true;
+  st.queued = true;
+  // Under the stream's lock: the loop outlives every stream that has not ended (stop() ends them
+  // all, taking this lock, before the loops go).
+  bool first = false;
+  {
+    std::lock_guard ll(st.loop->mu);
+    first = st.loop->answers.empty() && st.loop->arrivals.empty() && st.loop->streams.empty();
+    st.loop->streams.push_back(st.conn);
+  }
+  if (first) wake_loop(*st.loop);
+  return true;
+}
+
+bool Stream::ended() const {
+  std::lock_guard lk(state_->mu);
+  return state_->ended;
 }
 
 core::Result<int> EventServer::bind(const std::string& host, int port) {
@@ -667,7 +858,17 @@ void EventServer::stop() {
   for (auto& l : m.loops) l->thread.join();
   for (auto& l : m.loops) {
     m.deliver(*l);  // answers posted after the loop's last look
-    for (auto& [id, c] : l->conns) ::close(c->fd);
+    for (auto& [id, c] : l->conns) {
+      if (c->stream) {  // ended cleanly: the last chunk, as far as the socket takes it now
+        Impl::end_stream(*c);
+        const std::string last = "0\r\n\r\n";
+        if (Impl::unsent(*c) == 0) {
+          [[maybe_unused]] auto n =
+              ::send(c->fd, last.data(), last.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+      }
+      ::close(c->fd);
+    }
     l->conns.clear();
     ::close(l->ep);
     ::close(l->wake);

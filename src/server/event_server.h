@@ -7,6 +7,7 @@
 // time, so pipelined requests are answered in order.
 #include <httplib.h>
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -34,6 +35,33 @@ struct EventServerOptions {
   // Open connections from one address (0: no limit). One client must not take every connection
   // the process can hold; beyond it a new connection gets a 429 JSON answer and is closed.
   std::size_t max_connections_per_address = 256;
+};
+
+// A long-lived answer (server-sent events): after its head, whatever push() is given, sent as
+// HTTP chunks, until the client leaves or the server stops. Thread-safe; see EventServer's
+// handle_stream().
+class Stream {
+ public:
+  struct State;
+  explicit Stream(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  // Queues `bytes` for the client; false once the stream has ended. At most max_pending bytes
+  // wait for a client that does not read: beyond that, what is pushed is dropped and the
+  // stream's `overflow` is sent once the client has caught up (a slow reader costs bounded
+  // memory and learns that it missed something).
+  bool push(const std::string& bytes);
+  bool ended() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+struct StreamOptions {
+  std::size_t max_pending = 64 << 10;     // bytes waiting, on top of what the socket holds
+  std::string overflow;                   // sent once after bytes were dropped
+  std::chrono::seconds heartbeat{15};     // sent after this long with nothing else sent
+  std::string heartbeat_bytes = ":\n\n";  // (an SSE comment)
+  std::chrono::seconds stalled{60};       // unsent bytes for this long: the stream ends
+  std::function<void()> on_end;           // once, when it ends (client gone, stall, stop())
 };
 
 // What start() makes of `wanted` connections under this process's descriptor limit (raising the
@@ -65,6 +93,15 @@ class EventServer {
 
   // Before start(): requests with exactly this method and path (no query) go to `handler`.
   void handle(const std::string& method, const std::string& path, Handler handler);
+  // Opens a stream answering the request given to a stream handler: `head`'s status and headers
+  // (no body; sent chunked, the connection closing when the stream ends). Only from within the
+  // handler, on its thread; at most once, and not after the handler's reply.
+  using StreamOpen =
+      std::function<std::shared_ptr<Stream>(const httplib::Response& head, StreamOptions options)>;
+  // Runs on a loop thread and must not block: refuses through the reply, or opens a stream.
+  using StreamHandler = std::function<void(const httplib::Request&, Reply, StreamOpen)>;
+  // Before start(): requests with exactly this method and path (no query) go to `handler`.
+  void handle_stream(const std::string& method, const std::string& path, StreamHandler handler);
   // Before start(): asked once per request, when its head has come and not all of its body.
   void admit(Admission admission);
   // Binds and listens (port 0: any free port); returns the bound port.

@@ -109,6 +109,8 @@ Frame dechunk(std::string_view in, const Limits& o, Frame f) {
   return f;
 }
 
+}  // namespace
+
 const char* reason_phrase(int status) {
   switch (status) {
     case 100:
@@ -159,8 +161,6 @@ const char* reason_phrase(int status) {
       return status < 400 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
   }
 }
-
-}  // namespace
 
 // Reads the head at the start of `in` (RFC 9112: request line, header fields, blank line) and
 // says whether the whole request is there.

@@ -41,6 +41,9 @@ struct Frame {
 // chunked.
 Frame frame(std::string_view in, const Limits& limits);
 
+// The status line's words for `status` ("OK" for 200).
+const char* reason_phrase(int status);
+
 // A response on the wire; "Connection: close" when `close`, "Connection: keep-alive" when an
 // HTTP/1.0 client asked for it (`say_keep_alive`).
 std::string serialize(const httplib::Response& res, bool close, bool say_keep_alive = false);

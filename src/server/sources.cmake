@@ -8,6 +8,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api_agent.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_budgets.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_dashboard.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/api_events.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_fields.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_jobs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_json.cpp
@@ -19,6 +20,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
   ${CMAKE_CURRENT_LIST_DIR}/standby.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/change_feed.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_budgets.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_gate.cpp

@@ -48,7 +48,8 @@ async function until(what, fn, ms = 20000) {
 const dir = mkdtempSync(join(tmpdir(), "allot-dashboard-"));
 mkdirSync(artifacts, { recursive: true });
 const up = spawn(allotBin, ["up", "--port", "0", "--data", join(dir, "allot.db"),
-  "--addr-file", join(dir, "addr"), "--nodes", "2", "--tick-ms", "100", "--backend", "fake"],
+  "--addr-file", join(dir, "addr"), "--nodes", "2", "--tick-ms", "100", "--backend", "fake",
+  "--telemetry-ms", "2000"],
 { stdio: ["ignore", "pipe", "pipe"] });
 let upLog = "";
 up.stdout.on("data", (d) => (upLog += d));
@@ -139,6 +140,9 @@ try {
   await page.click("#signin");
   await page.waitForSelector("#cluster", { timeout: 10000 });
   assert.equal(await page.evaluate(() => document.cookie), "", "no cookie is set");
+  // The event stream is open: pages refresh on changes, not every 5 s.
+  await page.waitForFunction(() => document.getElementById("live").textContent === "live",
+    { timeout: 10000 });
   assert.match(await text("#who"), /admin/);
 
   // Cluster: GPUs by state per model, and the queue by reason.
@@ -167,6 +171,23 @@ try {
   assert.ok(waitingText.includes(waitWhy.explanation), "the reason in words: " + waitingText);
   assert.match(await text("#running"), new RegExp(`${taker.id} train.*allocated`));
   await shot("queue");
+  // Live: a job submitted now shows up within a second or two, long before the 30 s refresh a
+  // page makes while the stream is open (the stream says jobs changed; the page reads again).
+  const late = await call("/jobs", { command: ["sleep", "300"], idempotency_key: "live",
+    name: "live", budget: "/lab/a", nodes: 2, gpus_per_node: 8 });
+  const t0 = Date.now();
+  await page.waitForFunction((id) => document.getElementById("waiting")?.textContent
+    .includes(`${id} live`), { timeout: 3000 }, late.id);
+  const took = Date.now() - t0;
+  assert.ok(took < 3000, `the queue page showed the new job after ${took} ms`);
+  await call(`/jobs/${late.id}/cancel`, {});
+  await page.waitForFunction((id) => !document.getElementById("waiting")?.textContent
+    .includes(`${id} live`), { timeout: 3000 }, late.id);
+  await shot("queue");
+  // Paged: one row of each list asked, and a link to more (the page shows 100 at first).
+  await visit("/queue?limit=1", "#waiting");
+  assert.equal(await page.$$eval("#waiting tbody tr", (trs) => trs.length), 1);
+  assert.match(await page.$eval("#more", (a) => a.getAttribute("href")), /limit=5/);
   // Filters: the interactive kind leaves only the eval job.
   await visit("/queue?kind=interactive", "#waiting");
   const rows = await page.$$eval("#waiting tbody tr", (trs) => trs.map((t) => t.textContent));
@@ -179,12 +200,20 @@ try {
   await visit(`/jobs/${taker.id}`, "#job-class");
   assert.equal(await text("#job-class"), "allocated");
   // Its telemetry sparklines: a point per agent report (every 10 s), the values the API has.
-  await page.waitForSelector("#spark-util circle", { timeout: 30000 });
+  // The agents report every 2 s here (--telemetry-ms 2000): several points, at distinct
+  // places along the line.
+  await page.waitForFunction(() => document.querySelectorAll("#spark-util circle").length >= 3,
+    { timeout: 30000 });
   const tel = await call(`/jobs/${taker.id}/telemetry`);
-  assert.ok(tel.samples.length >= 1, JSON.stringify(tel));
+  assert.ok(tel.samples.length >= 3, JSON.stringify(tel));
   const utilDots = await page.$$eval("#spark-util circle", (cs) => cs.map((c) =>
     Number(c.dataset.value)));
-  assert.ok(utilDots.length >= 1 && utilDots.every((v) => v === 70), "GPU use 70%: " + utilDots);
+  assert.ok(utilDots.length >= 3 && utilDots.every((v) => v === 70), "GPU use 70%: " + utilDots);
+  const xs = await page.$$eval("#spark-util circle", (cs) => cs.map((c) => c.getAttribute("cx")));
+  assert.ok(new Set(xs).size >= 3, "points spread over time: " + xs);
+  // GPU use now: the latest report, and each of its 8 GPUs as its node last reported it.
+  assert.match(await text("#gpu-now"), /^70\.0%, 160000 of \d+ MiB/);
+  assert.equal(await page.$$eval("#gpu-now-per-gpu rect", (rs) => rs.length), 8);
   const memDots = await page.$$eval("#spark-mem circle", (cs) => cs.map((c) =>
     Number(c.dataset.value)));
   assert.ok(memDots.length >= 1 && memDots.every((v) => v === 8 * 20000),

@@ -1,10 +1,10 @@
 // How long each dashboard page takes in headless Chromium, from navigation until its content is
 // on screen (first load of the page's data, not the 5 s refresh). Used by
 // bench/dashboard_bench.sh against a server it filled.
-//   node page_timing.mjs BASE_URL TOKEN [runs]
+//   node page_timing.mjs BASE_URL TOKEN [runs] [paths, comma-separated: only these pages]
 import puppeteer from "puppeteer-core";
 
-const [base, token, runsArg] = process.argv.slice(2);
+const [base, token, runsArg, only] = process.argv.slice(2);
 const runs = Number(runsArg || 5);
 const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
 const browser = await puppeteer.launch({ executablePath: chromium, headless: true,
@@ -19,7 +19,10 @@ try {
   await page.waitForSelector("#cluster", { timeout: 60000 });
   const pages = [["/", "#cluster"], ["/queue", "#waiting"], ["/nodes", ".node"],
     ["/budgets", "#tree"], ["/me", "#me"], ["/jobs/1", "#events"]];
-  for (const [path, sel] of pages) {
+  // Asked for by path: a known page, or the queue with other parameters (?limit=500).
+  const chosen = !only ? pages : only.split(",").map((p) =>
+    pages.find(([k]) => k === p) || [p, p.startsWith("/queue") ? "#waiting" : "main section"]);
+  for (const [path, sel] of chosen) {
     const shown = [];
     const complete = [];
     for (let i = 0; i < runs; ++i) {

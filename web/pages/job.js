@@ -45,6 +45,8 @@ function sparklines(samples) {
     h("div", { class: "muted" }, `${samples.length} reports since ${when(samples[0].time)}`));
 }
 
+const running = (j) => ["starting", "running", "preempting"].includes(j.state);
+
 export async function jobPage(m) {
   const id = m[1];
   const [j, why, ev, tel, gpus] = await Promise.all([api(`/jobs/${id}`), api(`/jobs/${id}/why`),
@@ -56,12 +58,15 @@ export async function jobPage(m) {
   const waiting = j.state === "pending" || j.state === "requeued";
   const t = tel.current || tel.total;
   // Per-GPU utilization now, from the nodes' latest samples, for the GPUs this job holds.
+  // (A node's telemetry is its last report: { time, gpus: [{ index, util_pct, … }] }.)
   const mine = [];
   for (const slot of j.placement || []) {
     const n = gpus.nodes.find((x) => x.name === slot.node);
-    const sample = n && Array.isArray(n.telemetry) && n.telemetry.find((g) => g.index === slot.gpu);
+    const sample = (n?.telemetry?.gpus || []).find((g) => g.index === slot.gpu);
     if (sample && typeof sample.util_pct === "number") mine.push(sample.util_pct);
   }
+  // The latest point of the current run's series: GPU use and memory as last reported.
+  const latest = running(j) && tel.samples?.length ? tel.samples[tel.samples.length - 1] : null;
   return h("section", { id: "job" },
     h("h1", {}, `Job ${j.id} ${j.name}`),
     kv([["State", h("b", { id: "job-state" }, j.state)], ["Reason", withJobLinks(j.reason)],
@@ -96,7 +101,11 @@ export async function jobPage(m) {
     ["Memory peak", `${t.mem_used_peak_mib} of ${t.mem_total_mib} MiB`],
     ["CPU / I/O wait", `${t.cpu_pct_mean?.toFixed?.(1) ?? "–"}% / ` +
       `${t.io_wait_pct_mean?.toFixed?.(1) ?? "–"}%`],
-    ["GPU use now, per GPU", mine.length ? sparkBars(mine) : "–"],
+    ["GPU use now", latest ? h("span", { id: "gpu-now" }, `${latest.gpu_util_pct.toFixed(1)}%, ` +
+      `${latest.mem_used_mib} of ${latest.mem_total_mib} MiB (reported ${when(latest.time)})`)
+      : "–"],
+    ["GPU use now, per GPU", mine.length ? h("span", { id: "gpu-now-per-gpu",
+      title: mine.map((u) => u + "%").join(" ") }, sparkBars(mine)) : "–"],
     ...tel.flags.map((f) => [f.flag, f.hint])])
       : h("p", { class: "muted" }, "No telemetry yet (simulated nodes send none)."),
     sparklines(tel.samples),

@@ -14,7 +14,8 @@ export async function nodesPage() {
     h("span", { class: "badge " + n.health, title: n.health_reason }, n.health),
     n.cordoned ? h("span", { class: "badge draining" }, "cordoned") : "",
     h("span", { class: "gpus" }, n.gpus.map((gpu) => {
-      const tel = Array.isArray(n.telemetry) && n.telemetry.find((t) => t.index === gpu.index);
+      // The node's last report: { time, gpus: [{ index, util_pct, … }] }.
+      const tel = (n.telemetry?.gpus || []).find((t) => t.index === gpu.index);
       const jobs = gpu.jobs.map((id) => "job " + id).concat(
         gpu.other_jobs ? [`${gpu.other_jobs} other`] : []).join(", ");
       const title = `GPU ${gpu.index}: ${gpu.state}` + (jobs ? ` (${jobs})` : "") +

@@ -3,17 +3,32 @@
 import { api, go } from "../app.js";
 import { h, table, num, when, ago } from "../dom.js";
 
+// Rows shown of each list at first, and the most a "show more" link asks for: with 100,000
+// waiting jobs and 1,024 running, more rows cost the first paint far more than they tell.
+const FIRST_ROWS = 100;
+const MOST_ROWS = 1000;
+
 export async function queuePage(_m, params) {
+  const limit = Math.min(MOST_ROWS, Math.max(1, Number(params.get("limit")) || FIRST_ROWS));
   const q = new URLSearchParams();
   for (const k of ["budget", "owner", "kind"]) if (params.get(k)) q.set(k, params.get(k));
-  q.set("limit", "500");
-  const running = new URLSearchParams({ state: "starting,running,preempting", limit: "1000" });
+  q.set("limit", String(limit));
+  const running = new URLSearchParams({ state: "starting,running,preempting",
+    limit: String(limit) });
   if (params.get("budget")) running.set("budget", params.get("budget"));
   if (params.get("owner")) running.set("owner", params.get("owner"));
   const [waiting, run] = await Promise.all([api("/queue?" + q), api("/jobs?" + running)]);
   const kind = params.get("kind");
   const runs = run.jobs.filter((j) => !kind || (j.spec.kind || "batch") === kind);
   const now = waiting.time;
+  // More of both lists, with the same filters.
+  const more = () => {
+    if (limit >= MOST_ROWS || (!waiting.truncated && run.next == null)) return "";
+    const p = new URLSearchParams(params);
+    p.set("limit", String(Math.min(MOST_ROWS, limit * 5)));
+    return h("p", {}, h("a", { href: "/queue?" + p, id: "more" },
+      `Show up to ${Math.min(MOST_ROWS, limit * 5)} of each`));
+  };
 
   const field = (name, label) => h("label", {}, label,
     h("input", { name, value: params.get(name) || "", size: 14 }));
@@ -38,7 +53,8 @@ export async function queuePage(_m, params) {
       j.budget, j.kind, num(j.nodes * j.gpus_per_node), ago(j.submit_time, now),
       h("span", { class: "reason", title: j.code }, h("b", {}, j.code), " ", j.explanation),
       when(j.expected_start)]), { id: "waiting" }) : h("p", { class: "muted" }, "Nothing waits."),
-    h("h2", {}, `Running (${runs.length})`),
+    more(),
+    h("h2", {}, `Running (${runs.length}${run.next != null ? "+" : ""})`),
     runs.length ? table(["Job", "User", "Budget", "Kind", "State", "Class", "Running",
       "Protected until"], runs.map((j) => [
       h("a", { href: `/jobs/${j.id}` }, `${j.id} ${j.name}`), j.owner, j.budget,

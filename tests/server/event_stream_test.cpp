@@ -1,0 +1,229 @@
+// GET /api/v1/events/stream (server/change_feed.h, api_events.cpp) on a real server, read through
+// a raw socket as a browser's fetch() reads it: the head, then a "changed" message soon after a
+// submission or a budget edit, heartbeats, the per-token limit (429 JSON), a slow reader held to
+// bounded output, and the stream ended when the server stops.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "harness.h"
+#include "server/change_feed.h"
+
+namespace allot::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+using testing::Harness;
+using testing::job;
+using testing::TempDir;
+
+// A client socket on the server's port (with a small receive buffer when asked).
+class Socket {
+ public:
+  explicit Socket(int port, int rcvbuf = 0) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~Socket() { close(); }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  bool ok() const { return ok_; }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void send(const std::string& s) const {
+    ASSERT_EQ(::send(fd_, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
+  }
+  void open_stream(const std::string& token) const {
+    send("GET /api/v1/events/stream HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer " + token +
+         "\r\nAccept: text/event-stream\r\n\r\n");
+  }
+  // Reads until `what` has come (true) or `ms` passed or the server closed (false).
+  bool read_until(const std::string& what, int ms) {
+    const auto end = Clock::now() + std::chrono::milliseconds(ms);
+    while (got.find(what, seen_) == std::string::npos) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+      if (left <= 0 || !read_some(static_cast<int>(left))) return false;
+    }
+    seen_ = got.find(what, seen_) + what.size();
+    return true;
+  }
+  // One read of what is there within `ms`; false at the end of the stream or on a timeout.
+  bool read_some(int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, ms) <= 0) return false;
+    char buf[65536];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) {
+      closed = true;
+      return false;
+    }
+    got.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+  std::string got;
+  bool closed = false;
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  std::size_t seen_ = 0;
+};
+
+class EventStream : public ::testing::Test {
+ protected:
+  void start(ChangeFeedLimits limits = {}) {
+    feed = std::make_shared<ChangeFeed>(limits);
+    ControllerOptions co;
+    co.observers.push_back(feed);
+    ApiOptions api;
+    api.changes = feed;
+    h = std::make_unique<Harness>(dir.file("allot.db"), api, 1'000'000, co);
+    h->add_sim_nodes(1);
+    ASSERT_EQ(h->post("/api/v1/budgets", {{"path", "/lab/a"}, {"share", 1}}).status, 200);
+  }
+  TempDir dir;
+  std::shared_ptr<ChangeFeed> feed;
+  std::unique_ptr<Harness> h;
+};
+
+TEST_F(EventStream, ASubmissionIsAnnouncedWithinASecond) {
+  start();
+  Socket s(h->port());
+  ASSERT_TRUE(s.ok());
+  s.open_stream(h->admin());
+  ASSERT_TRUE(s.read_until("\r\n\r\n", 2000)) << s.got;
+  EXPECT_EQ(s.got.rfind("HTTP/1.1 200", 0), 0u) << s.got;
+  EXPECT_NE(s.got.find("Content-Type: text/event-stream"), std::string::npos) << s.got;
+  EXPECT_NE(s.got.find("Transfer-Encoding: chunked"), std::string::npos) << s.got;
+  // The first message says everything changed: the page reads afresh.
+  ASSERT_TRUE(s.read_until("\"topics\":[\"jobs\",\"nodes\",\"budgets\"]}\n\n", 2000)) << s.got;
+  EXPECT_EQ(feed->open_streams(), 1u);
+
+  const auto began = Clock::now();
+  ASSERT_EQ(h->post("/api/v1/jobs", job("k1")).status, 201);
+  ASSERT_TRUE(s.read_until("event: changed\n", 1000)) << s.got;
+  ASSERT_TRUE(s.read_until("\"topics\":[\"jobs\"", 1000)) << s.got;
+  EXPECT_LT(Clock::now() - began, std::chrono::seconds(1));
+
+  // A budget edit names budgets.
+  ASSERT_EQ(h->post("/api/v1/budgets", {{"path", "/lab/a"}, {"share", 2}}).status, 200);
+  ASSERT_TRUE(s.read_until("\"budgets\"]}", 1000)) << s.got;
+}
+
+TEST_F(EventStream, HeartbeatsKeepAQuietStreamAlive) {
+  ChangeFeedLimits l;
+  l.heartbeat_seconds = 1;
+  start(l);
+  Socket s(h->port());
+  s.open_stream(h->admin());
+  ASSERT_TRUE(s.read_until("\"budgets\"]}\n\n", 2000)) << s.got;
+  // A comment line (":"), as its own chunk: "3\r\n:\n\n\r\n".
+  ASSERT_TRUE(s.read_until("3\r\n:\n\n\r\n", 3500)) << s.got;
+  ASSERT_TRUE(s.read_until("3\r\n:\n\n\r\n", 3500)) << s.got;
+}
+
+TEST_F(EventStream, StreamsPerTokenAreLimitedAndGivenBack) {
+  ChangeFeedLimits l;
+  l.per_token = 2;
+  start(l);
+  const auto ann = h->token("ann", "user");
+  Socket a(h->port()), b(h->port());
+  a.open_stream(ann);
+  b.open_stream(ann);
+  ASSERT_TRUE(a.read_until("\n\n", 2000));
+  ASSERT_TRUE(b.read_until("\n\n", 2000));
+  // The third from the same token: 429 in the API's error form.
+  httplib::Client cli("127.0.0.1", h->port());
+  auto r = cli.Get("/api/v1/events/stream", {{"Authorization", "Bearer " + ann}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  auto e = json::parse(r->body, nullptr, false);
+  EXPECT_EQ(e["error"]["field"], "stream") << r->body;
+  EXPECT_NE(e["error"]["reason"].get<std::string>().find("2 event streams"), std::string::npos);
+  // Another token is not held back by ann's.
+  Socket admin(h->port());
+  admin.open_stream(h->admin());
+  ASSERT_TRUE(admin.read_until("HTTP/1.1 200", 2000)) << admin.got;
+  // A query is not the stream: refused as an unknown field.
+  auto query = cli.Get("/api/v1/events/stream?x=1", {{"Authorization", "Bearer " + h->admin()}});
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->status, 400);
+  // One of ann's closes: its place is given back once the server sees it go.
+  a.close();
+  bool reopened = false;
+  for (int i = 0; i < 20 && !reopened; ++i) {
+    Socket c(h->port());
+    c.open_stream(ann);
+    c.read_until("\r\n", 1000);
+    reopened = c.got.rfind("HTTP/1.1 200", 0) == 0;
+    if (!reopened) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(reopened);
+  // Without a token: 401, and no stream.
+  auto anon = cli.Get("/api/v1/events/stream");
+  ASSERT_TRUE(anon);
+  EXPECT_EQ(anon->status, 401);
+}
+
+TEST_F(EventStream, ASlowReaderCostsBoundedOutputAndLearnsItMissedSome) {
+  ChangeFeedLimits l;
+  l.max_pending = 4096;
+  start(l);
+  Socket s(h->port(), 4096);
+  s.open_stream(h->admin());
+  ASSERT_TRUE(s.read_until("\"budgets\"]}\n\n", 2000));
+  // 400,000 messages (about 25 MB) while the client reads nothing.
+  std::size_t published = 0;
+  for (int i = 0; i < 400000; ++i) {
+    feed->publish(ChangeFeed::kJobs);
+    published += ChangeFeed::message(ChangeFeed::kJobs, 100000).size();
+  }
+  // Then it reads everything there is: what the socket buffers held, the bounded backlog, and
+  // the overflow message (seq 0, every topic) telling it to read everything again.
+  const auto before = s.got.size();
+  while (s.read_some(1500)) {
+  }
+  const auto received = s.got.size() - before;
+  EXPECT_LT(received, published / 2) << "the server queued what the client did not read";
+  EXPECT_NE(s.got.find("id: 0\ndata: {\"seq\":0,\"topics\":[\"jobs\",\"nodes\",\"budgets\"]}"),
+            std::string::npos);
+  // And the stream goes on afterwards.
+  feed->publish(ChangeFeed::kNodes);
+  ASSERT_TRUE(s.read_until("\"topics\":[\"nodes\"]}", 2000));
+}
+
+TEST_F(EventStream, StopEndsEveryStream) {
+  start();
+  Socket s(h->port());
+  s.open_stream(h->admin());
+  ASSERT_TRUE(s.read_until("\"budgets\"]}\n\n", 2000));
+  const auto began = Clock::now();
+  h->close();
+  while (!s.closed && s.read_some(2000)) {
+  }
+  EXPECT_TRUE(s.closed);
+  EXPECT_LT(Clock::now() - began, std::chrono::seconds(5));
+  EXPECT_NE(s.got.find("0\r\n\r\n"), std::string::npos) << "the last chunk";
+  EXPECT_EQ(feed->open_streams(), 0u);
+  EXPECT_EQ(feed->reserve(1, "x"), "");  // every place was given back
+}
+
+}  // namespace
+}  // namespace allot::server
