@@ -19,7 +19,6 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api_usage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/standby.cpp
   ${CMAKE_CURRENT_LIST_DIR}/change_feed.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_budgets.cpp
@@ -45,6 +44,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/request_limits.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shape_history.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/standby.cpp
   ${CMAKE_CURRENT_LIST_DIR}/standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry.cpp
   ${CMAKE_CURRENT_LIST_DIR}/telemetry_series.cpp
