@@ -85,7 +85,10 @@ class Proxy {
       for (int i = 0; i < 2 && !done; ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-        if (n <= 0 || ::write(fds[1 - i].fd, buf, static_cast<std::size_t>(n)) != n) done = true;
+        // MSG_NOSIGNAL: a peer that closed first must end this pump, not the test (SIGPIPE).
+        if (n <= 0 || ::send(fds[1 - i].fd, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL) != n) {
+          done = true;
+        }
       }
       if (done) break;
     }
