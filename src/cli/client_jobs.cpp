@@ -169,6 +169,20 @@ std::string drain_story(const json& job, const std::set<std::string>& draining, 
   return "";
 }
 
+// For a job on draining or unhealthy nodes: when the drain stops it, one line per such node.
+std::vector<std::string> drain_lines(const Conn& c, const json& job, long long now) {
+  std::set<std::string> nodes;
+  for (const auto& g : job.value("placement", json::array())) nodes.insert(g.value("node", ""));
+  std::vector<std::string> out;
+  for (const auto& n : nodes) {
+    auto node = request(c, "GET", "/api/v1/nodes/" + qs_escape(n));
+    const auto health = node.value("health", "");
+    if (health != "draining" && health != "unhealthy") continue;
+    out.push_back(drain_sentence(job, n, health, node.value("health_reason", ""), now));
+  }
+  return out;
+}
+
 int need_id(const Args& a, const char* cmd) {
   if (a.pos.empty()) die(kUsage, std::string(cmd) + ": give a job id");
   parse_count("job id", a.pos[0]);
@@ -430,9 +444,8 @@ int cmd_show(const Args& a, const Conn& c) {
   std::printf("  %-10s %s\n", "class", contract.c_str());
   if (const auto st = r.value("state", "");
       (st == "starting" || st == "running") && !r.value("placement", json::array()).empty()) {
-    if (const auto d = drain_story(r, draining_nodes(c), now); !d.empty()) {
-      std::printf("  %-10s %s\n", "drain", d.c_str());
-    }
+    for (const auto& line : drain_lines(c, r, now))
+      std::printf("  %-10s %s\n", "drain", line.c_str());
   }
   if (r.contains("held_by")) {
     std::printf("  %-10s held (by %s): 'allot release %s'\n", "hold",
@@ -512,23 +525,7 @@ int cmd_why(const Args& a, const Conn& c) {
     for (const auto& line : running_story(job, events, now)) {
       std::printf("  %s\n", line.c_str());
     }
-    // A drain stops each job as it reaches its minimum runtime: say when, for this one.
-    std::set<std::string> nodes;
-    for (const auto& g : job.value("placement", json::array())) nodes.insert(g.value("node", ""));
-    for (const auto& n : nodes) {
-      auto node = request(c, "GET", "/api/v1/nodes/" + qs_escape(n));
-      const auto health = node.value("health", "");
-      if (health != "draining" && health != "unhealthy") continue;
-      const long long stop = drain_stop_time(job, now);
-      const auto why = node.value("health_reason", "");
-      const std::string when = stop <= now ? std::string("now")
-                                           : "at " + local_time(stop, now) +
-                                                 (job.value("allocated", false)
-                                                      ? ", when its protection ends"
-                                                      : ", when it has run its minimum runtime");
-      std::printf("  its node %s is %s%s: the job is stopped %s\n", n.c_str(), health.c_str(),
-                  why.empty() ? "" : (" (" + why + ")").c_str(), when.c_str());
-    }
+    for (const auto& line : drain_lines(c, job, now)) std::printf("  %s\n", line.c_str());
   } else if (state == "pending" || state == "requeued") {
     const auto stop = last_stop(events);
     if (!stop.empty()) std::printf("  last stopped: %s\n", stop.c_str());

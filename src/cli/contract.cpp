@@ -166,4 +166,15 @@ long long drain_stop_time(const json& job, long long now) {
   return std::max(now, deadline);
 }
 
+std::string drain_sentence(const json& job, const std::string& node, const std::string& health,
+                           const std::string& reason, long long now) {
+  const long long stop = drain_stop_time(job, now);
+  std::string out = "node " + node + " is " + health + (reason.empty() ? "" : " (" + reason + ")") +
+                    ": this job will be stopped ";
+  if (stop <= now) return out + "now (it is not protected)";
+  const bool protection = job.value("allocated", false) && number(job, "protected_until") >= stop;
+  return out + "at " + local_time(stop, now) + " (in " + human_duration(stop - now) + "; " +
+         (protection ? "its protection ends then" : "it has run its minimum runtime then") + ")";
+}
+
 }  // namespace allot::cli

@@ -246,8 +246,9 @@ std::vector<CommandSpec> build() {
     const std::string name = op;
     const std::string what =
         name == "drain"     ? "Drain a node: no new jobs; each running job stops once its "
-                              "protection ends. Lists the jobs still there and when the node "
-                              "will be empty."
+                              "protection ends. Lists the jobs still there, their owners and "
+                              "when each leaves; each job's owner is told in its events, "
+                              "'allot why' and 'allot show'."
         : name == "undrain" ? "Make a drained node take work again."
         : name == "cordon"  ? "Cordon a node: no new jobs, running ones keep running."
                             : "Lift a node's cordon.";

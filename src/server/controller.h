@@ -271,6 +271,10 @@ class Controller {
                     store::WriteBatch& batch);
   void check_timeouts(Time now, store::WriteBatch& batch);
   void record_health(const store::NodeRecord& n, Time now, store::WriteBatch& batch);
+  // A job event for each job on node `n` when it starts or stops draining (was: its health
+  // before).
+  void tell_jobs_on_node(const store::NodeRecord& n, const std::string& was, Time now,
+                         store::WriteBatch& batch);
   void revive(const std::string& name);
 
   // Set at construction, then only read (from any thread).

@@ -105,6 +105,15 @@ TEST(Contract, StopsAndDrains) {
   EXPECT_EQ(drain_stop_time(job("running", true, 4900, 1, 5900), 5000), 5900);
   EXPECT_EQ(drain_stop_time(job("running", false, 7200, 1, 1000), 5000), 8200);
   EXPECT_EQ(drain_stop_time(job("running", true, 600, 1, 1600), 5000), 5000);
+  // What why and show say: the node, its reason, and when and why then.
+  EXPECT_EQ(drain_sentence(job("running", false, 0, 1, 1000), "n1", "draining", "fan", 5000),
+            "node n1 is draining (fan): this job will be stopped now (it is not protected)");
+  auto s = drain_sentence(job("running", true, 4900, 1, 5900), "n1", "draining", "", 5000);
+  EXPECT_EQ(s.rfind("node n1 is draining: this job will be stopped at ", 0), 0u) << s;
+  EXPECT_NE(s.find("(in 15m; its protection ends then)"), std::string::npos) << s;
+  s = drain_sentence(job("running", false, 7200, 1, 1000), "n2", "unhealthy", "xid 79", 5000);
+  EXPECT_EQ(s.rfind("node n2 is unhealthy (xid 79): this job will be stopped at ", 0), 0u) << s;
+  EXPECT_NE(s.find("(in 53m20s; it has run its minimum runtime then)"), std::string::npos) << s;
 }
 
 }  // namespace
