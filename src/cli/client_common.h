@@ -39,6 +39,10 @@ struct Conn {
   bool insecure = false;
 };
 
+// Words put before every error message from now on ("" to stop): `ls -w` says that the watch
+// stopped, and since when its listing is old.
+void set_error_context(const std::string& context);
+
 // The server and credentials to use; exits (kAuth) without a token.
 Conn connection(const Args& a);
 void configure(httplib::Client& cli, const Conn& c);

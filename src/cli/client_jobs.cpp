@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -309,8 +310,11 @@ int cmd_submit(const Args& a, const Conn& c) {
 namespace {
 
 // One listing of `ls`: the table (under -o wide with more columns, uncut) or the JSON (on one
-// line when watching, one listing a line).
-void list_jobs(const Args& a, const Conn& c, bool one_line_json) {
+// line when watching, one listing a line). `heading` prints first, once every request is answered:
+// a failed one exits with nothing of this listing printed.
+void list_jobs(
+    const Args& a, const Conn& c, bool one_line_json,
+    const std::function<void()>& heading = [] {}) {
   std::string q = "/api/v1/jobs?order=desc&limit=" + a.get("limit", "50");
   if (a.has("state"))
     q += "&state=" + qs_escape(a.get("state"));
@@ -320,6 +324,7 @@ void list_jobs(const Args& a, const Conn& c, bool one_line_json) {
   if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
   auto r = request(c, "GET", q);
   if (a.has("json")) {
+    heading();
     std::printf("%s\n", r["jobs"].dump(one_line_json ? -1 : 2).c_str());
     return;
   }
@@ -382,6 +387,7 @@ void list_jobs(const Args& a, const Conn& c, bool one_line_json) {
     }
   }
   head.emplace_back("REASON");
+  heading();
   table(head, rows, /*cut=*/!wide);
 }
 
@@ -401,19 +407,25 @@ int cmd_ls(const Args& a, const Conn& c) {
   if (a.has("watch-count") && count < 1) die(kUsage, "--watch-count: must be at least 1");
   // Like watch(1): on a terminal, each listing replaces the last; piped, each follows a line of
   // dashes with the time. Stops when interrupted (Ctrl-C) or after --watch-count listings.
+  // A refresh that fails (server gone, token revoked, server error) ends the watch with the exit
+  // code of that failure and one line saying since when the listing shown is old: a listing is
+  // printed only once all its requests are answered, never a stale one in its place.
   const bool terminal = isatty(STDOUT_FILENO) != 0;
+  set_error_context("ls --watch stopped before its first listing: ");
   for (long long n = 1;; ++n) {
     const long long now = static_cast<long long>(std::time(nullptr));
-    if (!a.has("json")) {
+    list_jobs(a, c, true, [&] {
+      if (a.has("json")) return;
       const auto every = human_duration(interval), at = local_time(now, now);
       if (terminal) {
         std::printf("\033[H\033[2JEvery %s: allot ls    %s\n\n", every.c_str(), at.c_str());
       } else {
         std::printf("--- %s (every %s) ---\n", at.c_str(), every.c_str());
       }
-    }
-    list_jobs(a, c, true);
+    });
     std::fflush(stdout);
+    set_error_context("ls --watch stopped (the last listing is from " + local_time(now, now) +
+                      "): ");
     if (count > 0 && n >= count) return kOk;
     std::this_thread::sleep_for(std::chrono::seconds(interval));
   }

@@ -98,7 +98,9 @@ std::vector<CommandSpec> build() {
                    {"watch", "[INTERVAL]",
                     "list again every INTERVAL (default 2s) until interrupted (Ctrl-C); on a "
                     "terminal the screen is cleared first, like watch(1), otherwise each listing "
-                    "follows a line of dashes (under --json: one JSON line per listing)"},
+                    "follows a line of dashes (under --json: one JSON line per listing); a "
+                    "refresh that fails ends it with that failure's exit code and one line "
+                    "saying since when the last listing is old"},
                    {"watch-count", "N", "with --watch: stop after N listings (for scripts)"},
                },
                0,
