@@ -103,7 +103,7 @@ std::string unallocated_cause(const json& events) {
   if (!events.is_array()) return "";
   for (auto it = events.rbegin(); it != events.rend(); ++it) {
     const auto reason = text(*it, "reason");
-    if (text(*it, "to") == "starting") {
+    if (text(*it, "to") == "starting" && text(*it, "from") != "starting") {
       if (reason.rfind("unallocated (", 0) != 0) return "";
       const auto close = reason.rfind(')');
       return close == std::string::npos ? "" : reason.substr(13, close - 13);

@@ -66,6 +66,14 @@ TEST(Contract, WhyARunningJobIsUnprotected) {
       {{"time", 1001}, {"from", "starting"}, {"to", "running"}, {"reason", "started on n1"}},
   });
   EXPECT_EQ(unallocated_cause(events), "/lab/nlp is over its burst limit");
+  // A note on the starting run (its node drains) is no new start.
+  json noted = events;
+  noted.insert(noted.begin() + 2,
+               {{"time", 1000},
+                {"from", "starting"},
+                {"to", "starting"},
+                {"reason", "node n1 is draining: this job will be stopped now"}});
+  EXPECT_EQ(unallocated_cause(noted), "/lab/nlp is over its burst limit");
   auto story = running_story(job("running", false, 1800), events, now);
   ASSERT_FALSE(story.empty());
   EXPECT_EQ(story[0].rfind("UNALLOCATED (/lab/nlp is over its burst limit)", 0), 0u) << story[0];
