@@ -87,6 +87,7 @@ int cmd_nodes(const Args& a, const Conn& c);
 bool natural_less(const std::string& a, const std::string& b);  // "n2" < "n10"
 int cmd_node_op(const Args& a, const Conn& c, const std::string& op);
 int cmd_token(const Args& a, const Conn& c);
+int cmd_limits(const Args& a, const Conn& c);
 int cmd_me(const Args& a, const Conn& c);  // client_standing.cpp
 
 }  // namespace allot::cli::client

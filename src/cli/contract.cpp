@@ -91,12 +91,18 @@ std::string protection_left(const json& job, long long now) {
 
 std::string contract_promise(const json& job) {
   const long long m = min_runtime(job);
+  // Given by the budget (submit's reply says so): no --min-runtime was asked.
+  const auto dflt = job.find("min_runtime_default");
+  const std::string from = dflt != job.end() && dflt->is_object() ? text(*dflt, "from") : "";
   if (m <= 0) {
-    return "UNALLOCATED: no --min-runtime, so it is free, preemptible work that any funded job "
-           "may stop at any time; for a protected run ask for a contract, e.g. --min-runtime 2h";
+    return "UNALLOCATED: no --min-runtime" +
+           (from.empty() ? std::string() : ", and the default of " + from + " is 0") +
+           ", so it is free, preemptible work that any funded job may stop at any time; for a "
+           "protected run ask for a contract, e.g. --min-runtime 2h";
   }
-  return "asks for an allocated contract: protected for " + human_duration(m) +
-         " once started, if its budget can fund it (else it starts unallocated)";
+  return "asks for an allocated contract: protected for " + human_duration(m) + " once started" +
+         (from.empty() ? std::string() : " (the default of " + from + ")") +
+         ", if its budget can fund it (else it starts unallocated)";
 }
 
 std::string unallocated_cause(const json& events) {
