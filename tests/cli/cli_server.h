@@ -64,6 +64,7 @@ class Cli : public ::testing::Test {
                                        "--metrics-listen", "127.0.0.1:0"};
       args.insert(args.end(), server_flags_.begin(), server_flags_.end());
       std::vector<char*> argv;
+      argv.reserve(args.size() + 1);
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       execv(ALLOT_BIN, argv.data());
@@ -115,7 +116,7 @@ class Cli : public ::testing::Test {
     return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
   }
   static std::string file(const std::string& name, const std::string& text) {
-    const auto p = dir_ + "/" + name;
+    auto p = dir_ + "/" + name;
     std::ofstream(p) << text;
     return p;
   }

@@ -183,6 +183,7 @@ Watch watch(const std::string& dir, const std::string& addr, const std::string& 
     std::vector<std::string> args{ALLOT_BIN, "ls", "-w", "1s"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
     execv(ALLOT_BIN, argv.data());
