@@ -32,8 +32,9 @@ std::string first_sentence(const std::string& text) {
 
 bool is_client_command(const std::string& cmd) {
   static const std::vector<std::string> cmds = {
-      "submit", "ls",       "show",   "why",   "cancel", "budget", "nodes", "drain",   "undrain",
-      "cordon", "uncordon", "report", "token", "logs",   "me",     "hold",  "release", "advise"};
+      "submit", "ls",      "show",    "why",      "cancel", "budget", "nodes",
+      "drain",  "undrain", "cordon",  "uncordon", "report", "token",  "logs",
+      "me",     "hold",    "release", "advise",   "limits"};
   return std::find(cmds.begin(), cmds.end(), cmd) != cmds.end();
 }
 
@@ -112,6 +113,7 @@ int client_main(int argc, char** argv) {
   if (cmd == "report") return client::cmd_report(a, c);
   if (cmd == "advise") return client::cmd_advise(a, c);
   if (cmd == "token") return client::cmd_token(a, c);
+  if (cmd == "limits") return client::cmd_limits(a, c);
   if (cmd == "logs") return client::cmd_logs(a, c);
   if (cmd == "me") return client::cmd_me(a, c);
   die(kUsage, "unknown command '" + cmd + "'");

@@ -128,6 +128,17 @@ static std::string limits_of(const json& budget) {
   return t.empty() ? "-" : t.substr(2);
 }
 
+// MIN-RUNTIME of `budget tree`: the default a job without --min-runtime gets there, "1h" when the
+// budget sets it, "1h of /lab" when inherited, "-" for none (0).
+static std::string default_min_runtime_of(const json& budget) {
+  const auto d = budget.value("min_runtime_default", json());
+  if (!d.is_object()) return "-";
+  const long long s = d.value("seconds", 0LL);
+  const auto from = d.value("from", "");
+  return (s > 0 ? human_duration(s) : std::string("0")) +
+         (from == budget.value("path", "") ? "" : " of " + from);
+}
+
 int cmd_budget(const Args& a, const Conn& c) {
   const std::string sub = a.pos.empty() ? "tree" : a.pos[0];
   if (sub == "tree") {
@@ -156,9 +167,9 @@ int cmd_budget(const Args& a, const Conn& c) {
       rows.push_back({std::string(2 * static_cast<std::size_t>(b["depth"].get<int>()), ' ') +
                           b["path"].get<std::string>(),
                       share, fr, names(b.value("owners", json::array())), names(b["members"]),
-                      limits_of(b)});
+                      limits_of(b), default_min_runtime_of(b)});
     }
-    table({"BUDGET", "SHARE", "OF CLUSTER", "OWNERS", "MEMBERS", "LIMITS"}, rows);
+    table({"BUDGET", "SHARE", "OF CLUSTER", "OWNERS", "MEMBERS", "LIMITS", "MIN-RUNTIME"}, rows);
     return kOk;
   }
   if (sub == "rm" || sub == "remove") {
@@ -193,12 +204,25 @@ int cmd_budget(const Args& a, const Conn& c) {
     for (const auto& [flag, field] : {std::pair<const char*, const char*>{"submit-rate", "rate"},
                                       {"submit-burst", "burst"},
                                       {"max-waiting-jobs", "max_waiting"}}) {
-      if (a.has(flag))
-        body["submit_limits"][field] = parse_number("--" + std::string(flag), a.get(flag));
+      if (!a.has(flag)) continue;
+      const std::string name = "--" + std::string(flag);
+      // A count is sent as an integer (5, not 5.0: the server takes whole jobs only).
+      body["submit_limits"][field] = std::string(field) == "max_waiting"
+                                         ? json(parse_count(name, a.get(flag)))
+                                         : json(parse_number(name, a.get(flag)));
+    }
+    if (a.has("default-min-runtime")) {
+      const auto v = a.get("default-min-runtime");
+      body["default_min_runtime"] =
+          v == "none" ? json() : json(parse_duration("--default-min-runtime", v));
     }
     auto r = request(c, "POST", "/api/v1/budgets", &body);
-    std::printf("budget %s: share %g%s\n", r["path"].get<std::string>().c_str(),
-                r["share"].get<double>(), limits_text(r.value("submit_limits", json())).c_str());
+    const auto dflt = r.value("default_min_runtime", -1LL);
+    std::printf("budget %s: share %g%s%s\n", r["path"].get<std::string>().c_str(),
+                r["share"].get<double>(), limits_text(r.value("submit_limits", json())).c_str(),
+                dflt < 0    ? ""
+                : dflt == 0 ? ", jobs without --min-runtime run unallocated"
+                            : (", jobs without --min-runtime get " + human_duration(dflt)).c_str());
     return kOk;
   }
   if (sub == "log") {
@@ -392,6 +416,68 @@ int cmd_token(const Args& a, const Conn& c) {
     return kOk;
   }
   die(kUsage, "token: ls, create or revoke");
+}
+
+// allot limits [USER]: the server's submission limits and each user's own; with USER and
+// limits, set that user's (POST /submit-limits).
+int cmd_limits(const Args& a, const Conn& c) {
+  const bool setting = a.has("submit-rate") || a.has("submit-burst") || a.has("max-waiting-jobs") ||
+                       a.has("server-limits");
+  if (setting && a.pos.empty()) die(kUsage, "limits: name the USER whose limits to set");
+  if (a.has("server-limits") &&
+      (a.has("submit-rate") || a.has("submit-burst") || a.has("max-waiting-jobs"))) {
+    die(kUsage, "limits: --server-limits drops USER's own limits: give no others with it");
+  }
+  if (setting) {
+    json body = {{"user", a.pos[0]}, {"submit_limits", json()}};
+    for (const auto& [flag, field] : {std::pair<const char*, const char*>{"submit-rate", "rate"},
+                                      {"submit-burst", "burst"},
+                                      {"max-waiting-jobs", "max_waiting"}}) {
+      if (!a.has(flag)) continue;
+      const std::string name = "--" + std::string(flag);
+      // A count is sent as an integer (5, not 5.0: the server takes whole jobs only).
+      body["submit_limits"][field] = std::string(field) == "max_waiting"
+                                         ? json(parse_count(name, a.get(flag)))
+                                         : json(parse_number(name, a.get(flag)));
+    }
+    auto r = request(c, "POST", "/api/v1/submit-limits", &body);
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+    } else if (r["submit_limits"].is_null()) {
+      std::printf("user %s: the server's limits\n", a.pos[0].c_str());
+    } else {
+      std::printf("user %s: %s\n", a.pos[0].c_str(),
+                  limits_text(r["submit_limits"]).substr(2).c_str());
+    }
+    return kOk;
+  }
+  auto r = request(c, "GET", "/api/v1/submit-limits");
+  if (!a.pos.empty()) {
+    json mine = json();
+    for (const auto& u : r["users"]) {
+      if (u.value("user", "") == a.pos[0]) mine = u["submit_limits"];
+    }
+    if (a.has("json")) {
+      std::printf("%s\n", json{{"user", a.pos[0]}, {"submit_limits", mine}}.dump(2).c_str());
+    } else {
+      std::printf("user %s: %s\n", a.pos[0].c_str(),
+                  mine.is_object() ? limits_text(mine).substr(2).c_str() : "the server's limits");
+    }
+    return kOk;
+  }
+  if (a.has("json")) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return kOk;
+  }
+  const auto& s = r["server"];
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"(server)", limits_text(s).substr(2) + ", " + s["max_waiting_total"].dump() +
+                                  " waiting over all budgets"});
+  for (const auto& u : r["users"]) {
+    rows.push_back({u.value("user", ""), limits_text(u["submit_limits"]).substr(2)});
+  }
+  table({"USER", "LIMITS"}, rows);
+  return kOk;
 }
 
 }  // namespace allot::cli::client

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,13 +29,20 @@ namespace allot::cli::client {
 
 namespace {
 bool json_errors = false;  // set once by client_main, before any request
+std::string error_context;
 }  // namespace
+
+void set_error_context(const std::string& context) {
+  error_context = context;
+}
 
 void set_json_errors(bool on) {
   json_errors = on;
 }
 
-[[noreturn]] void die(int code, const std::string& msg, int status, const std::string& field) {
+[[noreturn]] void die(int code, const std::string& what, int status, const std::string& field) {
+  std::string msg = error_context + what;
+  std::replace(msg.begin(), msg.end(), '\n', ' ');  // one line, whatever the server said
   if (json_errors) {
     json e = {{"exit_code", code}, {"message", msg}};
     if (status > 0) e["status"] = status;

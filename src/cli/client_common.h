@@ -42,6 +42,10 @@ struct Conn {
   std::string servers;
 };
 
+// Words put before every error message from now on ("" to stop): `ls -w` says that the watch
+// stopped, and since when its listing is old.
+void set_error_context(const std::string& context);
+
 // The server and credentials to use; exits (kAuth) without a token.
 Conn connection(const Args& a);
 // The leader among c.servers (a standby names it); waits up to 15 s for one, then exits
@@ -89,6 +93,7 @@ int cmd_nodes(const Args& a, const Conn& c);
 bool natural_less(const std::string& a, const std::string& b);  // "n2" < "n10"
 int cmd_node_op(const Args& a, const Conn& c, const std::string& op);
 int cmd_token(const Args& a, const Conn& c);
+int cmd_limits(const Args& a, const Conn& c);
 int cmd_me(const Args& a, const Conn& c);  // client_standing.cpp
 
 }  // namespace allot::cli::client

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -169,6 +170,20 @@ std::string drain_story(const json& job, const std::set<std::string>& draining, 
   return "";
 }
 
+// For a job on draining or unhealthy nodes: when the drain stops it, one line per such node.
+std::vector<std::string> drain_lines(const Conn& c, const json& job, long long now) {
+  std::set<std::string> nodes;
+  for (const auto& g : job.value("placement", json::array())) nodes.insert(g.value("node", ""));
+  std::vector<std::string> out;
+  for (const auto& n : nodes) {
+    auto node = request(c, "GET", "/api/v1/nodes/" + qs_escape(n));
+    const auto health = node.value("health", "");
+    if (health != "draining" && health != "unhealthy") continue;
+    out.push_back(drain_sentence(job, n, health, node.value("health_reason", ""), now));
+  }
+  return out;
+}
+
 int need_id(const Args& a, const char* cmd) {
   if (a.pos.empty()) die(kUsage, std::string(cmd) + ": give a job id");
   parse_count("job id", a.pos[0]);
@@ -295,8 +310,11 @@ int cmd_submit(const Args& a, const Conn& c) {
 namespace {
 
 // One listing of `ls`: the table (under -o wide with more columns, uncut) or the JSON (on one
-// line when watching, one listing a line).
-void list_jobs(const Args& a, const Conn& c, bool one_line_json) {
+// line when watching, one listing a line). `heading` prints first, once every request is answered:
+// a failed one exits with nothing of this listing printed.
+void list_jobs(
+    const Args& a, const Conn& c, bool one_line_json,
+    const std::function<void()>& heading = [] {}) {
   std::string q = "/api/v1/jobs?order=desc&limit=" + a.get("limit", "50");
   if (a.has("state"))
     q += "&state=" + qs_escape(a.get("state"));
@@ -306,6 +324,7 @@ void list_jobs(const Args& a, const Conn& c, bool one_line_json) {
   if (a.has("budget")) q += "&budget=" + qs_escape(a.get("budget"));
   auto r = request(c, "GET", q);
   if (a.has("json")) {
+    heading();
     std::printf("%s\n", r["jobs"].dump(one_line_json ? -1 : 2).c_str());
     return;
   }
@@ -368,6 +387,7 @@ void list_jobs(const Args& a, const Conn& c, bool one_line_json) {
     }
   }
   head.emplace_back("REASON");
+  heading();
   table(head, rows, /*cut=*/!wide);
 }
 
@@ -387,19 +407,25 @@ int cmd_ls(const Args& a, const Conn& c) {
   if (a.has("watch-count") && count < 1) die(kUsage, "--watch-count: must be at least 1");
   // Like watch(1): on a terminal, each listing replaces the last; piped, each follows a line of
   // dashes with the time. Stops when interrupted (Ctrl-C) or after --watch-count listings.
+  // A refresh that fails (server gone, token revoked, server error) ends the watch with the exit
+  // code of that failure and one line saying since when the listing shown is old: a listing is
+  // printed only once all its requests are answered, never a stale one in its place.
   const bool terminal = isatty(STDOUT_FILENO) != 0;
+  set_error_context("ls --watch stopped before its first listing: ");
   for (long long n = 1;; ++n) {
     const long long now = static_cast<long long>(std::time(nullptr));
-    if (!a.has("json")) {
+    list_jobs(a, c, true, [&] {
+      if (a.has("json")) return;
       const auto every = human_duration(interval), at = local_time(now, now);
       if (terminal) {
         std::printf("\033[H\033[2JEvery %s: allot ls    %s\n\n", every.c_str(), at.c_str());
       } else {
         std::printf("--- %s (every %s) ---\n", at.c_str(), every.c_str());
       }
-    }
-    list_jobs(a, c, true);
+    });
     std::fflush(stdout);
+    set_error_context("ls --watch stopped (the last listing is from " + local_time(now, now) +
+                      "): ");
     if (count > 0 && n >= count) return kOk;
     std::this_thread::sleep_for(std::chrono::seconds(interval));
   }
@@ -430,9 +456,8 @@ int cmd_show(const Args& a, const Conn& c) {
   std::printf("  %-10s %s\n", "class", contract.c_str());
   if (const auto st = r.value("state", "");
       (st == "starting" || st == "running") && !r.value("placement", json::array()).empty()) {
-    if (const auto d = drain_story(r, draining_nodes(c), now); !d.empty()) {
-      std::printf("  %-10s %s\n", "drain", d.c_str());
-    }
+    for (const auto& line : drain_lines(c, r, now))
+      std::printf("  %-10s %s\n", "drain", line.c_str());
   }
   if (r.contains("held_by")) {
     std::printf("  %-10s held (by %s): 'allot release %s'\n", "hold",
@@ -512,23 +537,7 @@ int cmd_why(const Args& a, const Conn& c) {
     for (const auto& line : running_story(job, events, now)) {
       std::printf("  %s\n", line.c_str());
     }
-    // A drain stops each job as it reaches its minimum runtime: say when, for this one.
-    std::set<std::string> nodes;
-    for (const auto& g : job.value("placement", json::array())) nodes.insert(g.value("node", ""));
-    for (const auto& n : nodes) {
-      auto node = request(c, "GET", "/api/v1/nodes/" + qs_escape(n));
-      const auto health = node.value("health", "");
-      if (health != "draining" && health != "unhealthy") continue;
-      const long long stop = drain_stop_time(job, now);
-      const auto why = node.value("health_reason", "");
-      const std::string when = stop <= now ? std::string("now")
-                                           : "at " + local_time(stop, now) +
-                                                 (job.value("allocated", false)
-                                                      ? ", when its protection ends"
-                                                      : ", when it has run its minimum runtime");
-      std::printf("  its node %s is %s%s: the job is stopped %s\n", n.c_str(), health.c_str(),
-                  why.empty() ? "" : (" (" + why + ")").c_str(), when.c_str());
-    }
+    for (const auto& line : drain_lines(c, job, now)) std::printf("  %s\n", line.c_str());
   } else if (state == "pending" || state == "requeued") {
     const auto stop = last_stop(events);
     if (!stop.empty()) std::printf("  last stopped: %s\n", stop.c_str());

@@ -91,19 +91,25 @@ std::string protection_left(const json& job, long long now) {
 
 std::string contract_promise(const json& job) {
   const long long m = min_runtime(job);
+  // Given by the budget (submit's reply says so): no --min-runtime was asked.
+  const auto dflt = job.find("min_runtime_default");
+  const std::string from = dflt != job.end() && dflt->is_object() ? text(*dflt, "from") : "";
   if (m <= 0) {
-    return "UNALLOCATED: no --min-runtime, so it is free, preemptible work that any funded job "
-           "may stop at any time; for a protected run ask for a contract, e.g. --min-runtime 2h";
+    return "UNALLOCATED: no --min-runtime" +
+           (from.empty() ? std::string() : ", and the default of " + from + " is 0") +
+           ", so it is free, preemptible work that any funded job may stop at any time; for a "
+           "protected run ask for a contract, e.g. --min-runtime 2h";
   }
-  return "asks for an allocated contract: protected for " + human_duration(m) +
-         " once started, if its budget can fund it (else it starts unallocated)";
+  return "asks for an allocated contract: protected for " + human_duration(m) + " once started" +
+         (from.empty() ? std::string() : " (the default of " + from + ")") +
+         ", if its budget can fund it (else it starts unallocated)";
 }
 
 std::string unallocated_cause(const json& events) {
   if (!events.is_array()) return "";
   for (auto it = events.rbegin(); it != events.rend(); ++it) {
     const auto reason = text(*it, "reason");
-    if (text(*it, "to") == "starting") {
+    if (text(*it, "to") == "starting" && text(*it, "from") != "starting") {
       if (reason.rfind("unallocated (", 0) != 0) return "";
       const auto close = reason.rfind(')');
       return close == std::string::npos ? "" : reason.substr(13, close - 13);
@@ -164,6 +170,17 @@ long long drain_stop_time(const json& job, long long now) {
   long long deadline = number(job, "run_start") + min_runtime(job);
   if (job.value("allocated", false)) deadline = std::max(deadline, number(job, "protected_until"));
   return std::max(now, deadline);
+}
+
+std::string drain_sentence(const json& job, const std::string& node, const std::string& health,
+                           const std::string& reason, long long now) {
+  const long long stop = drain_stop_time(job, now);
+  std::string out = "node " + node + " is " + health + (reason.empty() ? "" : " (" + reason + ")") +
+                    ": this job will be stopped ";
+  if (stop <= now) return out + "now (it is not protected)";
+  const bool protection = job.value("allocated", false) && number(job, "protected_until") >= stop;
+  return out + "at " + local_time(stop, now) + " (in " + human_duration(stop - now) + "; " +
+         (protection ? "its protection ends then" : "it has run its minimum runtime then") + ")";
 }
 
 }  // namespace allot::cli

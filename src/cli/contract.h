@@ -33,5 +33,9 @@ std::string last_stop(const nlohmann::json& events);
 // When the run on a draining node will be stopped: once it has run its minimum runtime (or, if
 // promoted later, its protected period), now if it has already.
 long long drain_stop_time(const nlohmann::json& job, long long now);
+// What `why` and `show` say of a job on a draining (or unhealthy) node: "node n1 is draining
+// (fan): this job will be stopped at 14:30:00 (in 29m; its protection ends then)".
+std::string drain_sentence(const nlohmann::json& job, const std::string& node,
+                           const std::string& health, const std::string& reason, long long now);
 
 }  // namespace allot::cli

@@ -46,8 +46,9 @@ std::vector<CommandSpec> build() {
             "nodes of an explicit gang (with --gpus-per-node, or --gpus split evenly)"},
            {"gpu-milli", "M", "a fraction of one GPU in thousandths, 1-1000 (default 1000)"},
            {"min-runtime", "DURATION",
-            "the contract: protected this long once started, e.g. 30m, 2h (default 0: "
-            "unallocated, preemptible at any time)"},
+            "the contract: protected this long once started, e.g. 30m, 2h; 0: unallocated, "
+            "preemptible at any time (default: the budget's default minimum runtime, "
+            "'allot budget tree' shows it, else 0)"},
            {"expected", "DURATION", "how long the job should take, e.g. 4h (helps backfill)"},
            {"priority", "P", "order within its budget", {"low", "normal", "high", "urgent"}},
            {"kind",
@@ -100,7 +101,9 @@ std::vector<CommandSpec> build() {
                    {"watch", "[INTERVAL]",
                     "list again every INTERVAL (default 2s) until interrupted (Ctrl-C); on a "
                     "terminal the screen is cleared first, like watch(1), otherwise each listing "
-                    "follows a line of dashes (under --json: one JSON line per listing)"},
+                    "follows a line of dashes (under --json: one JSON line per listing); a "
+                    "refresh that fails ends it with that failure's exit code and one line "
+                    "saying since when the last listing is old"},
                    {"watch-count", "N", "with --watch: stop after N listings (for scripts)"},
                },
                0,
@@ -169,7 +172,9 @@ std::vector<CommandSpec> build() {
   c.push_back({"budget tree",
                "",
                "The budget tree: each budget's share, its fraction of each "
-               "cluster, owners and members.",
+               "cluster, owners and members, its own submission limits, and the minimum runtime "
+               "a job submitted there without --min-runtime gets (MIN-RUNTIME; 'of /lab' when "
+               "inherited).",
                {},
                0,
                0,
@@ -186,7 +191,11 @@ std::vector<CommandSpec> build() {
         {"submit-burst", "N", "admins: submissions at once per user here and below"},
         {"max-waiting-jobs", "N",
          "admins: jobs waiting per user when submitting here and below (0: no limit)"},
-        {"server-limits", "", "admins: drop this budget's own limits"}};
+        {"server-limits", "", "admins: drop this budget's own limits"},
+        {"default-min-runtime", "DURATION",
+         "the minimum runtime a job submitted here or below without --min-runtime gets, e.g. "
+         "1h (0: unallocated; 'none': no default of its own, its parent's applies; default: "
+         "none)"}};
     c.push_back({"budget create", "PATH [options]",
                  "Create a budget, and any missing budgets above it (admins, and managers within "
                  "their subtree). Refused if it exists (use `budget set`), or if its parent is a "
@@ -248,8 +257,9 @@ std::vector<CommandSpec> build() {
     const std::string name = op;
     const std::string what =
         name == "drain"     ? "Drain a node: no new jobs; each running job stops once its "
-                              "protection ends. Lists the jobs still there and when the node "
-                              "will be empty."
+                              "protection ends. Lists the jobs still there, their owners and "
+                              "when each leaves; each job's owner is told in its events, "
+                              "'allot why' and 'allot show'."
         : name == "undrain" ? "Make a drained node take work again."
         : name == "cordon"  ? "Cordon a node: no new jobs, running ones keep running."
                             : "Lift a node's cordon.";
@@ -318,6 +328,20 @@ std::vector<CommandSpec> build() {
        "allot token create ann --role user --subject ann"});
   c.push_back(
       {"token revoke", "ID", "Revoke a token at once.", {}, 1, 1, false, "allot token revoke 7"});
+  c.push_back(
+      {"limits",
+       "[USER] [options]",
+       "Submission limits (admins): without USER, the server's and every user's own; with USER "
+       "and options, set that user's own limits, which replace the server's for them (a "
+       "budget's own limits still apply to submissions to it). Audited.",
+       {{"submit-rate", "N", "submissions a second for USER (0: no limit)"},
+        {"submit-burst", "N", "submissions at once for USER"},
+        {"max-waiting-jobs", "N", "jobs USER may have waiting over all budgets (0: no limit)"},
+        {"server-limits", "", "drop USER's own limits: the server's apply again"}},
+       0,
+       1,
+       false,
+       "allot limits ann --max-waiting-jobs 50000"});
   for (auto& spec : c) {
     auto common = common_flags();
     spec.flags.insert(spec.flags.end(), common.begin(), common.end());

@@ -32,6 +32,7 @@ void usage(FILE* out) {
       "  report   the four metrics and owed/delivered per budget\n"
       "  advise   right-sizing advice: jobs whose GPUs sat idle, starved or too big\n"
       "  token    ls, create, revoke\n"
+      "  limits   submission limits: the server's, and a user's own (admins)\n"
       "  completion  bash|zsh: a shell completion script (source <(allot completion bash))\n"
       "  version  print the version\n"
       "\n"

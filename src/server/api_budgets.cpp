@@ -1,5 +1,6 @@
-// The budget tree over HTTP: listing, creating and changing (share, members, owners), removing,
-// and the audit log of changes to it.
+// The budget tree over HTTP: listing, creating and changing (share, members, owners, limits, the
+// default minimum runtime), removing, and the audit log of changes to it; and the submission
+// limits an administrator sets for one user.
 
 #include <cmath>
 
@@ -49,6 +50,13 @@ void ApiServer::Impl::install_budget_routes() {
       if (auto l = snap->submit_limits.find(n.path); l != snap->submit_limits.end()) {
         b["submit_limits"] = json::parse(l->second, nullptr, false);
       }
+      // Its own default minimum runtime, and the one its jobs get (its own or an ancestor's).
+      if (auto d = snap->default_min_runtime.find(n.path); d != snap->default_min_runtime.end()) {
+        b["default_min_runtime"] = d->second;
+      }
+      if (auto d = default_min_runtime(snap->default_min_runtime, n.path)) {
+        b["min_runtime_default"] = {{"seconds", d->seconds}, {"from", d->from}};
+      }
       json fr = json::object();
       for (const auto& [name, cid] : snap->cluster_ids) fr[name] = tree.allocated_fraction(id, cid);
       b["fraction"] = fr;
@@ -59,7 +67,8 @@ void ApiServer::Impl::install_budget_routes() {
 
   route("POST", "/api/v1/budgets", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    auto body = parse_body(req, {"path", "share", "members", "owners", "submit_limits", "expect"});
+    auto body = parse_body(req, {"path", "share", "members", "owners", "submit_limits", "expect",
+                                 "default_min_runtime"});
     auto path = str_field(body, "path", true, 512);
     if (!valid_budget_path(path) || path == "/") {
       throw HttpError{400, "path", "must be a budget path like /org/team"};
@@ -106,8 +115,24 @@ void ApiServer::Impl::install_budget_routes() {
       }
       limits = it->is_null() ? std::string() : budget_limits_json(*it);
     }
-    if (!share && !members && !owners && !limits) {
-      throw HttpError{400, "share", "give a share, members, owners or submit_limits"};
+    // The minimum runtime its jobs get when they ask none (docs/policy.md §2, "Default minimum
+    // runtime"): seconds, or null to have none of its own (its ancestors' then applies).
+    std::optional<std::int64_t> default_min;
+    if (auto it = body.find("default_min_runtime"); it != body.end()) {
+      const auto most = ctl->snapshot()->policy.max_min_runtime;
+      if (it->is_null()) {
+        default_min = -1;
+      } else if (!it->is_number_integer() || it->get<std::int64_t>() < 0 ||
+                 it->get<std::int64_t>() > most) {
+        throw HttpError{400, "default_min_runtime",
+                        "must be null or whole seconds between 0 and " + std::to_string(most)};
+      } else {
+        default_min = it->get<std::int64_t>();
+      }
+    }
+    if (!share && !members && !owners && !limits && !default_min) {
+      throw HttpError{400, "share",
+                      "give a share, members, owners, submit_limits or default_min_runtime"};
     }
     require(can_manage_budget(p, path), "change budget " + path);
     if (!expect.empty()) {
@@ -143,7 +168,8 @@ void ApiServer::Impl::install_budget_routes() {
         }
       }
     }
-    auto r = ctl->set_budget(path, share, members, p.subject, owners, p.token_id, limits);
+    auto r =
+        ctl->set_budget(path, share, members, p.subject, owners, p.token_id, limits, default_min);
     if (!r.ok()) check(r.error());
     json out = {{"path", r.value().path},
                 {"share", r.value().share},
@@ -151,6 +177,9 @@ void ApiServer::Impl::install_budget_routes() {
                 {"owners", r.value().owners}};
     if (!r.value().submit_limits.empty()) {
       out["submit_limits"] = json::parse(r.value().submit_limits, nullptr, false);
+    }
+    if (r.value().default_min_runtime >= 0) {
+      out["default_min_runtime"] = r.value().default_min_runtime;
     }
     send(res, 200, out);
   });
@@ -171,6 +200,45 @@ void ApiServer::Impl::install_budget_routes() {
     }
     send(res, 200, {{"path", path}, {"removed", r.value()}});
   });
+
+  // ---- users' own submission limits (administrators) ----
+  route("GET", "/api/v1/submit-limits",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          check_query(req, {});
+          require(p.is_admin(), "read the submission limits (administrators only)");
+          const auto& l = quota.limits();
+          json out = {{"server",
+                       {{"rate", l.rate},
+                        {"burst", l.burst},
+                        {"max_waiting", l.max_waiting},
+                        {"max_waiting_total", l.max_waiting_total}}},
+                      {"users", json::array()}};
+          for (const auto& [user, own] : ctl->snapshot()->user_limits) {
+            out["users"].push_back(
+                {{"user", user}, {"submit_limits", json::parse(own, nullptr, false)}});
+          }
+          send(res, 200, out);
+        });
+  route("POST", "/api/v1/submit-limits",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          require(p.is_admin(), "set a user's submission limits (administrators only)");
+          auto body = parse_body(req, {"user", "submit_limits"});
+          const auto user = str_field(body, "user", true, 128);
+          if (!valid_name(user)) throw HttpError{400, "user", "must be a user name"};
+          auto it = body.find("submit_limits");
+          if (it == body.end()) {
+            throw HttpError{400, "submit_limits",
+                            "required: an object of rate, burst and max_waiting, or null to "
+                            "drop the user's own limits"};
+          }
+          const std::string limits = it->is_null() ? std::string() : budget_limits_json(*it);
+          ctl->set_user_limits(user, limits, p.subject, p.token_id);
+          json out = {{"user", user}, {"submit_limits", json()}};
+          if (!limits.empty()) out["submit_limits"] = json::parse(limits);
+          send(res, 200, out);
+        });
 
   route("GET", "/api/v1/budgets/audit",
         [this](const httplib::Request& req, httplib::Response& res) {

@@ -66,12 +66,15 @@ ApiServer::Impl::GateFields ApiServer::Impl::gate_fields(const Principal& p, jso
 
 namespace {
 
-// A JSON object's text with "hint": `hint` added (unchanged when there is none).
-std::string with_hint(std::string text, const std::string& hint) {
-  if (hint.empty()) return text;
+// A JSON object's text with the fields of `extra` added ("hint": a submission hint;
+// "min_runtime_default": the budget default the job got). Unchanged when there are none.
+std::string with_fields(std::string text, const json& extra) {
+  if (extra.empty()) return text;
   const auto end = text.rfind('}');
   if (end == std::string::npos) return text;
-  text.replace(end, 1, ",\"hint\":" + json(hint).dump() + "}");
+  std::string add;
+  for (const auto& [k, v] : extra.items()) add += "," + json(k).dump() + ":" + v.dump();
+  text.replace(end, 1, add + "}");
   return text;
 }
 
@@ -95,6 +98,9 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     // Slurm's habits, kept out of the spec: hold, dependencies and arrays (server/job_array.h).
     const auto gate = gate_fields(p, body);
     auto snap = ctl->snapshot();
+    // No minimum runtime asked: the nearest budget's default, if one sets it (docs/policy.md §2,
+    // "Default minimum runtime"); the reply says which applied.
+    const auto dflt = apply_default_min_runtime(body, snap->default_min_runtime, snap->policy);
     auto parsed = parse_job_request(body, *snap->catalog, snap->cluster_ids, *snap->budgets,
                                     snap->policy, JobSpecLimits{}, snap->node_shapes);
     if (!parsed.ok()) check(parsed.error());
@@ -103,22 +109,21 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
             "submit to " + pj.budget + " (ask its manager to add you as a member)");
     // The limits of the nearest budget on the path that has its own (set by an administrator),
     // with a token bucket of its own per user; else the server's.
+    // A user with limits of their own (POST /submit-limits) has them in place of the server's.
     SubmitLimits limits = quota.limits();
+    if (auto u = snap->user_limits.find(p.subject); limited && u != snap->user_limits.end()) {
+      limits = overlay_limits(limits, u->second, /*user=*/true);
+    }
+    const std::int64_t total = limits.max_waiting_total;
     std::string bucket = p.subject, where;
     std::string waiting_in;  // the budget whose own max_waiting counts the jobs in it
     for (std::string b = pj.budget; limited && !b.empty() && b != "/";
          b = b.substr(0, b.rfind('/'))) {
       auto l = snap->submit_limits.find(b);
       if (l == snap->submit_limits.end()) continue;
+      limits = overlay_limits(limits, l->second);
       const auto own = json::parse(l->second, nullptr, false);
-      if (own.is_object()) {
-        limits.rate = own.value("rate", limits.rate);
-        limits.burst = own.value("burst", limits.burst);
-        if (own.contains("max_waiting")) {
-          limits.max_waiting = own.value("max_waiting", limits.max_waiting);
-          waiting_in = b;
-        }
-      }
+      if (own.is_object() && own.contains("max_waiting")) waiting_in = b;
       bucket = p.subject + " " + b;  // a space: in no name, so no principal's own bucket
       where = " in " + b;
       break;
@@ -155,7 +160,6 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
       // of the owner's jobs against the server's.
       // And over all budgets, whatever a budget allows: the server's max_waiting_total (0: no
       // limit), which also caps the server's max_waiting.
-      const std::int64_t total = quota.limits().max_waiting_total;
       std::int64_t most = limits.max_waiting;
       if (waiting_in.empty() && total > 0 && (most <= 0 || total < most)) most = total;
       const std::string key = waiting_in.empty() ? p.subject : p.subject + " " + waiting_in;
@@ -224,13 +228,16 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     std::string hint =
         submission_hint(json::parse(pj.canonical_json, nullptr, false),
                         shape_history.recent(pj.budget, pj.canonical_json), opts.advice);
+    json extra = json::object();
+    if (!hint.empty()) extra["hint"] = hint;
+    if (dflt) extra["min_runtime_default"] = {{"seconds", dflt->seconds}, {"from", dflt->from}};
     store->write_async(
-        std::move(batch), [this, jobs, array, reply, hint = std::move(hint)](core::Status st) {
+        std::move(batch), [this, jobs, array, reply, extra = std::move(extra)](core::Status st) {
           httplib::Response res;
           answering(res, [&] {
             auto& [rec, spec] = jobs->front();
             if (st.ok()) {
-              send_text(res, 201, with_hint(array ? array_text(*jobs) : job_text(rec), hint));
+              send_text(res, 201, with_fields(array ? array_text(*jobs) : job_text(rec), extra));
               for (auto& [r, s] : *jobs) ctl->submitted(std::move(r), std::move(s));
               // Durable and readable now: the dashboard's pages read the queue again.
               if (opts.changes) opts.changes->publish(ChangeFeed::kJobs);

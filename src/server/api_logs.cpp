@@ -19,7 +19,7 @@ bool in(const std::vector<std::string>& names, const std::string& name) {
 std::optional<core::Time> run_end(const std::vector<store::JobEvent>& events, int run) {
   int starts = 0;
   for (const auto& e : events) {
-    if (e.to == "starting") {
+    if (e.to == "starting" && e.from != "starting") {  // not a note on a starting run (a drain)
       ++starts;
       continue;
     }

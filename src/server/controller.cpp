@@ -297,8 +297,10 @@ void Controller::publish() {
     s->shares[path] = b.share;
     if (!b.owners.empty()) s->owners[path] = b.owners;
     if (!b.submit_limits.empty()) s->submit_limits[path] = b.submit_limits;
+    if (b.default_min_runtime >= 0) s->default_min_runtime[path] = b.default_min_runtime;
     for (const auto& o : b.owners) s->owned_by[o].push_back(path);
   }
+  s->user_limits = user_limits_;
   for (const auto& c : sched_.clusters()) {
     ClusterInfo info{c.name, sched_.capacity(c.id)};
     for (const auto& st : cluster_states_) {

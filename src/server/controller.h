@@ -119,6 +119,9 @@ struct Snapshot {
   std::map<std::string, std::vector<std::string>> members;  // budget path -> members
   std::map<std::string, std::vector<std::string>> owners;   // budget path -> owners
   std::map<std::string, std::string> submit_limits;  // budget path -> its limits' JSON, if set
+  // budget path -> the minimum runtime its jobs get when they ask none, where one is set
+  std::map<std::string, std::int64_t> default_min_runtime;
+  std::map<std::string, std::string> user_limits;  // user -> their own limits' JSON, if set
   std::map<std::string, std::vector<std::string>> owned_by;  // user -> budgets they own
   std::map<std::string, double> shares;                      // budget path -> share
   std::vector<ClusterInfo> clusters;                         // by ClusterId
@@ -197,7 +200,12 @@ class Controller {
       const std::string& path, std::optional<double> share,
       std::optional<std::vector<std::string>> members, const std::string& actor,
       std::optional<std::vector<std::string>> owners = std::nullopt, std::int64_t actor_token = 0,
-      std::optional<std::string> submit_limits = std::nullopt);
+      std::optional<std::string> submit_limits = std::nullopt,
+      std::optional<std::int64_t> default_min_runtime = std::nullopt);  // -1: none (inherit)
+  // Sets (limits JSON) or removes ("") a user's own submission limits, audited (path "/", field
+  // "user_limits USER").
+  store::UserLimitsRecord set_user_limits(const std::string& user, const std::string& limits,
+                                          const std::string& actor, std::int64_t actor_token);
   // Removes the budget and everything below it, refused (field "path") while any job is queued
   // or running there. Returns the removed paths, deepest first; each is audited.
   // `actor` is the acting token's subject, `actor_token` its id: both go into the audit log.
@@ -271,6 +279,10 @@ class Controller {
                     store::WriteBatch& batch);
   void check_timeouts(Time now, store::WriteBatch& batch);
   void record_health(const store::NodeRecord& n, Time now, store::WriteBatch& batch);
+  // A job event for each job on node `n` when it starts or stops draining (was: its health
+  // before).
+  void tell_jobs_on_node(const store::NodeRecord& n, const std::string& was, Time now,
+                         store::WriteBatch& batch);
   void revive(const std::string& name);
 
   // Set at construction, then only read (from any thread).
@@ -288,6 +300,7 @@ class Controller {
   std::map<std::string, core::NodeId> node_ids_;
   std::vector<store::NodeRecord> nodes_;  // by NodeId
   std::map<std::string, store::BudgetRecord> budgets_;
+  std::map<std::string, std::string> user_limits_;  // user -> their limits' JSON
   std::map<std::string, core::ClusterId> cluster_ids_;
   std::shared_ptr<const std::map<JobId, WhyInfo>> why_;
   Time explained_at_ = 0;

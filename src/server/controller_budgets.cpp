@@ -1,4 +1,5 @@
-// Budgets: creating and changing (share, members, owners) and removing, each change audited.
+// Budgets: creating and changing (share, members, owners, limits, default minimum runtime) and
+// removing, each change audited; and users' own submission limits.
 #include "server/controller.h"
 #include "server/controller_internal.h"
 
@@ -10,13 +11,39 @@ std::string joined(const std::vector<std::string>& v) {
   for (const auto& x : v) m += (m.empty() ? "" : ",") + x;
   return m;
 }
+// A default minimum runtime as the audit log keeps it: seconds, "" for none set.
+std::string min_runtime_words(std::int64_t seconds) {
+  return seconds < 0 ? std::string() : std::to_string(seconds);
+}
 }  // namespace
+
+store::UserLimitsRecord Controller::set_user_limits(const std::string& user,
+                                                    const std::string& limits,
+                                                    const std::string& actor,
+                                                    std::int64_t actor_token) {
+  return call<store::UserLimitsRecord>([&] {
+    const Time now = options_.clock();
+    auto it = user_limits_.find(user);
+    const std::string before = it == user_limits_.end() ? std::string() : it->second;
+    WriteBatch batch{
+        op::PutUserLimits{{user, limits}},
+        op::AddAudit{{0, now, actor, "/", "user_limits " + user, before, limits, actor_token}}};
+    if (limits.empty()) {
+      user_limits_.erase(user);
+    } else {
+      user_limits_[user] = limits;
+    }
+    write(std::move(batch));
+    publish();
+    return store::UserLimitsRecord{user, limits};
+  });
+}
 
 core::Result<store::BudgetRecord> Controller::set_budget(
     const std::string& path, std::optional<double> share,
     std::optional<std::vector<std::string>> members, const std::string& actor,
     std::optional<std::vector<std::string>> owners, std::int64_t actor_token,
-    std::optional<std::string> submit_limits) {
+    std::optional<std::string> submit_limits, std::optional<std::int64_t> default_min_runtime) {
   return call<core::Result<store::BudgetRecord>>([&]() -> core::Result<store::BudgetRecord> {
     const Time now = options_.clock();
     auto& tree = sched_.budgets();
@@ -38,10 +65,11 @@ core::Result<store::BudgetRecord> Controller::set_budget(
           auto id =
               tree.add(*parent, cur.substr(cur.rfind('/') + 1), leaf ? share.value_or(1.0) : 1.0);
           if (!id.ok()) return id.error();
-          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false, {}, ""};
+          store::BudgetRecord r{cur, leaf ? share.value_or(1.0) : 1.0, {}, false, {}, "", -1};
           if (leaf && members) r.members = *members;
           if (leaf && owners) r.owners = *owners;
           if (leaf && submit_limits) r.submit_limits = *submit_limits;
+          if (leaf && default_min_runtime) r.default_min_runtime = *default_min_runtime;
           budgets_[cur] = r;
           batch.push_back(op::PutBudget{r});
           batch.push_back(op::AddAudit{
@@ -60,6 +88,10 @@ core::Result<store::BudgetRecord> Controller::set_budget(
       if (submit_limits && !submit_limits->empty()) {
         batch.push_back(
             op::AddAudit{{0, now, actor, path, "submit_limits", "", *submit_limits, actor_token}});
+      }
+      if (default_min_runtime && *default_min_runtime >= 0) {
+        batch.push_back(op::AddAudit{{0, now, actor, path, "default_min_runtime", "",
+                                      min_runtime_words(*default_min_runtime), actor_token}});
       }
     } else {
       auto& r = budgets_[path];
@@ -86,6 +118,12 @@ core::Result<store::BudgetRecord> Controller::set_budget(
         batch.push_back(op::AddAudit{
             {0, now, actor, path, "submit_limits", r.submit_limits, *submit_limits, actor_token}});
         r.submit_limits = *submit_limits;
+      }
+      if (default_min_runtime) {
+        batch.push_back(op::AddAudit{{0, now, actor, path, "default_min_runtime",
+                                      min_runtime_words(r.default_min_runtime),
+                                      min_runtime_words(*default_min_runtime), actor_token}});
+        r.default_min_runtime = *default_min_runtime;
       }
       batch.push_back(op::PutBudget{r});
     }

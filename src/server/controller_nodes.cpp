@@ -4,6 +4,7 @@
 
 #include "server/controller.h"
 #include "server/controller_internal.h"
+#include "server/event_log.h"
 
 namespace allot::server {
 
@@ -186,10 +187,44 @@ core::Result<store::NodeRecord> Controller::set_node(const std::string& name,
     }
     WriteBatch batch{op::PutNode{n}};
     if (before != std::pair{n.health, n.cordoned}) record_health(n, now, batch);
+    tell_jobs_on_node(n, before.first, now, batch);
     write(std::move(batch));
     dirty_ = true;
     return n;
   });
+}
+
+// The owners of the jobs on a node hear of its drain in each job's events: that it drains, why,
+// and when this job will be stopped (docs/policy.md §9: once its minimum runtime, or its
+// protected period if longer, has run); and that the drain is over when the node is back.
+void Controller::tell_jobs_on_node(const store::NodeRecord& n, const std::string& was, Time now,
+                                   WriteBatch& batch) {
+  auto drains = [](const std::string& h) { return h == "draining" || h == "unhealthy"; };
+  if (drains(was) == drains(n.health) || n.health == "down") return;
+  const std::string why = n.health_reason.empty() ? "" : " (" + n.health_reason + ")";
+  for (auto& [id, a] : active_) {
+    if (!a.nodes || std::find(a.nodes->begin(), a.nodes->end(), n.name) == a.nodes->end()) continue;
+    const auto st = parse_job_status(a.rec.state).value_or(JobStatus::Pending);
+    if (st != JobStatus::Starting && st != JobStatus::Running) continue;
+    std::string reason;
+    if (!drains(n.health)) {
+      reason = "node " + n.name + " is " + n.health + " again: the drain is over" + why;
+    } else {
+      const auto* j = sched_.job(id);
+      const Time protected_until = j && j->run.allocated ? j->run.protected_until : 0;
+      const Time deadline =
+          j ? std::max(j->run.started + j->spec.min_runtime, protected_until) : now;
+      reason = "node " + n.name + " is " + n.health + why + ": this job will be stopped ";
+      if (deadline <= now) {
+        reason += "now (it is not protected)";
+      } else {
+        reason += "at " + rfc3339(deadline) +
+                  (protected_until >= deadline ? " (its protection ends then)"
+                                               : " (it has run its minimum runtime then)");
+      }
+    }
+    batch.push_back(op::AddEvent{{id, now, a.rec.state, a.rec.state, reason}});
+  }
 }
 
 bool Controller::contact(const std::string& name) {

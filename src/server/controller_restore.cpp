@@ -17,6 +17,7 @@ void Controller::rebuild() {
     auto id = sched_.budgets().ensure_path(b.path, b.share);
     if (id.ok()) sched_.budgets().set_share(id.value(), b.share);
   }
+  for (const auto& u : store_.user_limits()) user_limits_[u.user] = u.limits;
   for (const auto& n : store_.nodes()) {
     core::NodeSpec spec;
     spec.name = n.name;

@@ -86,6 +86,31 @@ core::Result<std::vector<std::string>> get_names(const json& b, const char* f, s
 
 }  // namespace
 
+std::optional<DefaultMinRuntime> default_min_runtime(
+    const std::map<std::string, std::int64_t>& defaults, const std::string& budget) {
+  for (std::string b = budget; !b.empty() && b != "/"; b = b.substr(0, b.rfind('/'))) {
+    if (auto it = defaults.find(b); it != defaults.end()) return DefaultMinRuntime{it->second, b};
+  }
+  return std::nullopt;
+}
+
+std::optional<DefaultMinRuntime> apply_default_min_runtime(
+    json& body, const std::map<std::string, std::int64_t>& defaults,
+    const core::PolicyConfig& policy) {
+  if (!body.is_object() || body.contains("min_runtime") || defaults.empty()) return std::nullopt;
+  const auto b = body.find("budget");
+  if (b == body.end() || !b->is_string()) return std::nullopt;
+  auto d = default_min_runtime(defaults, b->get<std::string>());
+  if (!d) return std::nullopt;
+  const auto k = body.find("kind");
+  if (k != body.end() && k->is_string() && k->get<std::string>() == "debug") {
+    d->seconds = std::min<std::int64_t>(d->seconds, policy.max_debug_min_runtime);
+  }
+  d->seconds = std::min<std::int64_t>(d->seconds, policy.max_min_runtime);
+  body["min_runtime"] = d->seconds;
+  return d;
+}
+
 core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog& catalog,
                                           const std::map<std::string, core::ClusterId>& clusters,
                                           const core::BudgetTree& budgets,

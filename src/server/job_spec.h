@@ -5,6 +5,7 @@
 
 #include <map>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,21 @@ core::Result<ParsedJob> parse_job_request(const nlohmann::json& body,
                                           const core::PolicyConfig& policy,
                                           const JobSpecLimits& limits = {},
                                           const std::vector<NodeShape>& nodes = {});
+
+// docs/policy.md §2, "Default minimum runtime": what a job submitted to `budget` without a
+// minimum runtime gets, from the nearest budget on its path (root excluded) that sets one.
+struct DefaultMinRuntime {
+  std::int64_t seconds = 0;
+  std::string from;  // the budget that set it
+};
+std::optional<DefaultMinRuntime> default_min_runtime(
+    const std::map<std::string, std::int64_t>& defaults, const std::string& budget);
+// Puts it into a submit body that gives no "min_runtime" (a debug job gets at most the policy's
+// max_debug_min_runtime) and says what it put; nullopt (body unchanged) when the body gives one,
+// names no budget, or no budget on the path sets a default.
+std::optional<DefaultMinRuntime> apply_default_min_runtime(
+    nlohmann::json& body, const std::map<std::string, std::int64_t>& defaults,
+    const core::PolicyConfig& policy);
 
 // The canonical JSON back into a core spec (ids resolved against the given model).
 core::Result<core::JobSpec> spec_from_canonical(

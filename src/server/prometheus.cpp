@@ -99,7 +99,7 @@ void ServerMetrics::committing(const store::WriteBatch& batch) {
       const auto& ev = e->event;
       transitions_[{ev.from.empty() ? "none" : ev.from, ev.to}] += 1;
       auto it = jobs_.find(ev.job);
-      if (ev.to == "starting" && it != jobs_.end()) {
+      if (ev.to == "starting" && ev.from != "starting" && it != jobs_.end()) {
         auto [h, fresh] = queue_wait_.try_emplace(it->second.kind, prom::wait_buckets());
         h->second.observe(
             static_cast<double>(std::max<core::Time>(0, ev.time - it->second.queued_since)));

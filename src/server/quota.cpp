@@ -2,8 +2,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 namespace allot::server {
+
+SubmitLimits overlay_limits(SubmitLimits base, const std::string& own, bool user) {
+  if (own.empty()) return base;
+  const auto j = nlohmann::json::parse(own, nullptr, false);
+  if (!j.is_object()) return base;
+  auto number = [&](const char* k) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number() ? std::optional<double>(it->get<double>())
+                                            : std::nullopt;
+  };
+  if (auto v = number("rate")) base.rate = *v;
+  if (auto v = number("burst")) base.burst = *v;
+  if (auto v = number("max_waiting")) {
+    base.max_waiting = static_cast<std::int64_t>(*v);
+    if (user) base.max_waiting_total = base.max_waiting;
+  }
+  return base;
+}
 
 int SubmitQuota::take(const std::string& who, Clock::time_point now, const SubmitLimits& limits) {
   if (limits.rate <= 0) return 0;

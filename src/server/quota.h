@@ -20,6 +20,13 @@ struct SubmitLimits {
   std::int64_t max_waiting_total = 50000;
 };
 
+// `base` with the fields an administrator set in `own` in their place: a budget's or a user's
+// limits as stored (JSON with any of rate, burst and max_waiting; "" or unreadable: none). A
+// user's own limits replace the server-wide ones for that user (their max_waiting is then also
+// their cap over all budgets, in place of max_waiting_total: `user` true); a budget's apply to
+// submissions to it and below, before a user's (docs/security.md, "The API's edge").
+SubmitLimits overlay_limits(SubmitLimits base, const std::string& own, bool user = false);
+
 // Who may submit now: a token bucket and a count of waiting jobs per principal. Thread-safe
 // (one mutex).
 class SubmitQuota {

@@ -71,14 +71,15 @@ PgStatement write_statement(const WriteOp& w) {
           st.params.all(static_cast<std::int64_t>(e.job), e.time, e.from, e.to, e.reason);
         } else if constexpr (std::is_same_v<T, op::PutBudget>) {
           static const std::string sql =
-              "INSERT INTO budgets (path, share, members, removed, owners, submit_limits) VALUES "
-              "($1,$2,$3,$4,$5,$6) ON CONFLICT (path) DO UPDATE SET share = excluded.share, "
-              "members = excluded.members, removed = excluded.removed, owners = excluded.owners, "
-              "submit_limits = excluded.submit_limits";
+              "INSERT INTO budgets (path, share, members, removed, owners, submit_limits, "
+              "default_min_runtime) VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (path) DO UPDATE "
+              "SET share = excluded.share, members = excluded.members, removed = "
+              "excluded.removed, owners = excluded.owners, submit_limits = "
+              "excluded.submit_limits, default_min_runtime = excluded.default_min_runtime";
           const auto& b = o.budget;
           st.sql = &sql;
           st.params.all(b.path, b.share, name_list(b.members), b.removed, name_list(b.owners),
-                        b.submit_limits);
+                        b.submit_limits, b.default_min_runtime);
         } else if constexpr (std::is_same_v<T, op::AddAudit>) {
           static const std::string sql =
               "INSERT INTO budget_audit (time, actor, path, field, old_value, new_value, "
@@ -135,6 +136,12 @@ PgStatement write_statement(const WriteOp& w) {
           const auto& e = o.event;
           st.sql = &sql;
           st.params.all(e.node, e.time, e.health, e.cordoned, e.gpus, e.reason);
+        } else if constexpr (std::is_same_v<T, op::PutUserLimits>) {
+          static const std::string sql =
+              "INSERT INTO user_limits (user_name, limits) VALUES ($1,$2) ON CONFLICT (user_name) "
+              "DO UPDATE SET limits = excluded.limits";
+          st.sql = &sql;
+          st.params.all(o.record.user, o.record.limits);
         } else {
           static const std::string none = "SELECT 1";  // AddTelemetry: apply_telemetry
           st.sql = &none;

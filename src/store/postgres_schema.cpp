@@ -174,6 +174,17 @@ ALTER TABLE jobs ADD COLUMN array_limit INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE job_telemetry ADD COLUMN idle_seconds DOUBLE PRECISION NOT NULL DEFAULT 0;
 ALTER TABLE job_telemetry ADD COLUMN starved_seconds DOUBLE PRECISION NOT NULL DEFAULT 0;
 )sql",
+    // 10: the minimum runtime a budget gives jobs submitted without one (-1: none set).
+    R"sql(
+ALTER TABLE budgets ADD COLUMN default_min_runtime BIGINT NOT NULL DEFAULT -1;
+)sql",
+    // 11: submission limits an administrator set for one user (JSON, as a budget's).
+    R"sql(
+CREATE TABLE user_limits (
+  user_name TEXT PRIMARY KEY,
+  limits TEXT NOT NULL
+);
+)sql",
 };
 
 }  // namespace

@@ -285,8 +285,8 @@ class PostgresStore final : public Store {
   }
 
   std::vector<BudgetRecord> budgets() const override {
-    return all(query("SELECT path, share, members, removed, owners, submit_limits FROM budgets "
-                     "ORDER BY ord",
+    return all(query("SELECT path, share, members, removed, owners, submit_limits, "
+                     "default_min_runtime FROM budgets ORDER BY ord",
                      {}),
                [](const PgResult& r, int i) {
                  return BudgetRecord{r.text(i, 0),
@@ -294,8 +294,18 @@ class PostgresStore final : public Store {
                                      parse_name_list(r.text(i, 2)),
                                      r.integer(i, 3) != 0,
                                      parse_name_list(r.text(i, 4)),
-                                     r.text(i, 5)};
+                                     r.text(i, 5),
+                                     r.integer(i, 6)};
                });
+  }
+
+  std::vector<UserLimitsRecord> user_limits() const override {
+    return all(
+        query("SELECT user_name, limits FROM user_limits WHERE limits <> '' ORDER BY user_name",
+              {}),
+        [](const PgResult& r, int i) {
+          return UserLimitsRecord{r.text(i, 0), r.text(i, 1)};
+        });
   }
 
   std::vector<AuditEntry> audit(const std::string& prefix, int limit) const override {

@@ -430,15 +430,24 @@ class SqliteStore final : public Store {
 
   std::vector<BudgetRecord> budgets() const override {
     return rows(
-        "SELECT path, share, members, removed, owners, submit_limits FROM budgets ORDER BY rowid",
+        "SELECT path, share, members, removed, owners, submit_limits, default_min_runtime FROM "
+        "budgets ORDER BY rowid",
         [](sqlite3_stmt* st) {
           return BudgetRecord{col_text(st, 0),
                               sqlite3_column_double(st, 1),
                               parse_name_list(col_text(st, 2)),
                               col_int(st, 3) != 0,
                               parse_name_list(col_text(st, 4)),
-                              col_text(st, 5)};
+                              col_text(st, 5),
+                              col_int(st, 6)};
         });
+  }
+
+  std::vector<UserLimitsRecord> user_limits() const override {
+    return rows("SELECT user_name, limits FROM user_limits WHERE limits <> '' ORDER BY user_name",
+                [](sqlite3_stmt* st) {
+                  return UserLimitsRecord{col_text(st, 0), col_text(st, 1)};
+                });
   }
 
   std::vector<AuditEntry> audit(const std::string& prefix, int limit) const override {
@@ -694,12 +703,13 @@ class SqliteStore final : public Store {
           } else if constexpr (std::is_same_v<T, op::PutBudget>) {
             const auto& b = o.budget;
             st = wconn_.prepare(
-                "INSERT INTO budgets (path, share, members, removed, owners, submit_limits) VALUES "
-                "(?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET share = excluded.share, members = "
-                "excluded.members, removed = excluded.removed, owners = excluded.owners, "
-                "submit_limits = excluded.submit_limits");
+                "INSERT INTO budgets (path, share, members, removed, owners, submit_limits, "
+                "default_min_runtime) VALUES (?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET "
+                "share = excluded.share, members = excluded.members, removed = excluded.removed, "
+                "owners = excluded.owners, submit_limits = excluded.submit_limits, "
+                "default_min_runtime = excluded.default_min_runtime");
             bind_args(st, b.path, b.share, name_list(b.members), b.removed, name_list(b.owners),
-                      b.submit_limits);
+                      b.submit_limits, b.default_min_runtime);
           } else if constexpr (std::is_same_v<T, op::AddAudit>) {
             const auto& a = o.entry;
             st = wconn_.prepare(
@@ -737,6 +747,11 @@ class SqliteStore final : public Store {
             const auto& e = o.event;
             st = wconn_.prepare("INSERT INTO node_health VALUES (?,?,?,?,?,?)");
             bind_args(st, e.node, e.time, e.health, e.cordoned, e.gpus, e.reason);
+          } else if constexpr (std::is_same_v<T, op::PutUserLimits>) {
+            st = wconn_.prepare(
+                "INSERT INTO user_limits (user_name, limits) VALUES (?,?) ON CONFLICT(user_name) "
+                "DO UPDATE SET limits = excluded.limits");
+            bind_args(st, o.record.user, o.record.limits);
           }
         },
         w);

@@ -114,6 +114,16 @@ struct BudgetRecord {
   // Submission limits for its users' jobs here and below, set by an administrator, as JSON
   // ({"rate": .., "burst": .., "max_waiting": ..}); "" = the server-wide limits.
   std::string submit_limits;
+  // The minimum runtime, in seconds, a job submitted here or below without one gets, unless a
+  // budget nearer to it sets its own (docs/policy.md §2, "Default minimum runtime"); -1: none set.
+  std::int64_t default_min_runtime = -1;
+};
+
+// Submission limits an administrator set for one user, replacing the server-wide ones for them
+// (server/quota.h), as JSON ({"rate": .., "burst": .., "max_waiting": ..}); "" = none.
+struct UserLimitsRecord {
+  std::string user;
+  std::string limits;
 };
 
 struct AuditEntry {
@@ -249,11 +259,16 @@ struct AddNodeHealth {
 struct AddTelemetry {
   TelemetryRecord delta;  // run: the run it is about
 };
+// Sets a user's own submission limits; empty `limits` removes them.
+struct PutUserLimits {
+  UserLimitsRecord record;
+};
 }  // namespace op
 
-using WriteOp = std::variant<op::InsertJob, op::UpdateJob, op::AddEvent, op::PutBudget,
-                             op::AddAudit, op::PutNode, op::TouchNode, op::PutToken,
-                             op::RevokeToken, op::AddLedger, op::AddNodeHealth, op::AddTelemetry>;
+using WriteOp =
+    std::variant<op::InsertJob, op::UpdateJob, op::AddEvent, op::PutBudget, op::AddAudit,
+                 op::PutNode, op::TouchNode, op::PutToken, op::RevokeToken, op::AddLedger,
+                 op::AddNodeHealth, op::AddTelemetry, op::PutUserLimits>;
 using WriteBatch = std::vector<WriteOp>;
 
 struct JobQuery {
@@ -296,6 +311,8 @@ class Store {
 
   virtual std::vector<BudgetRecord> budgets() const = 0;
   virtual std::vector<AuditEntry> audit(const std::string& path_prefix, int limit) const = 0;
+  // The users with submission limits of their own, by name.
+  virtual std::vector<UserLimitsRecord> user_limits() const = 0;
 
   virtual std::vector<NodeRecord> nodes() const = 0;
   virtual std::optional<NodeRecord> node(const std::string& name) const = 0;

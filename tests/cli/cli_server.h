@@ -52,11 +52,22 @@ class Cli : public ::testing::Test {
     if (server_ == 0) {
       std::freopen((dir_ + "/server.log").c_str(), "a", stdout);
       std::freopen((dir_ + "/server.log").c_str(), "a", stderr);
-      execl(ALLOT_BIN, ALLOT_BIN, "server", "--data", (dir_ + "/allot.db").c_str(), "--port", "0",
-            "--addr-file", (dir_ + "/addr").c_str(), "--token-file", (dir_ + "/token").c_str(),
-            "--sim-nodes", "2", "--sim-duration", "3600", "--tick-ms", "50", "--event-log",
-            (dir_ + "/events.jsonl").c_str(), "--metrics-listen", "127.0.0.1:0",
-            static_cast<char*>(nullptr));
+      std::vector<std::string> args = {ALLOT_BIN,          "server",
+                                       "--data",           dir_ + "/allot.db",
+                                       "--port",           "0",
+                                       "--addr-file",      dir_ + "/addr",
+                                       "--token-file",     dir_ + "/token",
+                                       "--sim-nodes",      "2",
+                                       "--sim-duration",   "3600",
+                                       "--tick-ms",        "50",
+                                       "--event-log",      dir_ + "/events.jsonl",
+                                       "--metrics-listen", "127.0.0.1:0"};
+      args.insert(args.end(), server_flags_.begin(), server_flags_.end());
+      std::vector<char*> argv;
+      argv.reserve(args.size() + 1);
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(ALLOT_BIN, argv.data());
       _exit(127);
     }
     for (int i = 0; i < 2000 && !std::filesystem::exists(dir_ + "/addr"); ++i) {
@@ -105,7 +116,7 @@ class Cli : public ::testing::Test {
     return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
   }
   static std::string file(const std::string& name, const std::string& text) {
-    const auto p = dir_ + "/" + name;
+    auto p = dir_ + "/" + name;
     std::ofstream(p) << text;
     return p;
   }
@@ -128,6 +139,8 @@ class Cli : public ::testing::Test {
   }
 
   static inline std::string dir_, addr_, admin_;
+  // More flags for `allot server`: a suite sets them in its own SetUpTestSuite before Cli's.
+  static inline std::vector<std::string> server_flags_;
   static inline pid_t server_ = -1;
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -689,8 +690,33 @@ TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
   EXPECT_NE(dr.out.find(idb), std::string::npos) << dr.out;
   EXPECT_NE(dr.out.find("will be empty by"), std::string::npos) << dr.out;
   wb = allot({"why", idb});
-  EXPECT_NE(wb.out.find("its node " + node + " is draining (fan)"), std::string::npos) << wb.out;
-  EXPECT_NE(wb.out.find("when its protection ends"), std::string::npos) << wb.out;
+  EXPECT_NE(wb.out.find("node " + node + " is draining (fan): this job will be stopped at "),
+            std::string::npos)
+      << wb.out;
+  EXPECT_NE(wb.out.find("its protection ends then)"), std::string::npos) << wb.out;
+  // B's owner is told in B's events: the drain, and when B will be stopped (its protection end).
+  auto drained_event = [&](const std::string& text) {
+    auto r =
+        httplib::Client("127.0.0.1", port()).Get("/api/v1/jobs/" + idb + "/events", bearer(admin_));
+    if (!r || r->status != 200) return std::string("no events");
+    const auto events = json::parse(r->body);
+    for (const auto& e : events["events"]) {
+      const auto reason = e["reason"].get<std::string>();
+      if (reason.find(text) != std::string::npos) return reason;
+    }
+    return "no event with '" + text + "' in " + r->body;
+  };
+  {
+    const std::time_t until = placed["protected_until"].get<std::time_t>();
+    std::tm tm{};
+    gmtime_r(&until, &tm);
+    char at[32];
+    std::strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    EXPECT_EQ(drained_event("is draining"), "node " + node +
+                                                " is draining (fan): this job will be stopped "
+                                                "at " +
+                                                at + " (its protection ends then)");
+  }
   // ls and show tell B's owner too.
   auto ld = allot({"ls", "--budget", "/lab/p"});
   const auto brow = ld.out.find("\n" + idb + " ");
@@ -699,8 +725,15 @@ TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
       ld.out.substr(brow, ld.out.find('\n', brow + 1) - brow).find(node + " draining: stops at "),
       std::string::npos)
       << ld.out;
-  EXPECT_NE(allot({"show", idb}).out.find("  drain      " + node + " draining: stops at "),
-            std::string::npos);
+  const auto shown = allot({"show", idb}).out;
+  EXPECT_NE(shown.find("  drain      node " + node +
+                       " is draining (fan): this job will be "
+                       "stopped at "),
+            std::string::npos)
+      << shown;
+  EXPECT_NE(shown.find("this job will be stopped at "), shown.rfind("this job will be stopped at "))
+      << "the events list the drain too\n"
+      << shown;
   // nodes: the draining node, B on it, and when it will be empty.
   for (const auto& n : json::parse(allot({"nodes", "--json"}).out)) {
     if (n["name"] != node) continue;
@@ -712,6 +745,10 @@ TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
         << n.dump();
   }
   ASSERT_EQ(allot({"undrain", node}).code, 0);
+  EXPECT_EQ(drained_event("again").rfind(
+                "node " + node + " is healthy again: the drain is over (by admin", 0),
+            0u)
+      << drained_event("again");
 
   // Fractions of a GPU print as fractions (250 milli-GPUs were "0.2", 50 were "0.0").
   for (const char* milli : {"250", "50"}) {

@@ -66,6 +66,14 @@ TEST(Contract, WhyARunningJobIsUnprotected) {
       {{"time", 1001}, {"from", "starting"}, {"to", "running"}, {"reason", "started on n1"}},
   });
   EXPECT_EQ(unallocated_cause(events), "/lab/nlp is over its burst limit");
+  // A note on the starting run (its node drains) is no new start.
+  json noted = events;
+  noted.insert(noted.begin() + 2,
+               {{"time", 1000},
+                {"from", "starting"},
+                {"to", "starting"},
+                {"reason", "node n1 is draining: this job will be stopped now"}});
+  EXPECT_EQ(unallocated_cause(noted), "/lab/nlp is over its burst limit");
   auto story = running_story(job("running", false, 1800), events, now);
   ASSERT_FALSE(story.empty());
   EXPECT_EQ(story[0].rfind("UNALLOCATED (/lab/nlp is over its burst limit)", 0), 0u) << story[0];
@@ -105,6 +113,15 @@ TEST(Contract, StopsAndDrains) {
   EXPECT_EQ(drain_stop_time(job("running", true, 4900, 1, 5900), 5000), 5900);
   EXPECT_EQ(drain_stop_time(job("running", false, 7200, 1, 1000), 5000), 8200);
   EXPECT_EQ(drain_stop_time(job("running", true, 600, 1, 1600), 5000), 5000);
+  // What why and show say: the node, its reason, and when and why then.
+  EXPECT_EQ(drain_sentence(job("running", false, 0, 1, 1000), "n1", "draining", "fan", 5000),
+            "node n1 is draining (fan): this job will be stopped now (it is not protected)");
+  auto s = drain_sentence(job("running", true, 4900, 1, 5900), "n1", "draining", "", 5000);
+  EXPECT_EQ(s.rfind("node n1 is draining: this job will be stopped at ", 0), 0u) << s;
+  EXPECT_NE(s.find("(in 15m; its protection ends then)"), std::string::npos) << s;
+  s = drain_sentence(job("running", false, 7200, 1, 1000), "n2", "unhealthy", "xid 79", 5000);
+  EXPECT_EQ(s.rfind("node n2 is unhealthy (xid 79): this job will be stopped at ", 0), 0u) << s;
+  EXPECT_NE(s.find("(in 53m20s; it has run its minimum runtime then)"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -137,6 +140,125 @@ TEST_F(Cli, LsWatchListsAgainEachIntervalUntilStopped) {
   auto alone = allot({"ls", "--watch-count", "2"});
   EXPECT_EQ(alone.code, 2);
   EXPECT_NE(alone.err.find("--watch-count needs --watch"), std::string::npos) << alone.err;
+}
+
+// `allot ls -w` in the background, its output and errors in files under the test's directory.
+struct Watch {
+  pid_t pid = -1;
+  std::string out, err;
+  // Waits (at most `limit`) for it to exit; its exit code, -1 if it did not.
+  int wait_exit(std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      int st = 0;
+      if (::waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  // Waits until it printed `n` listings (a line of dashes each).
+  bool listed(std::size_t n) const {
+    for (int i = 0; i < 500; ++i) {
+      if (count(cli_testing::slurp(out), "--- ") >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+};
+
+Watch watch(const std::string& dir, const std::string& addr, const std::string& token,
+            const std::vector<std::string>& extra = {}) {
+  Watch w{-1, dir + "/watch.out", dir + "/watch.err"};
+  w.pid = fork();
+  if (w.pid == 0) {
+    int o = ::open(w.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int e = ::open(w.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, 1);
+    dup2(e, 2);
+    setenv("HOME", (dir + "/home").c_str(), 1);
+    setenv("ALLOT_ADDR", addr.c_str(), 1);
+    setenv("ALLOT_TOKEN", token.c_str(), 1);
+    std::vector<std::string> args{ALLOT_BIN, "ls", "-w", "1s"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv(ALLOT_BIN, argv.data());
+    _exit(127);
+  }
+  return w;
+}
+
+// A watch whose token is revoked stops at its next refresh: not authorised (4), one line.
+TEST_F(Cli, LsWatchStopsWhenItsTokenIsRevoked) {
+  auto t = allot({"token", "create", "watcher", "--role", "user", "--subject", "wat"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  auto w = watch(dir_, addr_, t.out.substr(0, t.out.find('\n')));
+  ASSERT_TRUE(w.listed(1)) << cli_testing::slurp(w.err);
+  const auto id = t.err.substr(6, t.err.find(' ', 6) - 6);  // "token 12 for wat (user): ..."
+  ASSERT_EQ(allot({"token", "revoke", id}).code, 0) << t.err;
+  EXPECT_EQ(w.wait_exit(std::chrono::seconds(10)), 4) << cli_testing::slurp(w.err);
+  const auto err = cli_testing::slurp(w.err);
+  EXPECT_EQ(count(err, "\n"), 1u) << err;
+  EXPECT_EQ(err.rfind("allot: ls --watch stopped (the last listing is from ", 0), 0u) << err;
+  EXPECT_NE(err.find("server refused (401)"), std::string::npos) << err;
+}
+
+// A server that answers the first listing, then fails with 503: the watch exits with 6 (server
+// error) after exactly one listing, under --json with one JSON error line.
+TEST(LsWatch, StopsOnAServerError) {
+  httplib::Server fake;
+  std::atomic<int> asked{0};
+  fake.Get("/api/v1/jobs", [&](const httplib::Request&, httplib::Response& res) {
+    if (asked++ == 0) {
+      res.set_content(R"({"jobs": [], "next": null})", "application/json");
+    } else {
+      res.status = 503;
+      res.set_content(R"({"error": {"field": "", "reason": "overloaded"}})", "application/json");
+    }
+  });
+  const int port = fake.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { fake.listen_after_bind(); });
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("allot-watch-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "home");
+  auto w = watch(dir.string(), "127.0.0.1:" + std::to_string(port), "any", {"--json"});
+  const int code = w.wait_exit(std::chrono::seconds(10));
+  const auto out = cli_testing::slurp(w.out), err = cli_testing::slurp(w.err);
+  fake.stop();
+  serving.join();
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(code, 6) << err;
+  EXPECT_EQ(out, "[]\n");
+  EXPECT_EQ(count(err, "\n"), 1u) << err;
+  const auto e = json::parse(err, nullptr, false);
+  ASSERT_TRUE(e.contains("error")) << err;
+  EXPECT_EQ(e["error"]["exit_code"], 6) << err;
+  EXPECT_EQ(e["error"]["status"], 503) << err;
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("overloaded"), std::string::npos) << err;
+}
+
+// Its own server, which the test kills during a watch: exit 3 (unreachable), one line saying the
+// watch stopped, and no listing printed after the server went.
+class LsWatchServerGone : public Cli {};
+
+TEST_F(LsWatchServerGone, ExitsUnreachableWithOneLine) {
+  auto w = watch(dir_, addr_, admin_);
+  ASSERT_TRUE(w.listed(2)) << cli_testing::slurp(w.err);
+  ::kill(server_, SIGKILL);
+  ::waitpid(server_, nullptr, 0);
+  server_ = -1;
+  const auto listings = count(cli_testing::slurp(w.out), "--- ");
+  EXPECT_EQ(w.wait_exit(std::chrono::seconds(10)), 3) << cli_testing::slurp(w.err);
+  const auto out = cli_testing::slurp(w.out), err = cli_testing::slurp(w.err);
+  EXPECT_LE(count(out, "--- "), listings + 1) << out;  // one may have been under way
+  EXPECT_EQ(count(out, "--- "), count(out, "\nID ")) << "each listing whole\n" << out;
+  EXPECT_EQ(count(err, "\n"), 1u) << err;
+  EXPECT_EQ(err.rfind("allot: ls --watch stopped (the last listing is from ", 0), 0u) << err;
+  EXPECT_NE(err.find("cannot reach the server"), std::string::npos) << err;
 }
 
 }  // namespace

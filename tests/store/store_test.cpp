@@ -266,6 +266,25 @@ TEST_P(StoreTest, BudgetsAuditNodesTokensLedger) {
   ASSERT_TRUE(
       s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {"pat"}, R"({"rate":5})"}}}).ok());
   EXPECT_EQ(s->budgets()[0].submit_limits, R"({"rate":5})");
+  // The default minimum runtime: none (-1) until set, then kept, 0 included.
+  EXPECT_EQ(s->budgets()[0].default_min_runtime, -1);
+  for (std::int64_t d : {3600, 0, -1}) {
+    ASSERT_TRUE(
+        s->write({op::PutBudget{{"/lab", 3.0, {"ann"}, false, {"pat"}, R"({"rate":5})", d}}}).ok());
+    EXPECT_EQ(s->budgets()[0].default_min_runtime, d);
+  }
+  // Users' own submission limits: set, changed, dropped ("").
+  EXPECT_TRUE(s->user_limits().empty());
+  ASSERT_TRUE(s->write({op::PutUserLimits{{"ann", R"({"max_waiting":50})"}},
+                        op::PutUserLimits{{"bob", R"({"rate":1})"}}})
+                  .ok());
+  ASSERT_TRUE(s->write({op::PutUserLimits{{"ann", R"({"max_waiting":60})"}}}).ok());
+  auto u = s->user_limits();
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0].user, "ann");
+  EXPECT_EQ(u[0].limits, R"({"max_waiting":60})");
+  ASSERT_TRUE(s->write({op::PutUserLimits{{"bob", ""}}}).ok());
+  ASSERT_EQ(s->user_limits().size(), 1u);
   auto a = s->audit("/lab", 10);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].new_value, "3");  // newest first
@@ -330,6 +349,8 @@ TEST_P(StoreTest, MigratesAVersionOneDatabase) {
                           "ALTER TABLE jobs DROP COLUMN array_job",
                           "ALTER TABLE jobs DROP COLUMN array_index",
                           "ALTER TABLE jobs DROP COLUMN array_limit",
+                          "ALTER TABLE budgets DROP COLUMN default_min_runtime",
+                          "DROP TABLE user_limits",
                           "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
                           "UPDATE schema_version SET version = 1"}) {
     raw_exec(sql);
