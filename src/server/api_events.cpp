@@ -26,7 +26,8 @@ void ApiServer::Impl::install_event_routes() {
 void ApiServer::Impl::serve_event_stream() {
   events->handle_stream(
       "GET", kPath,
-      [this](const httplib::Request& req, EventServer::Reply reply, EventServer::StreamOpen open) {
+      [this](const httplib::Request& req, const EventServer::Reply& reply,
+             const EventServer::StreamOpen& open) {
         const auto began = std::chrono::steady_clock::now();
         httplib::Response res;
         Principal p;

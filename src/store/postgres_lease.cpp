@@ -85,7 +85,7 @@ Result<LeaseState> LeaderLease::current() {
 }
 
 void LeaderLease::release() {
-  if (epoch_ == 0 || reconnect_if_lost().ok() == false) return;
+  if (epoch_ == 0 || !reconnect_if_lost().ok()) return;
   conn_->exec("UPDATE leader_lease SET expires_at = '-infinity' WHERE id = 1 AND epoch = $1",
               PgParams().add(epoch_));
 }
