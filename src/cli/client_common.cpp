@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/server_client.h"
 #include "cli/commands.h"
 #include "cli/contract.h"
 #include "cli/flags.h"
@@ -133,26 +134,8 @@ void configure(httplib::Client& cli, const Conn& c) {
   die(code, msg, status, field);
 }
 
-namespace {
-// "a,b" -> {"http://a", "http://b"}.
-std::vector<std::string> server_list(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    auto comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    std::string one = list.substr(start, comma - start);
-    one.erase(0, one.find_first_not_of(" \t"));
-    one.erase(one.find_last_not_of(" \t") + 1);
-    if (!one.empty()) out.push_back(one.find("://") == std::string::npos ? "http://" + one : one);
-    start = comma + 1;
-  }
-  return out;
-}
-}  // namespace
-
 std::string find_leader(const Conn& c) {
-  const auto servers = server_list(c.servers);
+  const auto servers = agent::split_servers(c.servers);
   if (servers.empty()) die(kUsage, "--addr: no server address in '" + c.servers + "'");
   // A failover takes a few seconds (the lease's expiry): wait that long for a leader.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
