@@ -2,6 +2,8 @@
 // takes unallocated work of leaves above theirs, and nothing else.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "world.h"
 
 namespace allot::core {
@@ -137,6 +139,62 @@ TEST_F(ShareClaimsOff, FreeWorkWaitsForIdleGpus) {
   auto r = w.run();
   EXPECT_TRUE(r.stops.empty());
   EXPECT_TRUE(w.pending(waiting));
+}
+
+// A claim and a reservation in the same cycle: three nodes; /c runs allocated work protected for
+// 2 h on one, /a free work on the others (one ends in 1 h, one in 3 h). /b's free 2 x 8 request
+// can neither preempt (it is not funded) nor claim (16 GPUs exceed /b's share of 8), so, first
+// blocked, it reserves the two nodes that free first; /b's claim, ranked after it, may take only
+// /a's work on the third.
+struct ShareClaimsBesideAReservation : ::testing::Test {
+  World w;
+  BudgetId a = 0, b = 0, c = 0;
+  JobId protected_work = 0, ends_soon = 0, ends_late = 0;
+  void SetUp() override {
+    w.add_nodes(3);
+    a = w.budget("/a");
+    b = w.budget("/b");
+    c = w.budget("/c");
+    w.now = 7 * kDay;
+    w.s.advance(w.now);
+    JobSpec held = w.job(c, 8, 2 * kHour);
+    held.expected_duration = 2 * kHour;
+    protected_work = w.submit(held);
+    w.carry_out(w.run());
+    for (Duration d : {kHour, 3 * kHour}) {
+      JobSpec free = w.job(a, 8, 0);
+      free.resumable = true;
+      free.expected_duration = d;
+      (d == kHour ? ends_soon : ends_late) = w.submit(free);
+      w.carry_out(w.run());
+    }
+    ASSERT_TRUE(w.allocated(protected_work));
+    ASSERT_TRUE(w.running(ends_soon) && w.running(ends_late));
+    w.now += 60;
+  }
+  NodeId node_of(JobId id) const { return w.s.job(id)->run.placement.front().node; }
+};
+
+TEST_F(ShareClaimsBesideAReservation, TheClaimTakesOnlyWorkOffTheReservedNodes) {
+  JobSpec two_nodes = w.job(b, 8, 0);  // 2 x 8, free work
+  two_nodes.shape.nodes = 2;
+  const JobId gang = w.submit(two_nodes);
+  const JobId claim = w.submit(w.job(b, 4, 0));
+  const NodeId late_node = node_of(ends_late);
+  auto r = w.run();
+  ASSERT_EQ(r.reservations.size(), 1u);
+  EXPECT_EQ(r.reservations[0].job, gang);
+  const auto& reserved = r.reservations[0].nodes;
+  ASSERT_EQ(reserved.size(), 2u);
+  EXPECT_EQ(std::count(reserved.begin(), reserved.end(), late_node), 0)
+      << "the node that frees last is not reserved";
+  ASSERT_TRUE(World::started(r, claim));
+  EXPECT_FALSE(w.allocated(claim));
+  ASSERT_EQ(r.stops.size(), 1u);
+  EXPECT_EQ(r.stops[0].job, ends_late) << "only work off the reserved nodes is claimed";
+  EXPECT_EQ(r.stops[0].victim.cls, VictimClass::AboveShare);
+  EXPECT_EQ(node_of(claim), late_node);
+  EXPECT_TRUE(w.running(ends_soon)) << "work on a reserved node is left to end as declared";
 }
 
 }  // namespace
