@@ -287,17 +287,20 @@ int cmd_submit(const Args& a, const Conn& c) {
   };
   if (r.contains("array_job_id")) {
     const auto& tasks = r["jobs"];
-    std::printf(
-        "submitted array %llu: %zu tasks, jobs %llu-%llu (%s)\n  %s\n",
-        r["array_job_id"].get<unsigned long long>(), tasks.size(),
-        tasks.front()["id"].get<unsigned long long>(), tasks.back()["id"].get<unsigned long long>(),
-        tasks.front()["state"].get<std::string>().c_str(), contract_promise(tasks.front()).c_str());
+    std::printf("submitted array %llu: %zu tasks, jobs %llu-%llu (%s)\n  %s\n",
+                r["array_job_id"].get<unsigned long long>(), tasks.size(),
+                tasks.front()["id"].get<unsigned long long>(),
+                tasks.back()["id"].get<unsigned long long>(),
+                tasks.front()["state"].get<std::string>().c_str(),
+                contract_promise(tasks.front(), body.contains("min_runtime")).c_str());
     hint();
     return kOk;
   }
   const auto id = std::to_string(r["id"].get<unsigned long long>());
+  // A minimum runtime in the request (flag or YAML), not one left out: 0 then is a choice.
+  const bool asked = body.contains("min_runtime");
   std::printf("submitted job %s (%s)\n  %s\n", id.c_str(), r["state"].get<std::string>().c_str(),
-              contract_promise(r).c_str());
+              contract_promise(r, asked).c_str());
   if (r.contains("spec") && r["spec"].value("nodes", 1) > 1) {
     std::printf("  a gang of %s GPUs (nodes x GPUs per node)\n", gpus_of(r).c_str());
   }

@@ -89,8 +89,12 @@ std::string protection_left(const json& job, long long now) {
   return until > now ? human_duration(until - now) : "ended";
 }
 
-std::string contract_promise(const json& job) {
+std::string contract_promise(const json& job, bool asked_zero) {
   const long long m = min_runtime(job);
+  if (m <= 0 && asked_zero) {
+    return "UNALLOCATED by choice (--min-runtime 0): free, preemptible work that any funded job "
+           "may stop at any time";
+  }
   // Given by the budget (submit's reply says so): no --min-runtime was asked.
   const auto dflt = job.find("min_runtime_default");
   const std::string from = dflt != job.end() && dflt->is_object() ? text(*dflt, "from") : "";

@@ -21,7 +21,8 @@ std::string job_class(const nlohmann::json& job);
 // The PROTECTED column: the contract's time left ("1h52m"), "ended", "no" (unallocated) or "-".
 std::string protection_left(const nlohmann::json& job, long long now);
 // What `submit` promises before the job starts: its contract or the lack of one.
-std::string contract_promise(const nlohmann::json& job);
+// asked_zero: the submission itself asked for minimum runtime 0 (not a missing --min-runtime).
+std::string contract_promise(const nlohmann::json& job, bool asked_zero = false);
 // Why a started job runs unallocated, from its last start event ("/lab/nlp is over its burst
 // limit"); "" if it runs allocated or the events do not say.
 std::string unallocated_cause(const nlohmann::json& events);

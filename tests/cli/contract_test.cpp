@@ -53,6 +53,9 @@ TEST(Contract, SubmitSaysWhetherTheJobIsProtected) {
   EXPECT_NE(free.find("--min-runtime"), std::string::npos) << free;
   const auto asked = contract_promise(job("pending", false, 1800, 0));
   EXPECT_NE(asked.find("protected for 30m once started"), std::string::npos) << asked;
+  const auto chosen = contract_promise(job("pending", false, 0, 0), /*asked_zero=*/true);
+  EXPECT_EQ(chosen.rfind("UNALLOCATED by choice (--min-runtime 0)", 0), 0u) << chosen;
+  EXPECT_EQ(chosen.find("no --min-runtime"), std::string::npos) << chosen;
 }
 
 TEST(Contract, WhyARunningJobIsUnprotected) {
