@@ -24,7 +24,7 @@ constexpr auto kMargin = std::chrono::milliseconds(500);
   std::fprintf(stderr, "allot: %s: stopping now (restarted, this server stands by)\n", why.c_str());
   std::fflush(stderr);
   std::fflush(stdout);
-  std::_Exit(3);
+  std::_Exit(server::kDeposedExit);
 }
 
 std::string this_host() {

@@ -67,7 +67,13 @@ void ApiServer::Impl::install() {
 }
 
 ApiServer::ApiServer(store::Store& store, Controller& controller, ApiOptions options)
-    : impl_(std::make_unique<Impl>(&store, &controller, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(&store, &controller, std::move(options))) {
+  // The scrape counts the streams open on the change feed (it outlives this server).
+  if (impl_->opts.prometheus && impl_->opts.changes) {
+    impl_->opts.prometheus->count_event_streams(
+        [changes = impl_->opts.changes] { return changes->open_streams(); });
+  }
+}
 
 ApiServer::~ApiServer() {
   stop();

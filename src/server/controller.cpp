@@ -13,6 +13,8 @@
 
 #include "server/controller_internal.h"
 #include "server/job_spec.h"
+#include "server/standby.h"
+#include "store/postgres_store.h"
 
 namespace allot::server {
 
@@ -81,6 +83,16 @@ void Controller::write(WriteBatch batch) {
   for (const auto& o : options_.observers) o->committing(batch);
   const auto began = std::chrono::steady_clock::now();
   auto st = store_.write(std::move(batch));
+  if (!st.ok() && store::is_fenced(st.error())) {
+    // Another server holds the leader lease: this one is deposed and none of its writes will go
+    // through. It steps down as the lease watcher does (cli/leadership.cpp): exit status 3, so
+    // that its supervisor restarts it as a standby. Nothing of this write reached the database.
+    std::fprintf(stderr, "allot: %s: stopping now (restarted, this server stands by)\n",
+                 st.error().reason.substr(st.error().reason.find(' ') + 1).c_str());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    std::_Exit(kDeposedExit);
+  }
   if (!st.ok()) {
     // The in-memory state is ahead of the store: the only safe course is to stop and let a
     // restart rebuild from what is durable.

@@ -27,83 +27,32 @@
 #include <utility>
 #include <vector>
 
+#include "server/event_loop.h"
 #include "server/http_frame.h"
 
 namespace allot::server {
-namespace {
-struct Loop;
-}
-
-struct Stream::State {
-  std::mutex mu;
-  std::string pending;  // pushed, not yet taken by the loop (at most opts.max_pending)
-  bool dropped = false;
-  bool ended = false;
-  bool queued = false;  // on the loop's list of streams with something pending
-  Loop* loop = nullptr;
-  std::uint64_t conn = 0;
-  StreamOptions opts;
-};
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-constexpr std::uint64_t kListenId = 0;  // epoll data of the listening socket
-constexpr std::uint64_t kWakeId = 1;    // and of a loop's eventfd
-// How long, and how much, a closing connection is read after its last answer.
-constexpr auto kLinger = std::chrono::seconds(2);
-constexpr std::size_t kLingerBytes = 64 << 20;
-
-struct Conn {
-  int fd = -1;
-  std::uint64_t id = 0;
-  std::string in;   // received and not yet answered
-  std::string out;  // to send, from out_off
-  std::size_t out_off = 0;
-  bool busy = false;         // a request is being answered
-  bool close_after = false;  // closes once `out` is sent
-  bool continued = false;    // "100 Continue" sent for the request being read
-  bool admitted = false;     // the admission let the request being read send its body
-  bool lingering = false;    // answered and half closed: reading what the client still sends
-  bool peer_closed = false;  // the client sent all it will (EOF): answer what came, then close
-  std::size_t discarded = 0;
-  std::uint32_t events = EPOLLIN;
-  Clock::time_point since;  // the last request answered, or the connection's start
-  std::string ip;
-  int port = 0;
-  std::shared_ptr<Stream::State> stream;  // set once the connection serves a stream
-  Clock::time_point drained;              // a stream's output was last all sent
-};
-
-struct Answer {
-  std::uint64_t conn;
-  std::string bytes;
-  bool close;
-};
-
-struct Loop {
-  int ep = -1;
-  int wake = -1;
-  std::thread thread;
-  std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns;
-  std::mutex mu;
-  std::vector<Answer> answers;  // from handlers and workers, for this loop's connections
-  std::vector<std::unique_ptr<Conn>> arrivals;  // accepted by another loop, served by this one
-  std::vector<std::uint64_t> streams;           // streams with something pushed
-};
+namespace evloop {
 
 void wake_loop(Loop& l) {
   const std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(l.wake, &one, sizeof(one));
 }
 
-// One HTTP chunk.
-std::string chunk(const std::string& bytes) {
-  char size[20];
-  std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-  return size + bytes + "\r\n";
-}
+}  // namespace evloop
+
+using evloop::Answer;
+using evloop::Clock;
+using evloop::Conn;
+using evloop::Loop;
+using evloop::StreamDue;
+
+namespace {
+
+constexpr std::uint64_t kListenId = 0;  // epoll data of the listening socket
+constexpr std::uint64_t kWakeId = 1;    // and of a loop's eventfd
+// How long, and how much, a closing connection is read after its last answer.
+constexpr auto kLinger = std::chrono::seconds(2);
+constexpr std::size_t kLingerBytes = 64 << 20;
 
 struct Task {  // a request for the processor
   Loop* loop;
@@ -179,8 +128,6 @@ struct EventServer::Impl {
     in_flight.fetch_sub(1);
   }
 
-  static std::size_t unsent(const Conn& c) { return c.out.size() - c.out_off; }
-
   // Whether to read more from `c`. Not while its unsent answers exceed max_unsent (a client that
   // pipelines without reading is held to that much output), nor while a request is answered and
   // a whole one more is held already; both resume as answers go out.
@@ -244,20 +191,6 @@ struct EventServer::Impl {
     [[maybe_unused]] auto n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(fd, SHUT_WR);
     ::close(fd);
-  }
-
-  // A stream's end: nothing more is queued for it, and its owner hears once.
-  static void end_stream(Conn& c) {
-    if (!c.stream) return;
-    std::function<void()> on_end;
-    {
-      std::lock_guard lk(c.stream->mu);
-      if (c.stream->ended) return;
-      c.stream->ended = true;
-      c.stream->pending.clear();
-      on_end = std::move(c.stream->opts.on_end);
-    }
-    if (on_end) on_end();
   }
 
   void close_conn(Loop& l, Conn& c) {
@@ -484,23 +417,9 @@ struct EventServer::Impl {
     StreamOpen open = [this, lp, cp, answered](const httplib::Response& head,
                                                StreamOptions options) -> std::shared_ptr<Stream> {
       if (answered->exchange(true)) return nullptr;
-      auto st = std::make_shared<Stream::State>();
-      st->loop = lp;
-      st->conn = cp->id;
-      st->opts = std::move(options);
-      std::string out = "HTTP/1.1 " + std::to_string(head.status) + " " +
-                        http::reason_phrase(head.status) + "\r\n";
-      for (const auto& [k, v] : head.headers) {
-        if (k == "Content-Length" || k == "Connection" || k == "Transfer-Encoding") continue;
-        out += k + ": " + v + "\r\n";
-      }
-      out += "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
-      cp->out += out;
-      cp->stream = st;
-      cp->close_after = false;
-      cp->since = cp->drained = Clock::now();
+      auto stream = open_stream(*lp, *cp, head, std::move(options));
       in_flight.fetch_sub(1);  // answered: stop() does not wait for a stream to end
-      return std::make_shared<Stream>(st);
+      return stream;
     };
     // (serve() made the connection busy and counted the request in flight.)
     try {
@@ -510,24 +429,6 @@ struct EventServer::Impl {
     }
     if (!answered->load()) post(l, id, failure(), true);  // neither answered nor opened
     return true;
-  }
-
-  // Moves what was pushed to a stream into its connection's output, unless the client has not
-  // read what is there already (then it waits, and pushes beyond max_pending are dropped).
-  void pull(Conn& c) {
-    auto& st = *c.stream;
-    if (unsent(c) > st.opts.max_pending) return;  // asked again once the output drains
-    std::string taken;
-    bool dropped = false;
-    {
-      std::lock_guard lk(st.mu);
-      taken.swap(st.pending);
-      dropped = std::exchange(st.dropped, false);
-      st.queued = false;
-    }
-    if (!taken.empty()) c.out += chunk(taken);
-    if (dropped && !st.opts.overflow.empty()) c.out += chunk(st.opts.overflow);
-    if (!taken.empty() || dropped) c.since = Clock::now();
   }
 
   void on_readable(Loop& l, Conn& c) {
@@ -616,12 +517,9 @@ struct EventServer::Impl {
     std::vector<Conn*> quiet;
     for (auto& [id, c] : l.conns) {
       if (c->stream) {
-        const auto& o = c->stream->opts;
-        if (unsent(*c) > 0 && now - c->drained > o.stalled) {
-          expired.push_back(c.get());  // its client stopped reading
-        } else if (unsent(*c) == 0 && now - c->since >= o.heartbeat) {
-          quiet.push_back(c.get());
-        }
+        const StreamDue due = stream_due(*c, now);
+        if (due == StreamDue::kStalled) expired.push_back(c.get());  // its client stopped reading
+        if (due == StreamDue::kHeartbeat) quiet.push_back(c.get());
         continue;
       }
       if (c->busy) continue;  // its answer is being made
@@ -632,8 +530,7 @@ struct EventServer::Impl {
     }
     for (Conn* c : expired) close_conn(l, *c);
     for (Conn* c : quiet) {
-      c->out += chunk(c->stream->opts.heartbeat_bytes);
-      c->since = now;
+      heartbeat(*c, now);
       if (flush(l, *c)) rearm(l, *c);
     }
   }
@@ -729,34 +626,6 @@ void EventServer::handle(const std::string& method, const std::string& path, Han
 void EventServer::handle_stream(const std::string& method, const std::string& path,
                                 StreamHandler handler) {
   impl_->stream_handlers[{method, path}] = std::move(handler);
-}
-
-bool Stream::push(const std::string& bytes) {
-  auto& st = *state_;
-  std::lock_guard lk(st.mu);
-  if (st.ended) return false;
-  if (st.pending.size() + bytes.size() > st.opts.max_pending) {
-    st.dropped = true;
-    return true;
-  }
-  st.pending += bytes;
-  if (st.queued) return true;
-  st.queued = true;
-  // Under the stream's lock: the loop outlives every stream that has not ended (stop() ends them
-  // all, taking this lock, before the loops go).
-  bool first = false;
-  {
-    std::lock_guard ll(st.loop->mu);
-    first = st.loop->answers.empty() && st.loop->arrivals.empty() && st.loop->streams.empty();
-    st.loop->streams.push_back(st.conn);
-  }
-  if (first) wake_loop(*st.loop);
-  return true;
-}
-
-bool Stream::ended() const {
-  std::lock_guard lk(state_->mu);
-  return state_->ended;
 }
 
 core::Result<int> EventServer::bind(const std::string& host, int port) {
@@ -859,14 +728,7 @@ void EventServer::stop() {
   for (auto& l : m.loops) {
     m.deliver(*l);  // answers posted after the loop's last look
     for (auto& [id, c] : l->conns) {
-      if (c->stream) {  // ended cleanly: the last chunk, as far as the socket takes it now
-        Impl::end_stream(*c);
-        const std::string last = "0\r\n\r\n";
-        if (Impl::unsent(*c) == 0) {
-          [[maybe_unused]] auto n =
-              ::send(c->fd, last.data(), last.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        }
-      }
+      if (c->stream) finish_stream(*c);  // ended cleanly
       ::close(c->fd);
     }
     l->conns.clear();

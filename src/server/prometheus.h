@@ -48,6 +48,10 @@ class ServerMetrics : public ControllerObserver {
   // make a series each), its status, and how long it took.
   void request(const std::string& method, const std::string& route, int status, double seconds);
 
+  // Where the open server-sent event streams are counted (the API's change feed): the gauge
+  // allot_event_streams; without it the series is left out.
+  void count_event_streams(std::function<std::size_t()> open);
+
   // The exposition text.
   std::string render(const ScrapeInput& in);
 
@@ -87,6 +91,7 @@ class ServerMetrics : public ControllerObserver {
   std::mutex api_mu_;
   std::map<std::pair<std::string, std::string>, prom::Histogram> api_latency_;
   std::map<std::tuple<std::string, std::string, std::string>, double> api_requests_;
+  std::function<std::size_t()> event_streams_;  // guarded by api_mu_
 };
 
 // The scrape as GET /metrics answers it, read from the store and the loop now.

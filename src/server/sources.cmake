@@ -30,6 +30,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/edge.cpp
   ${CMAKE_CURRENT_LIST_DIR}/event_log.cpp
   ${CMAKE_CURRENT_LIST_DIR}/event_server.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/event_stream.cpp
   ${CMAKE_CURRENT_LIST_DIR}/feasibility.cpp
   ${CMAKE_CURRENT_LIST_DIR}/http_frame.cpp
   ${CMAKE_CURRENT_LIST_DIR}/http_server.cpp

@@ -12,6 +12,11 @@
 
 namespace allot::server {
 
+// The exit status of a leader that learns another server took its lease (the lease watcher in
+// cli/leadership.cpp, or a store write refused by the fence in the controller): its supervisor
+// restarts it, and it stands by.
+inline constexpr int kDeposedExit = 3;
+
 class StandbyListener {
  public:
   // HTTPS when given a certificate and key, as the API would be.

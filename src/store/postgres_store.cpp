@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -25,6 +26,8 @@ using core::Error;
 using core::Result;
 using core::Status;
 
+// How the reason of a write refused by the lease's fence begins (is_fenced()).
+constexpr std::string_view kFenced = "fenced: ";
 // Any fixed number: every allot server on one database takes this lock to migrate its schema.
 constexpr std::int64_t kMigrationLock = 0x616c6c6f74;  // "allot"
 // Between tries to reach PostgreSQL again.
@@ -721,7 +724,8 @@ class PostgresStore final : public Store {
   }
 
   Status fenced() const {
-    return Error{"store", "fenced: the leader lease (epoch " + std::to_string(opts_.fence_epoch) +
+    return Error{"store", std::string(kFenced) + "the leader lease (epoch " +
+                              std::to_string(opts_.fence_epoch) +
                               ") was taken by another server; this one's writes are refused"};
   }
 
@@ -772,6 +776,10 @@ class PostgresStore final : public Store {
 };
 
 }  // namespace
+
+bool is_fenced(const core::Error& e) {
+  return e.field == "store" && e.reason.starts_with(kFenced);
+}
 
 int postgres_schema_latest() {
   return latest_version();

@@ -48,6 +48,10 @@ struct PostgresOptions {
 core::Result<std::unique_ptr<Store>> open_postgres(const std::string& uri,
                                                    PostgresOptions opts = {});
 
+// Whether a write failed because another server took the leader lease (fence_epoch): the writer
+// is a deposed leader, and none of its later writes will succeed either.
+bool is_fenced(const core::Error& e);
+
 // The number of schema migrations this build knows (equal to sqlite_schema_latest()).
 int postgres_schema_latest();
 

@@ -1,7 +1,8 @@
 // GET /api/v1/events/stream (server/change_feed.h, api_events.cpp) on a real server, read through
 // a raw socket as a browser's fetch() reads it: the head, then a "changed" message soon after a
 // submission or a budget edit, heartbeats, the per-token limit (429 JSON), a slow reader held to
-// bounded output, and the stream ended when the server stops.
+// bounded output, the stream ended when the server stops, the open streams as a gauge on
+// GET /metrics, and the 501 JSON answer over HTTPS.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -10,12 +11,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "harness.h"
 #include "server/change_feed.h"
+#include "server/prometheus.h"
 
 namespace allot::server {
 namespace {
@@ -88,11 +92,11 @@ class Socket {
 
 class EventStream : public ::testing::Test {
  protected:
-  void start(ChangeFeedLimits limits = {}) {
+  void start(ChangeFeedLimits limits = {}, ApiOptions api = {}) {
     feed = std::make_shared<ChangeFeed>(limits);
     ControllerOptions co;
     co.observers.push_back(feed);
-    ApiOptions api;
+    if (api.prometheus) co.observers.push_back(api.prometheus);
     api.changes = feed;
     h = std::make_unique<Harness>(dir.file("allot.db"), api, 1'000'000, co);
     h->add_sim_nodes(1);
@@ -223,6 +227,68 @@ TEST_F(EventStream, StopEndsEveryStream) {
   EXPECT_NE(s.got.find("0\r\n\r\n"), std::string::npos) << "the last chunk";
   EXPECT_EQ(feed->open_streams(), 0u);
   EXPECT_EQ(feed->reserve(1, "x"), "");  // every place was given back
+}
+
+// The open streams as a gauge on GET /metrics: up with each stream, down once its client leaves.
+TEST_F(EventStream, TheOpenStreamsAreAGaugeOnMetrics) {
+  ApiOptions api;
+  api.prometheus = std::make_shared<ServerMetrics>();
+  start({}, api);
+  httplib::Client cli("127.0.0.1", h->port());
+  const auto gauge = [&]() -> std::string {
+    auto r = cli.Get("/metrics", {{"Authorization", "Bearer " + h->admin()}});
+    if (!r || r->status != 200) return "no scrape";
+    const auto at = r->body.find("\nallot_event_streams ");
+    if (at == std::string::npos) return "no series";
+    return r->body.substr(at + 1, r->body.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_EQ(gauge(), "allot_event_streams 0");
+  auto a = std::make_unique<Socket>(h->port());
+  Socket b(h->port());
+  a->open_stream(h->admin());
+  b.open_stream(h->admin());
+  ASSERT_TRUE(a->read_until("\"budgets\"]}\n\n", 2000)) << a->got;
+  ASSERT_TRUE(b.read_until("\"budgets\"]}\n\n", 2000)) << b.got;
+  EXPECT_EQ(gauge(), "allot_event_streams 2");
+  a.reset();  // its client leaves: the server sees it go within a loop turn
+  std::string now;
+  for (int i = 0; i < 40 && (now = gauge()) != "allot_event_streams 1"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(now, "allot_event_streams 1");
+}
+
+// Over HTTPS (cpp-httplib's thread per connection) the stream route is not served: 501 in the
+// API's error form, after the token is checked.
+TEST_F(EventStream, OverHttpsTheStreamAnswers501WithAJsonError) {
+  const auto cert = dir.file("cert.pem"), key = dir.file("key.pem");
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " +
+                          cert + " -days 1 -subj /CN=127.0.0.1 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  feed = std::make_shared<ChangeFeed>();
+  ControllerOptions co;
+  co.observers.push_back(feed);
+  ApiOptions api;
+  api.changes = feed;
+  api.tls_cert = cert;
+  api.tls_key = key;
+  h = std::make_unique<Harness>(dir.file("allot.db"), api, 1'000'000, co);
+  httplib::SSLClient tls("127.0.0.1", h->port());
+  tls.enable_server_certificate_verification(false);  // self-signed, CN=127.0.0.1
+  auto r = tls.Get("/api/v1/events/stream",
+                   {{"Authorization", "Bearer " + h->admin()}, {"Accept", "text/event-stream"}});
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 501);
+  EXPECT_NE(r->get_header_value("Content-Type").find("application/json"), std::string::npos);
+  auto e = json::parse(r->body, nullptr, false);
+  ASSERT_TRUE(e.is_object()) << r->body;
+  EXPECT_NE(e["error"]["reason"].get<std::string>().find("plain HTTP only"), std::string::npos)
+      << r->body;
+  EXPECT_EQ(feed->open_streams(), 0u);
+  // Without a token it is refused as any route is: 401, not 501.
+  auto anon = tls.Get("/api/v1/events/stream");
+  ASSERT_TRUE(anon);
+  EXPECT_EQ(anon->status, 401);
 }
 
 }  // namespace

@@ -104,6 +104,8 @@ TEST_F(LeaderLeaseTest, ADeposedLeadersWritesAreRefusedOnceAnotherTakesTheLease)
   ASSERT_FALSE(late.ok()) << "a deposed leader's write went through";
   EXPECT_EQ(late.error().field, "store");
   EXPECT_NE(late.error().reason.find("fenced"), std::string::npos) << late.error().reason;
+  EXPECT_TRUE(is_fenced(late.error())) << late.error().reason;
+  EXPECT_FALSE(is_fenced(core::Error{"store", "the connection to PostgreSQL was lost"}));
   auto update = job(1, "k1");
   update.state = "running";
   EXPECT_FALSE(store_a->write({op::UpdateJob{update}}).ok());
