@@ -105,6 +105,21 @@ void tell_drain(const Conn& c, const std::string& node) {
 
 }  // namespace
 
+// --submit-rate, --submit-burst and --max-waiting-jobs into body's `submit_limits` (of POST
+// /budgets and POST /submit-limits alike), each only when given: with none, body is untouched.
+static void put_submit_limits(const Args& a, json& body) {
+  for (const auto& [flag, field] : {std::pair<const char*, const char*>{"submit-rate", "rate"},
+                                    {"submit-burst", "burst"},
+                                    {"max-waiting-jobs", "max_waiting"}}) {
+    if (!a.has(flag)) continue;
+    const std::string name = "--" + std::string(flag);
+    // A count is sent as an integer (5, not 5.0: the server takes whole jobs only).
+    body["submit_limits"][field] = std::string(field) == "max_waiting"
+                                       ? json(parse_count(name, a.get(flag)))
+                                       : json(parse_number(name, a.get(flag)));
+  }
+}
+
 // A budget's own submission limits, as ", rate 5/s, burst 20, 100 waiting" ("" when it has
 // none: the server's apply).
 static std::string limits_text(const json& l) {
@@ -201,16 +216,7 @@ int cmd_budget(const Args& a, const Conn& c) {
       body[list] = m;
     }
     if (a.has("server-limits")) body["submit_limits"] = nullptr;
-    for (const auto& [flag, field] : {std::pair<const char*, const char*>{"submit-rate", "rate"},
-                                      {"submit-burst", "burst"},
-                                      {"max-waiting-jobs", "max_waiting"}}) {
-      if (!a.has(flag)) continue;
-      const std::string name = "--" + std::string(flag);
-      // A count is sent as an integer (5, not 5.0: the server takes whole jobs only).
-      body["submit_limits"][field] = std::string(field) == "max_waiting"
-                                         ? json(parse_count(name, a.get(flag)))
-                                         : json(parse_number(name, a.get(flag)));
-    }
+    put_submit_limits(a, body);
     if (a.has("default-min-runtime")) {
       const auto v = a.get("default-min-runtime");
       body["default_min_runtime"] =
@@ -430,16 +436,7 @@ int cmd_limits(const Args& a, const Conn& c) {
   }
   if (setting) {
     json body = {{"user", a.pos[0]}, {"submit_limits", json()}};
-    for (const auto& [flag, field] : {std::pair<const char*, const char*>{"submit-rate", "rate"},
-                                      {"submit-burst", "burst"},
-                                      {"max-waiting-jobs", "max_waiting"}}) {
-      if (!a.has(flag)) continue;
-      const std::string name = "--" + std::string(flag);
-      // A count is sent as an integer (5, not 5.0: the server takes whole jobs only).
-      body["submit_limits"][field] = std::string(field) == "max_waiting"
-                                         ? json(parse_count(name, a.get(flag)))
-                                         : json(parse_number(name, a.get(flag)));
-    }
+    put_submit_limits(a, body);
     auto r = request(c, "POST", "/api/v1/submit-limits", &body);
     if (a.has("json")) {
       std::printf("%s\n", r.dump(2).c_str());
