@@ -352,27 +352,14 @@ struct EventServer::Impl {
                  ? handlers.find({std::string(f.method), std::string(path)})
                  : handlers.end();
     if (h != handlers.end()) {
-      httplib::Request req;
-      req.method = f.method;
-      req.target = f.target;
-      req.path = path;
-      req.version = "HTTP/1.1";
-      req.headers = std::move(f.headers);
+      httplib::Request req = request_of(f, c, path);
       req.body = f.chunked ? std::move(f.body) : c.in.substr(f.head, f.total - f.head);
-      req.remote_addr = c.ip;
-      req.remote_port = c.port;
       c.in.erase(0, f.total);
-      Loop* lp = &l;
       const std::uint64_t id = c.id;
-      const bool close = f.close, say_keep_alive = f.say_keep_alive;
       // Answered once: by the handler, or here if it throws before it answers.
       auto answered = std::make_shared<std::atomic<bool>>(false);
       try {
-        h->second(req,
-                  [this, lp, id, close, say_keep_alive, answered](const httplib::Response& res) {
-                    if (answered->exchange(true)) return;
-                    post(*lp, id, http::serialize(res, close, say_keep_alive), close);
-                  });
+        h->second(req, reply_once(l, id, f, answered));
       } catch (...) {
         if (!answered->exchange(true)) post(l, id, failure(), true);
       }
@@ -392,27 +379,43 @@ struct EventServer::Impl {
     return true;
   }
 
-  // Gives a framed request to a stream handler, which refuses it (an answer like any other) or
-  // opens a stream on the connection: its head is queued here, and from then on the connection
-  // is the stream's (busy until it closes; what the client sends is dropped).
-  bool serve_stream(Loop& l, Conn& c, http::Frame& f, const StreamHandler& handler) {
+  // The request a handler sees for frame f on connection c (f's headers are moved into it; the
+  // body is the caller's to set).
+  static httplib::Request request_of(http::Frame& f, const Conn& c, std::string_view path) {
     httplib::Request req;
     req.method = f.method;
     req.target = f.target;
-    req.path = f.target;
+    req.path = path;
     req.version = "HTTP/1.1";
     req.headers = std::move(f.headers);
     req.remote_addr = c.ip;
     req.remote_port = c.port;
-    c.in.erase(0, f.total);
+    return req;
+  }
+
+  // The handler's answer to frame f on connection `id` of loop l, sent once: `answered` says
+  // whether an answer went (or a stream opened) already.
+  Reply reply_once(Loop& l, std::uint64_t id, const http::Frame& f,
+                   std::shared_ptr<std::atomic<bool>> answered) {
     Loop* lp = &l;
-    const std::uint64_t id = c.id;
     const bool close = f.close, say_keep_alive = f.say_keep_alive;
-    auto answered = std::make_shared<std::atomic<bool>>(false);
-    Reply reply = [this, lp, id, close, say_keep_alive, answered](const httplib::Response& res) {
+    return [this, lp, id, close, say_keep_alive,
+            answered = std::move(answered)](const httplib::Response& res) {
       if (answered->exchange(true)) return;
       post(*lp, id, http::serialize(res, close, say_keep_alive), close);
     };
+  }
+
+  // Gives a framed request to a stream handler, which refuses it (an answer like any other) or
+  // opens a stream on the connection: its head is queued here, and from then on the connection
+  // is the stream's (busy until it closes; what the client sends is dropped).
+  bool serve_stream(Loop& l, Conn& c, http::Frame& f, const StreamHandler& handler) {
+    const httplib::Request req = request_of(f, c, f.target);
+    c.in.erase(0, f.total);
+    Loop* lp = &l;
+    const std::uint64_t id = c.id;
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Reply reply = reply_once(l, id, f, answered);
     Conn* cp = &c;
     StreamOpen open = [this, lp, cp, answered](const httplib::Response& head,
                                                StreamOptions options) -> std::shared_ptr<Stream> {
