@@ -44,4 +44,13 @@ inline void expect_acknowledged_jobs_kept(const store::Store& st,
   }
 }
 
+// The same, and the store holds no other job: none that no client was acknowledged for, none
+// written twice (for a storm whose every submission was answered, or whose answers are all kept).
+inline void expect_only_acknowledged_jobs(const store::Store& st,
+                                          const std::map<std::string, std::uint64_t>& acked) {
+  EXPECT_EQ(st.count_jobs(), static_cast<std::int64_t>(acked.size()))
+      << "a job that no client was acknowledged for, or one written twice";
+  expect_acknowledged_jobs_kept(st, acked);
+}
+
 }  // namespace allot::e2e
