@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "core/drain.h"
+
 namespace allot::cli {
 
 using json = nlohmann::json;
@@ -169,10 +171,10 @@ std::string last_stop(const json& events) {
 }
 
 long long drain_stop_time(const json& job, long long now) {
-  // The server's rule (docs/policy.md): the run's minimum runtime from its placement, or its
-  // protected period if it was promoted later, is honoured; then the job stops.
-  long long deadline = number(job, "run_start") + min_runtime(job);
-  if (job.value("allocated", false)) deadline = std::max(deadline, number(job, "protected_until"));
+  // The server's rule (docs/policy.md §9, core/drain.h), from the job's JSON.
+  const long long deadline =
+      core::drain_deadline(number(job, "run_start"), min_runtime(job),
+                           job.value("allocated", false), number(job, "protected_until"));
   return std::max(now, deadline);
 }
 

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/cluster_scratch.h"
+#include "core/drain.h"
 #include "core/fair_share_walk.h"
 
 namespace allot::core {
@@ -60,8 +61,8 @@ void Scheduler::stop_failed_and_drained(CycleResult& out) {
       }
       // Drain: the contract (minimum runtime of this run, or the protected period if it was
       // promoted later) is honoured, then the job stops.
-      const Time deadline = std::max(j.run.started + j.spec.min_runtime,
-                                     j.run.allocated ? j.run.protected_until : Time{0});
+      const Time deadline =
+          drain_deadline(j.run.started, j.spec.min_runtime, j.run.allocated, j.run.protected_until);
       if (now_ >= deadline) {
         d.reason = StopReason::Drain;
         stop(j, d, out);

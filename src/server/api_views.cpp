@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/drain.h"
 #include "server/api_impl.h"
 
 namespace allot::server {
@@ -61,9 +62,9 @@ void ApiServer::Impl::install_view_routes() {
                            ? j.run_start + dur->get<Time>()
                            : core::kNever;
       const auto m = spec.find("min_runtime");
-      const Time deadline =
-          std::max(j.run_start + (m != spec.end() && m->is_number_integer() ? m->get<Time>() : 0),
-                   j.allocated ? j.protected_until : Time{0});
+      const Time deadline = core::drain_deadline(
+          j.run_start, m != spec.end() && m->is_number_integer() ? m->get<Time>() : 0, j.allocated,
+          j.protected_until);
       const Time drained = std::min(end, deadline);
       std::int64_t total = 0;
       for (const auto& s : parsed_or(j.placement_json, json::array())) {

@@ -2,6 +2,7 @@
 // heartbeats, telemetry, and what an agent reports about its runs.
 #include <algorithm>
 
+#include "core/drain.h"
 #include "server/controller.h"
 #include "server/controller_internal.h"
 #include "server/event_log.h"
@@ -212,8 +213,9 @@ void Controller::tell_jobs_on_node(const store::NodeRecord& n, const std::string
     } else {
       const auto* j = sched_.job(id);
       const Time protected_until = j && j->run.allocated ? j->run.protected_until : 0;
-      const Time deadline =
-          j ? std::max(j->run.started + j->spec.min_runtime, protected_until) : now;
+      const Time deadline = j ? core::drain_deadline(j->run.started, j->spec.min_runtime,
+                                                     j->run.allocated, j->run.protected_until)
+                              : now;
       reason = "node " + n.name + " is " + n.health + why + ": this job will be stopped ";
       if (deadline <= now) {
         reason += "now (it is not protected)";
