@@ -227,7 +227,8 @@ void ApiServer::Impl::install_agent_routes() {
             if (cls.starved) d.starved_seconds = d.seconds;
             d.first_time = now - static_cast<core::Time>(secs);
             d.last_time = now;
-            telemetry_series.add(part.job, part.run, now, util, d.mem_peak_mib, d.mem_total_mib);
+            telemetry_series.add(part.job, part.run, name, now, util, d.mem_peak_mib,
+                                 d.mem_total_mib);
             if (r.spec) shape_history.add(d, r.spec->dump());
             batch.push_back(store::op::AddTelemetry{d});
           }

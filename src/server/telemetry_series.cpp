@@ -1,9 +1,12 @@
 #include "server/telemetry_series.h"
 
+#include <algorithm>
+
 namespace allot::server {
 
-void TelemetrySeries::add(core::JobId job, int run, core::Time time, double gpu_util_pct,
-                          std::int64_t mem_used_mib, std::int64_t mem_total_mib) {
+void TelemetrySeries::add(core::JobId job, int run, const std::string& node, core::Time time,
+                          double gpu_util_pct, std::int64_t mem_used_mib,
+                          std::int64_t mem_total_mib) {
   std::lock_guard lock(mu_);
   auto [it, fresh] = jobs_.try_emplace(job);
   Series& s = it->second;
@@ -20,18 +23,31 @@ void TelemetrySeries::add(core::JobId job, int run, core::Time time, double gpu_
   if (run > s.run) {
     s.run = run;
     s.points.clear();
+    s.newest.clear();
   }
+  const NodeReport report{node, gpu_util_pct, mem_used_mib, mem_total_mib};
   if (!s.points.empty() && s.points.back().time == time) {
-    // Another node of the same run: the mean of the nodes' means, their memory summed.
-    auto& p = s.points.back();
-    p.gpu_util_pct = (p.gpu_util_pct * p.reports + gpu_util_pct) / (p.reports + 1);
-    p.mem_used_mib += mem_used_mib;
-    p.mem_total_mib += mem_total_mib;
-    ++p.reports;
+    // The same second: this node's report joins the point, or replaces its earlier one.
+    auto same = std::find_if(s.newest.begin(), s.newest.end(),
+                             [&](const NodeReport& r) { return r.node == node; });
+    if (same != s.newest.end()) {
+      *same = report;
+    } else {
+      s.newest.push_back(report);
+    }
+    // The mean of the nodes' means, their memory summed.
+    TelemetryPoint& p = s.points.back();
+    p = TelemetryPoint{time, 0, 0, 0, static_cast<int>(s.newest.size())};
+    for (const NodeReport& r : s.newest) {
+      p.gpu_util_pct += r.gpu_util_pct / static_cast<double>(s.newest.size());
+      p.mem_used_mib += r.mem_used_mib;
+      p.mem_total_mib += r.mem_total_mib;
+    }
     return;
   }
   if (!s.points.empty() && s.points.back().time > time) return;  // out of order: dropped
   s.points.push_back({time, gpu_util_pct, mem_used_mib, mem_total_mib, 1});
+  s.newest.assign(1, report);
   if (s.points.size() > kPoints) s.points.pop_front();
 }
 

@@ -10,6 +10,7 @@
 #include <deque>
 #include <list>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -31,18 +32,25 @@ class TelemetrySeries {
   static constexpr std::size_t kPoints = 120;
   static constexpr std::size_t kJobs = 4096;
 
-  // One node's report for `job`'s run `run` at `time`. A later run replaces the earlier one's
-  // series; reports of several nodes at the same second make one point.
-  void add(core::JobId job, int run, core::Time time, double gpu_util_pct,
+  // Node `node`'s report for `job`'s run `run` at `time`. A later run replaces the earlier one's
+  // series; reports of several nodes at the same second make one point, and a node's second
+  // report in that second replaces its first (it is counted once).
+  void add(core::JobId job, int run, const std::string& node, core::Time time, double gpu_util_pct,
            std::int64_t mem_used_mib, std::int64_t mem_total_mib);
 
   // The points of `job`'s run `run`, oldest first (none if another run, or none kept).
   std::vector<TelemetryPoint> points(core::JobId job, int run) const;
 
  private:
+  struct NodeReport {  // one node's part of the newest point
+    std::string node;
+    double gpu_util_pct = 0;
+    std::int64_t mem_used_mib = 0, mem_total_mib = 0;
+  };
   struct Series {
     int run = 0;
     std::deque<TelemetryPoint> points;
+    std::vector<NodeReport> newest;        // the nodes' reports that make points.back()
     std::list<core::JobId>::iterator age;  // its place in by_age_
   };
   mutable std::mutex mu_;
