@@ -36,7 +36,8 @@ export interface BarSeries { key: string; label: string; values: number[] }
 // first, so that the earlier ones show over it. The legend and the tooltip give each series'
 // own value. `lines` are drawn as lines over the bars (a budget's share a day).
 export function bars(name: string, labels: string[], series: BarSeries[],
-  { width = 560, height = 200, unit = "", lines = [] as BarSeries[] } = {}): ChartHost {
+  { width = 560, height = 200, unit = "", lines = [] as BarSeries[], max = 0, xLabel = "" } = {}):
+  ChartHost {
   const n = labels.length;
   const totals: number[][] = [];
   let run = labels.map(() => 0);
@@ -55,14 +56,14 @@ export function bars(name: string, labels: string[], series: BarSeries[],
   return plot(name, {
     width, height: height + (long > 8 ? long * 4 : 0),
     scales: { x: { time: false, range: [-0.5, n - 0.5] },
-      y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.05] } },
+      y: { range: (_u, _min, top) => [0, max > 0 ? max : Math.max(1, top) * 1.05] } },
     axes: [
       { splits: () => labels.map((_, i) => i), values: (_u, ticks) => ticks.map((t) => labels[t] ?? ""),
         rotate: long > 8 ? -30 : 0, size: long > 8 ? 30 + long * 5 : 40, grid: { show: false } },
       { size: 50 },
     ],
     series: [
-      { label: "" },
+      { label: xLabel, value: (_u, v) => (v === null ? "–" : labels[v] ?? "") },
       ...order.map((i) => ({ label: series[i]!.label, fill: colour(series[i]!.key),
         stroke: colour(series[i]!.key), width: 0, paths: barPaths, points: { show: false },
         value: (_u: uPlot, _v: number | null, si: number, idx: number | null) => own(si, idx) })),
@@ -113,7 +114,8 @@ export function timeline(name: string, events: TimelineEvent[], now: number,
   { width = 900 } = {}): ChartHost {
   const group = (k: string): string => (k === "running" ? "allocated" : ["preempted", "requeued",
     "failed"].includes(k) ? "down" : "plain");
-  const groups = ["allocated", "down", "plain"];
+  // Drawn in this order: a stop is never hidden under another event of the same second.
+  const groups = ["plain", "allocated", "down"];
   const names: Record<string, string> = { allocated: "started", down: "stopped", plain: "other" };
   const xs = [...events.map((e) => e.time), now];
   const ys = groups.map((g) => [...events.map((e) => (group(e.kind) === g ? 0 : null)), null]);

@@ -89,7 +89,7 @@ async function lastWeek(path: string, report: Report, now: number): Promise<Chil
     bars("week", days.map((d) => d.label), [
       { key: "allocated", label: "allocated GPU-h", values: days.map((d) => d.allocated) },
       { key: "unallocated", label: "unallocated GPU-h", values: days.map((d) => d.unallocated) }],
-    { unit: " GPU-h", lines: r && r.share_gpu_seconds > 0 ? [{ key: "share",
+    { unit: " GPU-h", xLabel: "Day", lines: r && r.share_gpu_seconds > 0 ? [{ key: "share",
       label: "its share a day", values: days.map(() => r.share_gpu_seconds / 7 / 3600) }] : [] }));
 }
 
@@ -206,7 +206,7 @@ export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams)
     holding.length ? bars("held", holding.map((b) => b.path), [
       { key: "allocated", label: "allocated", values: held("allocated_milli") },
       { key: "unallocated", label: "unallocated", values: held("unallocated_milli") }],
-    { unit: " GPUs" })
+    { unit: " GPUs", xLabel: "Budget" })
       : h("p", { class: "muted" }, "No budget holds GPUs now."),
     later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
     later(report.then(weekOf), (w) => w, "Loading the last 7 days…"),

@@ -58,7 +58,7 @@ export async function clusterPage(): Promise<Node> {
     h("h2", {}, "GPUs by state"),
     g.by_model.length ? bars("gpus-by-state", g.by_model.map((m) => `${m.cluster} ${m.model}`),
       STATES.map((k) => ({ key: k, label: k, values: g.by_model.map((m) => m[k]) })),
-    { unit: " GPUs" }) : h("p", { class: "muted" }, "No nodes."),
+    { unit: " GPUs", xLabel: "Model" }) : h("p", { class: "muted" }, "No nodes."),
     table(["Cluster", "Model", ...STATES], g.by_model.map((m) =>
       [m.cluster, m.model, ...STATES.map((k) => num(m[k]))]), { id: "by-model" }),
     h("h2", {}, "Fragmentation"),
@@ -71,7 +71,7 @@ export async function clusterPage(): Promise<Node> {
     h("h2", {}, `Waiting jobs by reason (${q.waiting})`),
     reasons.length
       ? bars("queue-by-reason", reasons.map(([code]) => code),
-        [{ key: "plain", label: "jobs", values: reasons.map(([, n]) => n) }])
+        [{ key: "plain", label: "jobs", values: reasons.map(([, n]) => n) }], { xLabel: "Reason" })
       : h("p", { class: "muted" }, "Nothing is waiting."),
     table(["Reason", "Jobs"], reasons.map(([code, n]) => [code, num(n)]), { id: "by-reason" }));
 }

@@ -126,7 +126,7 @@ export async function jobPage(m: RegExpMatchArray): Promise<Node> {
       : "–"],
     ["GPU use now, per GPU", mine.length ? h("span", { id: "gpu-now-per-gpu",
       title: mine.map((u) => u + "%").join(" ") }, bars("gpu-now", mineLabels, [{ key: "allocated", label: "GPU use",
-        values: mine }], { width: 240, height: 80, unit: "%" })) : "–"],
+        values: mine }], { width: 240, height: 100, unit: "%", max: 100, xLabel: "GPU" })) : "–"],
     ...tel.flags.map((f): [string, Child] => [f.flag, f.hint])])
       : h("p", { class: "muted" }, "No telemetry yet (simulated nodes send none)."),
     sparklines(tel.samples),
