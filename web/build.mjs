@@ -46,7 +46,8 @@ if (check) {
     return old !== f.text;
   }).map((f) => relative(here, f.path));
   if (stale.length) {
-    console.error(`web/build.mjs --check: ${stale.join(", ")} differ from web/src: run scripts/web-build`);
+    console.error(`web/build.mjs --check: ${stale.join(", ")} not what web/src makes: ` +
+      "run scripts/web-build and commit the bundle");
     process.exit(1);
   }
 }
