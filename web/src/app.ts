@@ -1,7 +1,7 @@
 // The dashboard's shell: sign-in, the API client, the router and the page it shows. TypeScript,
-// bundled with uPlot into web/app.js by esbuild (web/build.mjs, scripts/web-build). The token lives in sessionStorage (this tab only, gone when it closes)
-// and travels as the Authorization header: no cookie, so no request is made with the person's
-// rights unless this code makes it.
+// bundled with uPlot into web/app.js by esbuild (web/build.mjs, scripts/web-build). The token
+// lives in sessionStorage (this tab only, gone when it closes) and travels as the Authorization
+// header: no cookie, so no request is made with the person's rights unless this code makes it.
 import { h, clear } from "./dom";
 import { destroyCharts } from "./charts";
 import { clusterPage } from "./pages/cluster";
