@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/device_filter.h"
+
 namespace allot::agent {
 namespace {
 
@@ -148,15 +150,25 @@ void plan_devices(CgroupPlan& p, const std::string& option, const std::string& i
     p.devices_note = "device isolation off by configuration";
     return;
   }
+  // A device program on the runs' cgroup v2 directories: asked for, or found where there is no
+  // cgroup v1 devices controller.
+  auto try_bpf = [&p](const std::string& before) {
+    if (p.v2_parent.empty()) {
+      p.devices_note = before + "no cgroup v2 directory for a device program (" + p.v2_note + ")";
+      return;
+    }
+    std::string why;
+    if (!device_filter_available(p.v2_parent, &why)) {
+      p.devices_note = before + "no cgroup v2 device program: " + why;
+      return;
+    }
+    p.devices_bpf = true;
+  };
+  if (option == "bpf") return try_bpf("");
   std::string base = option;
   if (option.empty()) {
     auto m = find_mount("cgroup", "devices");
-    if (!m) {
-      p.devices_note =
-          "no cgroup v1 devices controller (under cgroup v2 only, device access "
-          "rules need eBPF, which the agent does not load)";
-      return;
-    }
+    if (!m) return try_bpf("no cgroup v1 devices controller, and ");
     base = own_directory(*m, "devices") + "/allot/" + instance;
   }
   if (!usable(base, "devices.deny", "cgroup v1 devices", p.devices_note)) return;
@@ -239,17 +251,10 @@ bool remove_cgroup(const std::string& dir, std::chrono::milliseconds wait) {
 }
 
 std::string device_rule(const std::string& device, std::string* why) {
-  struct stat st {};
-  if (stat(device.c_str(), &st) != 0) {
-    *why = device + ": " + std::strerror(errno);
-    return "";
-  }
-  if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode)) {
-    *why = device + ": not a device node";
-    return "";
-  }
-  return std::string(S_ISCHR(st.st_mode) ? "c " : "b ") + std::to_string(major(st.st_rdev)) + ":" +
-         std::to_string(minor(st.st_rdev)) + " rwm";
+  const std::optional<DeviceNumber> n = device_number(device, why);
+  if (!n) return "";
+  return std::string(n->block ? "b " : "c ") + std::to_string(n->major) + ":" +
+         std::to_string(n->minor) + " rwm";
 }
 
 }  // namespace allot::agent

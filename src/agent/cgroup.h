@@ -3,7 +3,8 @@
 // directory with memory.max / cpu.max where those controllers can be enabled, lists the whole
 // tree (cgroup.procs, which a setsid() cannot escape) and kills it (cgroup.kill); a cgroup v1
 // devices hierarchy, where one is mounted and writable, denies a run the GPU device nodes it
-// was not given (and also tracks its tree where there is no cgroup v2).
+// was not given (and also tracks its tree where there is no cgroup v2); without one, a device
+// program (eBPF, agent/device_filter.h) on the run's cgroup v2 directory does.
 #pragma once
 
 #include <sys/types.h>
@@ -20,12 +21,15 @@ struct CgroupPlan {
   bool cpu = false;            // the cpu controller is enabled for runs
   bool kill = false;           // cgroup.kill exists (Linux 5.14+)
   std::string devices_parent;  // cgroup v1 devices: runs get <devices_parent>/<job>.<run>
+  bool devices_bpf = false;    // else a device program on each run's cgroup v2 directory
   std::string v2_note;         // why there is no cgroup v2 or a controller is missing
   std::string devices_note;    // why there is no device isolation
 };
 
 // `v2_root` and `devices_root`: "" finds them (a directory "allot/<instance>" below this
 // process's own cgroup), "none" goes without, anything else is the directory to use.
+// `devices_root` "bpf" uses a device program on the runs' cgroup v2 directories, which "" also
+// does where no cgroup v1 devices controller is mounted.
 CgroupPlan plan_cgroups(const std::string& v2_root, const std::string& devices_root,
                         const std::string& instance);
 

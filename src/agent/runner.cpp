@@ -105,6 +105,8 @@ std::string describe(const CgroupPlan& p, const Isolation& iso, bool rlimit_gpu_
   }
   if (!p.devices_parent.empty()) {
     d += ", devices: cgroup v1 at " + p.devices_parent;
+  } else if (p.devices_bpf) {
+    d += ", devices: cgroup v2 device program (eBPF) at " + p.v2_parent;
   } else {
     d += ", devices: not isolated (" + p.devices_note + ")";
   }
@@ -247,6 +249,9 @@ struct Runner::Impl {
     if (!plan.devices_parent.empty()) {
       a.insert(a.end(), {"--devices-cgroup", plan.devices_parent + "/" + name});
       for (const std::string& d : spec.denied_devices) a.insert(a.end(), {"--deny", d});
+    } else if (plan.devices_bpf && !plan.v2_parent.empty()) {
+      a.insert(a.end(), {"--device-filter", "bpf"});
+      for (const std::string& d : spec.denied_devices) a.insert(a.end(), {"--deny", d});
     }
     a.emplace_back("--");
     a.insert(a.end(), command.begin(), command.end());
@@ -342,7 +347,7 @@ Runner::Runner(RunnerOptions options) : impl_(new Impl) {
   iso.memory_limit = impl_->plan.memory;
   iso.memory_rlimit = !impl_->plan.memory;
   iso.cpu_limit = impl_->plan.cpu;
-  iso.devices_cgroup = impl_->plan.devices_parent;
+  iso.devices_cgroup = impl_->plan.devices_bpf ? impl_->plan.v2_parent : impl_->plan.devices_parent;
   iso.description = describe(impl_->plan, iso, impl_->options.rlimit_gpu_jobs);
   iso.jobs_as_owner = impl_->options.run_as_owner;
   if (iso.cgroup.empty()) {

@@ -75,7 +75,9 @@ struct Isolation {
   bool memory_limit = false;   // by cgroup v2 memory.max
   bool memory_rlimit = false;  // by RLIMIT_AS instead (no memory controller)
   bool cpu_limit = false;      // by cgroup v2 cpu.max
-  std::string devices_cgroup;  // cgroup v1 devices directory; "" = GPU devices not isolated
+  // Where device rules apply: the cgroup v1 devices directory, or the cgroup v2 one whose runs
+  // get a device program; "" = GPU devices not isolated.
+  std::string devices_cgroup;
   std::string description;     // what isolation() says
   bool jobs_as_owner = false;  // each job runs as its owner's account (RunnerOptions)
   // Why jobs do not get both cgroup v2 limits (memory and cpu); "" when they do.
@@ -86,7 +88,9 @@ struct RunnerOptions {
   std::string state_dir;    // one directory per run: <state_dir>/runs/<job>.<run>/
   std::string shim_binary;  // the allot binary (argv: agent-shim ...); default /proc/self/exe
   std::string cgroup_root;  // "" = autodetect a writable cgroup v2 directory; "none" = don't
-  std::string devices_cgroup_root;  // the same for the cgroup v1 devices hierarchy
+  // The same for the cgroup v1 devices hierarchy; "bpf" = a device program (eBPF) on each
+  // run's cgroup v2 directory instead (what "" chooses where there is no v1 devices controller).
+  std::string devices_cgroup_root;
   // Without a cgroup v2 memory controller, memory is limited by RLIMIT_AS, which counts address
   // space: CUDA reserves far more of it than it uses, so a GPU job under RLIMIT_AS fails to
   // start. Jobs with GPUs therefore get no RLIMIT_AS unless this is set.

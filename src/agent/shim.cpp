@@ -6,7 +6,8 @@
 // its pid, waits for it, kills what it left behind and records how it ended.
 //
 //   agent-shim --dir RUN_DIR [--workdir DIR] [--user ACCOUNT --owner SUBJECT] [--cgroup DIR]
-//              [--memory-mib N] [--cpus X] [--devices-cgroup DIR] [--deny DEVICE]...
+//              [--memory-mib N] [--cpus X] [--devices-cgroup DIR | --device-filter bpf]
+//              [--deny DEVICE]...
 //              [--rlimit-as-mib N] [--log-cap-bytes N] -- ARGV...
 #include <fcntl.h>
 #include <grp.h>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "agent/cgroup.h"
+#include "agent/device_filter.h"
 #include "agent/log_cap.h"
 #include "agent/proc.h"
 #include "agent/run_state.h"
@@ -42,7 +44,8 @@ namespace {
 
 struct ShimArgs {
   std::string dir, workdir, cgroup, devices_cgroup;
-  std::string user, owner;  // the account to run as (none: the shim's own) and whose job it is
+  bool device_filter = false;  // --device-filter bpf: the --deny devices by a program on --cgroup
+  std::string user, owner;     // the account to run as (none: the shim's own) and whose job it is
   std::int64_t memory_mib = 0, rlimit_as_mib = 0, log_cap_bytes = 0;
   double cpus = 0;
   std::vector<std::string> deny;
@@ -80,6 +83,12 @@ bool parse(int argc, char** argv, ShimArgs& a, std::string& why) {
       a.cgroup = v;
     } else if (f == "--devices-cgroup") {
       a.devices_cgroup = v;
+    } else if (f == "--device-filter") {
+      if (std::string(v) != "bpf") {
+        why = "--device-filter must be bpf";
+        return false;
+      }
+      a.device_filter = true;
     } else if (f == "--deny") {
       a.deny.emplace_back(v);
     } else if (f == "--memory-mib") {
@@ -230,6 +239,26 @@ bool make_directories(const std::string& dir, std::string* why) {
   return !ec;
 }
 
+// Refuses the run the --deny devices that exist here by a device program on its cgroup v2
+// directory; the job runs without that isolation, saying so, if the program cannot be attached.
+void deny_by_program(const ShimArgs& a, int err_fd) {
+  if (a.cgroup.empty()) {
+    say(err_fd, "devices not isolated: no cgroup v2 directory for this run");
+    return;
+  }
+  std::vector<DeviceNumber> deny;
+  std::string why;
+  for (const std::string& dev : a.deny) {
+    if (access(dev.c_str(), F_OK) != 0) continue;  // no such device here: nothing to deny
+    if (auto n = device_number(dev, &why)) {
+      deny.push_back(*n);
+    } else {
+      say(err_fd, "cannot deny " + dev + ": " + why);
+    }
+  }
+  if (!attach_device_filter(a.cgroup, deny, &why)) say(err_fd, "devices not isolated: " + why);
+}
+
 // Applies the run's limits to its cgroups before the job is put in them; what cannot be done is
 // said in the job's stderr and the job runs without it.
 void prepare_cgroups(ShimArgs& a, int err_fd) {
@@ -258,6 +287,7 @@ void prepare_cgroups(ShimArgs& a, int err_fd) {
       a.devices_cgroup.clear();
     }
   }
+  if (a.device_filter) deny_by_program(a, err_fd);
   for (const std::string& dev : a.deny) {
     if (a.devices_cgroup.empty()) break;
     if (access(dev.c_str(), F_OK) != 0) continue;  // no such device here: nothing to deny

@@ -39,6 +39,9 @@ void usage(FILE* out) {
       "  --max-ecc N            unhealthy above N uncorrected ECC errors (default 0)\n"
       "  --container-template T e.g. 'podman run --rm {devices} {image} {command}'\n"
       "  --cgroup-root DIR      cgroup v2 directory for jobs ('none': process groups only)\n"
+      "  --devices-cgroup W     how other GPUs are denied to a job: auto (the default: cgroup\n"
+      "                         v1 devices where mounted, else an eBPF device program on the\n"
+      "                         job's cgroup v2) | bpf | none | DIR (a cgroup v1 devices dir)\n"
       "  --run-jobs-as WHO      owner: each job as its owner's account (needs root; the\n"
       "                         default as root) | agent: as this agent's user (the default\n"
       "                         otherwise; as root only for a node with a single tenant)\n"
@@ -146,6 +149,16 @@ int agent_main(int argc, char** argv) {
       o.container_template = next();
     } else if (k == "--cgroup-root") {
       o.runner.cgroup_root = next();
+    } else if (k == "--devices-cgroup") {
+      const std::string w = next();
+      if (w != "auto" && w != "bpf" && w != "none" && !w.starts_with("/")) {
+        std::fprintf(stderr,
+                     "allot agent: --devices-cgroup must be auto, bpf, none or an absolute "
+                     "directory, not '%s'\n",
+                     w.c_str());
+        return 2;
+      }
+      o.runner.devices_cgroup_root = w == "auto" ? "" : w;
     } else if (k == "--run-jobs-as") {
       run_jobs_as = next();
       if (run_jobs_as != "owner" && run_jobs_as != "agent") {

@@ -408,6 +408,10 @@ int cmd_token(const Args& a, const Conn& c) {
     if (a.has("scope")) body["scope"] = a.get("scope");
     if (a.has("subject")) body["subject"] = a.get("subject");
     auto r = request(c, "POST", "/api/v1/tokens", &body);
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+      return kOk;
+    }
     std::printf("%s\n", r["token"].get<std::string>().c_str());
     std::fprintf(stderr, "token %lld for %s (%s): shown once, keep it safe\n",
                  r["id"].get<long long>(), r["subject"].get<std::string>().c_str(),

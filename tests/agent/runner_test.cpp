@@ -317,6 +317,27 @@ TEST_F(RunnerTest, DeniedDeviceCannotBeOpened) {
   EXPECT_EQ(wait_exit(runner, {2, 1}).exit_code, 0) << "another job still may";
 }
 
+// The same on cgroup v2 alone: a device program (eBPF) on the run's cgroup refuses the device.
+TEST_F(RunnerTest, DeniedDeviceCannotBeOpenedUnderTheCgroupV2Program) {
+  RunnerOptions bpf = options_;
+  bpf.devices_cgroup_root = "bpf";
+  Runner runner(bpf);
+  if (runner.capabilities().devices_cgroup.empty()) {
+    GTEST_SKIP() << "no cgroup v2 device program here: " << runner.isolation();
+  }
+  EXPECT_NE(runner.isolation().find("devices: cgroup v2 device program (eBPF) at "),
+            std::string::npos)
+      << runner.isolation();
+  LaunchSpec denied = sh(1, "head -c 1 /dev/zero > /dev/null");
+  denied.denied_devices = {"/dev/zero", "/dev/nonexistent-gpu"};
+  RunStatus a = launch(runner, denied);
+  launch(runner, sh(2, "head -c 1 /dev/zero > /dev/null"));
+  EXPECT_NE(wait_exit(runner, {1, 1}).exit_code, 0);
+  EXPECT_NE(slurp(a.stderr_path).find("Operation not permitted"), std::string::npos)
+      << slurp(a.stderr_path);
+  EXPECT_EQ(wait_exit(runner, {2, 1}).exit_code, 0) << "another job still may";
+}
+
 TEST_F(RunnerTest, MemoryLimitIsEnforced) {
   Runner runner(options_);
   if (access("/usr/bin/perl", X_OK) != 0) GTEST_SKIP() << "no perl to allocate memory with";

@@ -206,6 +206,14 @@ TEST_F(Cli, BudgetsNodesReportAndTokens) {
   const auto ann = c.out.substr(0, c.out.find('\n'));
   EXPECT_EQ(ann.rfind("allot_", 0), 0u);
   EXPECT_NE(c.err.find("shown once"), std::string::npos);
+  // --json: the server's answer (the secret with the token's id, role, subject and scope).
+  auto cj = allot({"token", "create", "node-x", "--role", "agent", "--scope", "node-x", "--json"});
+  ASSERT_EQ(cj.code, 0) << cj.err;
+  const auto made = json::parse(cj.out, nullptr, false);
+  ASSERT_TRUE(made.is_object()) << cj.out;
+  EXPECT_EQ(made.value("token", "").rfind("allot_", 0), 0u) << cj.out;
+  EXPECT_EQ(made.value("role", ""), "agent") << cj.out;
+  EXPECT_EQ(made.value("scope", ""), "node-x") << cj.out;
   auto mine = allot({"submit", "--budget", "/lab/tok", "--gpus", "1"}, ann);
   EXPECT_EQ(mine.code, 0) << mine.err;
   EXPECT_EQ(allot({"submit", "--budget", "/org/y", "--gpus", "1"}, ann).code, 1);  // no budget
