@@ -1,10 +1,23 @@
-# Writes a C++ source holding every file under web/ as bytes, for the dashboard the server
-# serves (src/server/web_assets.h). Run at build time (cmake -P) by allot_embed_web() below;
-# the assets stay real files that an editor and a browser open as they are.
+# Writes a C++ source holding the dashboard's files as bytes, for the server to serve
+# (src/server/web_assets.h). Run at build time (cmake -P) by allot_embed_web() below.
 #   cmake -DWEB_DIR=<dir> -DOUT=<file.cpp> -P embed_web.cmake
+# What is served is the top level of web/ (index.html, style.css, favicon.svg, and app.js and
+# app.css, the bundle web/build.mjs makes from web/src/ and uPlot: checked in, so that no npm is
+# needed here); not the sources, the npm project or node_modules/ (docs/design/0011).
+function(allot_web_files dir out_var)
+  file(GLOB all LIST_DIRECTORIES false RELATIVE "${dir}" "${dir}/*")
+  set(served "")
+  foreach(f IN LISTS all)
+    if(NOT f MATCHES "^(package(-lock)?\\.json|tsconfig\\.json|build\\.mjs|\\..*)$")
+      list(APPEND served "${f}")
+    endif()
+  endforeach()
+  list(SORT served)
+  set(${out_var} "${served}" PARENT_SCOPE)
+endfunction()
+
 if(CMAKE_SCRIPT_MODE_FILE)
-  file(GLOB_RECURSE files RELATIVE "${WEB_DIR}" "${WEB_DIR}/*")
-  list(SORT files)
+  allot_web_files("${WEB_DIR}" files)
   set(arrays "")
   set(table "")
   set(i 0)
@@ -45,11 +58,17 @@ ${table}      {\"\", {}}};
   return()
 endif()
 
-# allot_embed_web(<var>): sets <var> to the generated source, rebuilt whenever a file under web/
+# allot_embed_web(<var>): sets <var> to the generated source, rebuilt whenever a served file
 # changes (or one is added: the glob is redone at configure time, CONFIGURE_DEPENDS).
 function(allot_embed_web out_var)
   set(web_dir "${PROJECT_SOURCE_DIR}/web")
-  file(GLOB_RECURSE web_files CONFIGURE_DEPENDS "${web_dir}/*")
+  # (The glob is there for CONFIGURE_DEPENDS: a file added to web/ reconfigures.)
+  file(GLOB web_glob CONFIGURE_DEPENDS LIST_DIRECTORIES false "${web_dir}/*")
+  allot_web_files("${web_dir}" names)
+  set(web_files "")
+  foreach(f IN LISTS names)
+    list(APPEND web_files "${web_dir}/${f}")
+  endforeach()
   set(out "${CMAKE_CURRENT_BINARY_DIR}/web_assets_data.cpp")
   add_custom_command(OUTPUT "${out}"
     COMMAND ${CMAKE_COMMAND} -DWEB_DIR=${web_dir} -DOUT=${out}

@@ -86,9 +86,17 @@ TEST_F(Dashboard, ServesTheAppWithoutATokenAndWithStrictHeaders) {
   auto css = fetch("/style.css");
   ASSERT_TRUE(css);
   EXPECT_EQ(css->get_header_value("Content-Type"), "text/css; charset=utf-8");
-  auto page = fetch("/pages/queue.js");
-  ASSERT_TRUE(page);
-  EXPECT_EQ(page->status, 200);
+  // The bundle's stylesheet (uPlot's), and not the sources or the npm project it is built from.
+  auto bundled = fetch("/app.css");
+  ASSERT_TRUE(bundled);
+  EXPECT_EQ(bundled->status, 200);
+  EXPECT_EQ(bundled->get_header_value("Content-Type"), "text/css; charset=utf-8");
+  EXPECT_EQ(bundled->body, source_file("web/app.css"));
+  for (const char* path : {"/src/app.ts", "/package.json", "/build.mjs", "/tsconfig.json"}) {
+    auto r = fetch(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << path;
+  }
 }
 
 TEST_F(Dashboard, AnUnchangedFileIsRevalidatedWithA304) {

@@ -1,7 +1,9 @@
 // The dashboard in a real headless Chromium against a real `allot up` (server and two local
 // nodes whose agents run jobs as processes): sign in with a token, visit every page and check
 // what it shows against what the API says. A preemption is made on purpose, so that the
-// preempted job's page must link the job that took its GPUs.
+// preempted job's page must link the job that took its GPUs. Every chart is a uPlot chart: each
+// is checked for the data it was given (its host element keeps the instance: web/src/charts.ts)
+// and for pixels of its series' colour on its canvas.
 //
 //   node dashboard.test.mjs <path to the allot binary> [artifacts dir]
 // Exit 0: passed; 77: skipped (no chromium); anything else: failed.
@@ -128,6 +130,31 @@ try {
   });
   const text = (sel) => page.$eval(sel, (e) => e.textContent);
   const shot = (name) => page.screenshot({ path: join(artifacts, name + ".png"), fullPage: true });
+  // A uPlot chart (div.chart[data-chart=NAME] inside `scope`): its x values, each series' label
+  // and values as drawn (a stacked bar chart draws running totals: see ownValues), and how many
+  // pixels of its canvas are near `colour` (#rrggbb), i.e. drawn for a series of that colour.
+  const chart = (name, colour, scope = "main") => page.$eval(`${scope} div.chart[data-chart="${name}"]`,
+    (host, colour) => {
+      const u = host.uplot;
+      if (!u) throw new Error("no uPlot instance on " + host.dataset.chart);
+      const canvas = host.querySelector("canvas");
+      const px = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+      const want = [1, 3, 5].map((i) => parseInt(colour.slice(i, i + 2), 16));
+      let near = 0;
+      for (let i = 0; i < px.length; i += 4) {
+        if (px[i + 3] > 200 && want.every((c, k) => Math.abs(px[i + k] - c) < 24)) ++near;
+      }
+      return { x: [...u.data[0]], near, width: canvas.width, height: canvas.height,
+        series: u.series.slice(1).map((s, i) => ({ label: s.label, values: [...u.data[i + 1]] })) };
+    }, colour);
+  // A stacked bar chart's own values per series (in the order given to it), from the running
+  // totals it draws (the last series first).
+  const ownValues = (c) => {
+    const bottomUp = [...c.series].reverse();
+    return Object.fromEntries(bottomUp.map((s, i) => [s.label, s.values.map((v, k) =>
+      +(v - (i ? bottomUp[i - 1].values[k] : 0)).toFixed(6))]));
+  };
+  const COLOUR = { allocated: "#2b6cb0", unallocated: "#d69e2e", plain: "#4a5568", share: "#c53030" };
   const visit = async (path, sel) => {
     await page.goto(base + path);
     await page.waitForSelector(sel, { timeout: 10000 });
@@ -162,6 +189,28 @@ try {
   assert.deepEqual(fragCells, [frag[0].name, String(frag[0].free_gpus), "8 GPUs",
     String(frag[0].fragmented_gpus)], JSON.stringify(fragCells));
   assert.equal(fragCells[1], "8");
+  // The GPUs-by-state chart: a stacked bar per model with the table's numbers, drawn.
+  const byState = await chart("gpus-by-state", COLOUR.allocated);
+  const own = ownValues(byState);
+  assert.deepEqual([own.allocated, own.unallocated, own.idle, own.draining, own.down],
+    [[8], [0], [8], [0], [0]], JSON.stringify(byState.series));
+  assert.ok(byState.near > 100, "the allocated bar is drawn: " + byState.near + " pixels");
+  // Waiting jobs by reason: a bar per reason with the API's counts.
+  const q0 = await call("/queue?limit=1");
+  const byReason = await chart("queue-by-reason", COLOUR.plain);
+  assert.equal(byReason.series.length, 1);
+  assert.equal(byReason.series[0].values.reduce((a, v) => a + v, 0), q0.waiting,
+    JSON.stringify(byReason));
+  assert.ok(byReason.near > 50, "the reason bars are drawn: " + byReason.near);
+  // The four metrics day by day: 7 days, and today's occupancy a percentage above 0 (the train
+  // job holds 8 GPUs).
+  await page.waitForSelector('#metrics-week div.chart', { timeout: 20000 });
+  const metrics = await chart("metrics-week", "#d69e2e");
+  assert.equal(metrics.x.length, 7, JSON.stringify(metrics.x));
+  assert.deepEqual(metrics.series.map((m) => m.label),
+    ["Availability", "Occupancy", "Impact", "Utilization"]);
+  const occupancyToday = metrics.series[1].values[6];
+  assert.ok(occupancyToday > 0 && occupancyToday <= 100, JSON.stringify(metrics.series));
   await shot("cluster");
 
   // Queue: the waiting job with its reason and rank; the running one with its class.
@@ -201,26 +250,36 @@ try {
   assert.equal(await text("#job-class"), "allocated");
   // Its telemetry sparklines: a point per agent report (every 10 s), the values the API has.
   // The agents report every 2 s here (--telemetry-ms 2000): several points, at distinct
-  // places along the line.
-  await page.waitForFunction(() => document.querySelectorAll("#spark-util circle").length >= 3,
-    { timeout: 30000 });
+  // times.
+  await page.waitForFunction(() => document.querySelector('#spark-util div.chart')?.uplot
+    ?.data[1].length >= 3, { timeout: 30000 });
   const tel = await call(`/jobs/${taker.id}/telemetry`);
   assert.ok(tel.samples.length >= 3, JSON.stringify(tel));
-  const utilDots = await page.$$eval("#spark-util circle", (cs) => cs.map((c) =>
-    Number(c.dataset.value)));
+  const util = await chart("util", COLOUR.allocated, "#spark-util");
+  const utilDots = util.series[0].values;
   assert.ok(utilDots.length >= 3 && utilDots.every((v) => v === 70), "GPU use 70%: " + utilDots);
-  const xs = await page.$$eval("#spark-util circle", (cs) => cs.map((c) => c.getAttribute("cx")));
-  assert.ok(new Set(xs).size >= 3, "points spread over time: " + xs);
+  assert.ok(new Set(util.x).size >= 3, "points spread over time: " + util.x);
+  assert.ok(util.near > 10, "the line is drawn: " + util.near);
   // GPU use now: the latest report, and each of its 8 GPUs as its node last reported it.
   assert.match(await text("#gpu-now"), /^70\.0%, 160000 of \d+ MiB/);
-  assert.equal(await page.$$eval("#gpu-now-per-gpu rect", (rs) => rs.length), 8);
-  const memDots = await page.$$eval("#spark-mem circle", (cs) => cs.map((c) =>
-    Number(c.dataset.value)));
+  const perGpu = await chart("gpu-now", COLOUR.allocated, "#gpu-now-per-gpu");
+  assert.equal(perGpu.x.length, 8);
+  assert.deepEqual(perGpu.series[0].values, Array(8).fill(70));
+  assert.ok(perGpu.near > 50, "the per-GPU bars are drawn: " + perGpu.near);
+  const memDots = (await chart("mem", COLOUR.unallocated, "#spark-mem")).series[0].values;
   assert.ok(memDots.length >= 1 && memDots.every((v) => v === 8 * 20000),
     "memory, summed over its 8 GPUs: " + memDots);
   assert.equal(tel.samples[0].mem_used_mib, 8 * 20000);
   await shot("job-telemetry");
   await visit(`/jobs/${victim.id}`, "#events");
+  // Its timeline: a point per event, the preemption among the stops (red).
+  const timeline = await chart("events", COLOUR.share);
+  const victimEvents = (await call(`/jobs/${victim.id}/events`)).events;
+  assert.equal(timeline.x.length, victimEvents.length + 1, "a point per event, then now");
+  const stops = timeline.series.find((t) => t.label === "stopped").values;
+  assert.ok(stops.filter((v) => v === 0).length >= 1, "the preemption is a point: " +
+    JSON.stringify(timeline.series));
+  assert.ok(timeline.near > 20, "the stop is drawn: " + timeline.near);
   const links = await page.$$eval("#events a", (as) => as.map((a) => a.getAttribute("href")));
   assert.ok(links.includes(`/jobs/${taker.id}`), "the preemption links its cause: " + links);
   assert.match(await text("#events"), new RegExp(`preempt.*job ${taker.id}`, "i"),
@@ -250,20 +309,26 @@ try {
   // Budgets: the tree, and the GPUs /lab/a holds now as a bar of the chart.
   await visit("/budgets", "#tree");
   assert.match(await text("#tree"), /\/lab\/a/);
-  const held = await page.$$eval("#budgets rect[data-key=allocated]",
-    (rs) => rs.map((r) => Number(r.dataset.value)));
-  assert.ok(held.includes(8), "a bar of 8 allocated GPUs: " + held);
-  // A budget's last 7 days: a bar a day, /lab/a's allocated GPU-hours today as /usage has them.
-  await visit("/budgets?budget=/lab/a", "#week");
-  assert.equal(await page.$$eval("#week svg text", (ts) => ts.filter((t) =>
-    /^\d\d-\d\d$/.test(t.textContent)).length), 7, "seven days");
-  const today = await page.$$eval("#week rect[data-key=allocated]",
-    (rs) => rs.map((r) => Number(r.dataset.value)));
-  assert.equal(today.length, 1, "only today has usage: " + today);
+  const heldChart = await chart("held", COLOUR.allocated);
+  const held = ownValues(heldChart).allocated;
+  assert.ok(held.includes(8), "a bar of 8 allocated GPUs: " + JSON.stringify(heldChart));
+  assert.ok(heldChart.near > 100, "the bar is drawn: " + heldChart.near);
+  // A budget's last 7 days: a bar a day, /lab/a's allocated GPU-hours today as /usage has them,
+  // and its share a day as a line.
+  await visit("/budgets?budget=/lab/a", "#week div.chart");
+  const week = await chart("week", COLOUR.allocated);
+  assert.equal(week.x.length, 7, "seven days");
+  const weekOwn = ownValues({ series: week.series.filter((w) => w.label.endsWith("GPU-h")) });
+  const today = weekOwn["allocated GPU-h"].filter((v) => v > 0);
+  assert.equal(today.length, 1, "only today has usage: " + JSON.stringify(week.series));
+  assert.ok(weekOwn["allocated GPU-h"][6] > 0, "today is the last day");
   const usage = await call(`/usage?budget=/&from=${Math.floor(Date.now() / 1000) - 86400}`);
   const gpuHours = usage.rows.find((r) => r.budget === "/lab/a").allocated_gpu_seconds / 3600;
-  assert.ok(today[0] > 0 && today[0] <= gpuHours + 1e-9, `${today[0]} GPU-h, API ${gpuHours}`);
-  assert.ok(await page.$("#week line.share"), "the share line is drawn");
+  assert.ok(today[0] > 0 && today[0] <= gpuHours + 1e-6, `${today[0]} GPU-h, API ${gpuHours}`);
+  const share = week.series.find((w) => w.label === "its share a day");
+  assert.ok(share && share.values.length === 7 && share.values.every((v) => v > 0 &&
+    v === share.values[0]), "the share line: " + JSON.stringify(share));
+  assert.ok((await chart("week", COLOUR.share)).near > 20, "the share line is drawn");
   // Each budget's rank in the fair-share order, and why, as GET /standing has it.
   await page.waitForSelector("#ranks", { timeout: 10000 });
   const standing = await call("/standing");

@@ -30,7 +30,7 @@ try {
       await page.goto(base + path);
       await page.waitForSelector(sel, { timeout: 60000 });
       shown.push(performance.now() - t0);
-      // The parts read from the history (web/dom.js later()) come after; the next load waits
+      // The parts read from the history (web/src/dom.ts later()) come after; the next load waits
       // for them, so that it does not queue behind this one's reads.
       await page.waitForFunction(() => !document.querySelector(".later:not(.done)"),
         { timeout: 120000 });

@@ -1,15 +1,16 @@
 // Job: what was asked (spec), what was promised (contract), what happened (runs and events, with
 // the job that took its GPUs linked), how well it used them (telemetry) and what it printed.
-import { api, apiResponse, ApiError } from "../app.js";
-import { h, table, num, when, pct, withJobLinks } from "../dom.js";
-import { timeline, sparkBars, sparkline } from "../charts.js";
+import { api, apiResponse, ApiError } from "../app";
+import { h, table, when, pct, withJobLinks, type Child } from "../dom";
+import { bars, timeline, sparkline } from "../charts";
+import type { Gpus, Job } from "../types";
 
-const kv = (pairs) => h("dl", { class: "kv" },
+const kv = (pairs: [string, Child][]): Child => h("dl", { class: "kv" },
   pairs.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")]));
 
 // The last lines of stdout: read a MiB at a time from the start (the API reads forward from an
 // offset) until the end, keeping the last MiB; at most 16 reads.
-async function logTail(j) {
+async function logTail(j: Job): Promise<Child> {
   if (j.runs === 0) return h("p", { class: "muted", id: "log" }, "Not started: no log yet.");
   const MIB = 1 << 20;
   let offset = 0;
@@ -31,26 +32,40 @@ async function logTail(j) {
 }
 
 // GPU use and memory over the current run, a point per agent report (GET .../telemetry samples).
-function sparklines(samples) {
+interface Sample { time: number; gpu_util_pct: number; mem_used_mib: number;
+  mem_total_mib: number }
+interface Telemetry {
+  current?: Summary; total?: Summary; samples?: Sample[];
+  flags: { flag: string; hint: string }[]; advice?: { reason: string; hint: string }[];
+}
+interface Summary { gpu_util_mean?: number; gpu_util_peak?: number; utilization: number | null;
+  mem_used_peak_mib: number; mem_total_mib: number; cpu_pct_mean?: number;
+  io_wait_pct_mean?: number }
+interface JobEvent { time: number; from?: string; to: string; reason: string }
+
+function sparklines(samples: Sample[] | undefined): Child {
   if (!samples || !samples.length) return "";
-  const last = samples[samples.length - 1];
+  const last = samples[samples.length - 1]!;
   const memMax = Math.max(1, ...samples.map((p) => p.mem_total_mib || p.mem_used_mib));
   return h("div", { class: "sparklines", id: "sparklines" },
     h("div", { id: "spark-util" }, h("span", { class: "label" }, "GPU use, %: "),
-      sparkline(samples.map((p) => ({ t: p.time, v: Number(p.gpu_util_pct.toFixed(1)) })),
+      sparkline("util", samples.map((p) => ({ t: p.time, v: Number(p.gpu_util_pct.toFixed(1)) })),
         { unit: "%" }), ` now ${last.gpu_util_pct.toFixed(1)}%`),
     h("div", { id: "spark-mem" }, h("span", { class: "label" }, "Memory, MiB: "),
-      sparkline(samples.map((p) => ({ t: p.time, v: p.mem_used_mib })),
-        { max: memMax, unit: " MiB" }), ` now ${last.mem_used_mib} of ${last.mem_total_mib} MiB`),
-    h("div", { class: "muted" }, `${samples.length} reports since ${when(samples[0].time)}`));
+      sparkline("mem", samples.map((p) => ({ t: p.time, v: p.mem_used_mib })),
+        { max: memMax, unit: " MiB", key: "unallocated" }), ` now ${last.mem_used_mib} of ${last.mem_total_mib} MiB`),
+    h("div", { class: "muted" }, `${samples.length} reports since ${when(samples[0]!.time)}`));
 }
 
-const running = (j) => ["starting", "running", "preempting"].includes(j.state);
+const running = (j: Job): boolean => ["starting", "running", "preempting"].includes(j.state);
 
-export async function jobPage(m) {
+export async function jobPage(m: RegExpMatchArray): Promise<Node> {
   const id = m[1];
-  const [j, why, ev, tel, gpus] = await Promise.all([api(`/jobs/${id}`), api(`/jobs/${id}/why`),
-    api(`/jobs/${id}/events`), api(`/jobs/${id}/telemetry`), api("/gpus")]);
+  const [j, why, ev, tel, gpus] = await Promise.all([api<Job>(`/jobs/${id}`),
+    api<{ code: string; explanation: string; rank?: number; expected_start?: number }>(
+      `/jobs/${id}/why`),
+    api<{ events: JobEvent[] }>(`/jobs/${id}/events`), api<Telemetry>(`/jobs/${id}/telemetry`),
+    api<Gpus>("/gpus")]);
   const now = gpus.time;
   const spec = j.spec;
   const events = ev.events.map((e) => ({ time: e.time, kind: e.to,
@@ -59,14 +74,18 @@ export async function jobPage(m) {
   const t = tel.current || tel.total;
   // Per-GPU utilization now, from the nodes' latest samples, for the GPUs this job holds.
   // (A node's telemetry is its last report: { time, gpus: [{ index, util_pct, … }] }.)
-  const mine = [];
+  const mine: number[] = [];
+  const mineLabels: string[] = [];
   for (const slot of j.placement || []) {
     const n = gpus.nodes.find((x) => x.name === slot.node);
     const sample = (n?.telemetry?.gpus || []).find((g) => g.index === slot.gpu);
-    if (sample && typeof sample.util_pct === "number") mine.push(sample.util_pct);
+    if (sample && typeof sample.util_pct === "number") {
+      mine.push(sample.util_pct);
+      mineLabels.push(String(slot.gpu));
+    }
   }
   // The latest point of the current run's series: GPU use and memory as last reported.
-  const latest = running(j) && tel.samples?.length ? tel.samples[tel.samples.length - 1] : null;
+  const latest = running(j) && tel.samples?.length ? tel.samples[tel.samples.length - 1]! : null;
   return h("section", { id: "job" },
     h("h1", {}, `Job ${j.id} ${j.name}`),
     kv([["State", h("b", { id: "job-state" }, j.state)], ["Reason", withJobLinks(j.reason)],
@@ -74,7 +93,8 @@ export async function jobPage(m) {
     h("h2", {}, waiting ? "Why it waits" : "Now"),
     kv([["Code", h("span", { id: "why-code" }, why.code)],
       ["Explanation", withJobLinks(why.explanation)],
-      ...(waiting ? [["Rank", why.rank], ["Expected start", when(why.expected_start)]] : [])]),
+      ...(waiting ? [["Rank", why.rank], ["Expected start", when(why.expected_start)]] as
+        [string, Child][] : [])]),
     h("h2", {}, "Contract"),
     kv([["Class", j.runs > 0 ? h("span", { id: "job-class",
       class: "badge " + (j.allocated ? "allocated" : "unallocated") },
@@ -92,7 +112,7 @@ export async function jobPage(m) {
     ["Command", (spec.command || []).join(" ")],
     ["Placement", (j.placement || []).map((p) => `${p.node}:${p.gpu}`).join(" ") || "–"]]),
     h("h2", {}, `Runs and events (${j.runs} runs)`),
-    timeline(events, Math.max(now, ...events.map((e) => e.time))),
+    events.length ? timeline("events", events, Math.max(now, ...events.map((e) => e.time))) : "",
     table(["Time", "From", "To", "Reason"], ev.events.map((e) =>
       [when(e.time), e.from || "–", e.to, h("span", {}, withJobLinks(e.reason))]), { id: "events" }),
     h("h2", {}, "Telemetry"),
@@ -105,13 +125,15 @@ export async function jobPage(m) {
       `${latest.mem_used_mib} of ${latest.mem_total_mib} MiB (reported ${when(latest.time)})`)
       : "–"],
     ["GPU use now, per GPU", mine.length ? h("span", { id: "gpu-now-per-gpu",
-      title: mine.map((u) => u + "%").join(" ") }, sparkBars(mine)) : "–"],
-    ...tel.flags.map((f) => [f.flag, f.hint])])
+      title: mine.map((u) => u + "%").join(" ") }, bars("gpu-now", mineLabels, [{ key: "allocated", label: "GPU use",
+        values: mine }], { width: 240, height: 100, unit: "%", max: 100, xLabel: "GPU" })) : "–"],
+    ...tel.flags.map((f): [string, Child] => [f.flag, f.hint])])
       : h("p", { class: "muted" }, "No telemetry yet (simulated nodes send none)."),
     sparklines(tel.samples),
     // Right-sizing advice over all its runs: the same as `allot advise` (GET /advice).
     ...((tel.advice || []).length ? [h("h2", {}, "Advice"),
-      h("div", { id: "advice" }, kv(tel.advice.map((a) => [a.reason, a.hint])))] : []),
+      h("div", { id: "advice" }, kv((tel.advice || []).map((a): [string, Child] =>
+        [a.reason, a.hint])))] : []),
     h("h2", {}, "Log tail (stdout)"),
     await logTail(j));
 }

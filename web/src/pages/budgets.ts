@@ -2,17 +2,19 @@
 // each budget holds now (allocated vs unallocated GPUs), and owed vs delivered GPU-hours over the
 // last 7 days, each budget's rank in the fair-share order and why (GET /standing), and the audit
 // log of changes. Whoever may change a share edits it here, seeing the new fractions first.
-import { api, cached, me } from "../app.js";
-import { h, table, num, gpus, hours, pct, later, when } from "../dom.js";
-import { stackedBars, progress, dailyBars } from "../charts.js";
+import { api, cached, me, type Whoami } from "../app";
+import { h, table, num, gpus, hours, pct, later, when, fraction, type Child } from "../dom";
+import { bars } from "../charts";
+import type { Budget, Budgets, Gpus, Report, Usage } from "../types";
 
-const parentOf = (p) => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
+const parentOf = (p: string): string => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
 
 // Fractions of the whole after `path`'s share becomes `share`: each budget's share among its
 // siblings times its parent's fraction (the tree's rule, for one cluster without overrides).
-export function previewFractions(budgets, path, share) {
-  const shareOf = (b) => (b.path === path ? share : b.share);
-  const out = { "/": 1 };
+export function previewFractions(budgets: Budget[], path: string,
+  share: number): Record<string, number> {
+  const shareOf = (b: Budget): number => (b.path === path ? share : b.share);
+  const out: Record<string, number> = { "/": 1 };
   for (const b of [...budgets].sort((a, c) => a.depth - c.depth)) {
     if (b.path === "/") continue;
     const sibs = budgets.filter((x) => x.path !== "/" && parentOf(x.path) === parentOf(b.path));
@@ -25,16 +27,16 @@ export function previewFractions(budgets, path, share) {
 // Whether the signed-in principal may change this budget's share (the API decides; this only
 // hides controls it would refuse): admins any but the root, managers strictly below what they
 // manage.
-function mayEdit(who, path, budgets) {
+function mayEdit(who: Whoami, path: string, budgets: Budget[]): boolean {
   if (path === "/") return false;
   if (who.role === "admin") return true;
-  const scopes = [];
+  const scopes: string[] = [];
   if (who.role === "manager" && who.scope) scopes.push(who.scope);
   for (const b of budgets) if ((b.owners || []).includes(who.subject)) scopes.push(b.path);
   return scopes.some((s) => path.startsWith(s === "/" ? "/" : s + "/"));
 }
 
-function shareEditor(b, budgets, onSaved) {
+function shareEditor(b: Budget, budgets: Budget[], onSaved: () => void): Child {
   const input = h("input", { type: "number", min: "0.000001", step: "any", value: b.share,
     size: 6, "aria-label": `share of ${b.path}` });
   const preview = h("div", { class: "muted preview" });
@@ -42,7 +44,10 @@ function shareEditor(b, budgets, onSaved) {
   const msg = h("span", {});
   input.addEventListener("input", () => {
     const v = Number(input.value);
-    if (!(v > 0)) return preview.replaceChildren("a share must be a positive number");
+    if (!(v > 0)) {
+      preview.replaceChildren("a share must be a positive number");
+      return;
+    }
     const before = previewFractions(budgets, b.path, b.share);
     const after = previewFractions(budgets, b.path, v);
     const sibs = budgets.filter((x) => x.path !== "/" && parentOf(x.path) === parentOf(b.path));
@@ -59,7 +64,7 @@ function shareEditor(b, budgets, onSaved) {
       save.blur();
       onSaved();
     } catch (e) {
-      msg.textContent = " " + e.message;
+      msg.textContent = " " + (e instanceof Error ? e.message : String(e));
     }
   });
   return h("div", { class: "share-edit" }, input, " ", save, msg, preview);
@@ -67,47 +72,55 @@ function shareEditor(b, budgets, onSaved) {
 
 // Allocated and unallocated GPU-hours of `path` each of the last 7 days (GET /usage, one request
 // a day, in the report's scope), against a seventh of its share of the last 7 days.
-async function lastWeek(path, report, now) {
+async function lastWeek(path: string, report: Report, now: number): Promise<Child> {
   const DAY = 86400;
   const start = now - 7 * DAY;
   const days = await Promise.all([...Array(7).keys()].map(async (i) => {
     const from = start + i * DAY;
-    const u = await cached(`usage-${i}`, 60000, `/usage?budget=` +
+    const u = await cached<Usage>(`usage-${i}`, 60000, `/usage?budget=` +
       `${encodeURIComponent(report.scope)}&from=${from}&to=${from + DAY}`);
-    const row = u.rows.find((r) => r.budget === path) || {};
+    const row = u.rows.find((r) => r.budget === path);
     return { label: new Date((from + DAY) * 1000).toISOString().slice(5, 10),
-      allocated: (row.allocated_gpu_seconds || 0) / 3600,
-      unallocated: (row.unallocated_gpu_seconds || 0) / 3600 };
+      allocated: (row?.allocated_gpu_seconds || 0) / 3600,
+      unallocated: (row?.unallocated_gpu_seconds || 0) / 3600 };
   }));
   const r = report.budgets.find((b) => b.budget === path);
   return h("div", { id: "week" }, h("h2", {}, `${path}: allocation vs usage, last 7 days`),
-    h("div", { class: "legend" }, h("span", { class: "allocated" }, "allocated GPU-h"),
-      h("span", { class: "unallocated" }, "unallocated GPU-h"),
-      h("span", { class: "down" }, "its share a day (dashed)")),
-    dailyBars(days, r ? r.share_gpu_seconds / 7 / 3600 : 0));
+    bars("week", days.map((d) => d.label), [
+      { key: "allocated", label: "allocated GPU-h", values: days.map((d) => d.allocated) },
+      { key: "unallocated", label: "unallocated GPU-h", values: days.map((d) => d.unallocated) }],
+    { unit: " GPU-h", xLabel: "Day", lines: r && r.share_gpu_seconds > 0 ? [{ key: "share",
+      label: "its share a day", values: days.map(() => r.share_gpu_seconds / 7 / 3600) }] : [] }));
 }
 
 // Owed vs delivered over the last 7 days, per budget (GET /report).
-function standing(report, list) {
+function standing(report: Report, list: Budget[]): Child {
   const rep = new Map(report.budgets.map((r) => [r.budget, r]));
   return h("div", {}, h("h2", {}, "Owed vs delivered, last 7 days"),
     table(["Budget", "Owed GPU-h", "Allocated GPU-h", "Unallocated GPU-h", "Allocated ÷ share",
       "Impact"], list.filter((b) => rep.has(b.path)).map((b) => {
-      const r = rep.get(b.path);
+      const r = rep.get(b.path)!;
       return [h("td", { class: `indent-${Math.min(b.depth, 4)}` }, b.path),
         num(hours(r.owed_gpu_seconds)), num(hours(r.allocated_gpu_seconds)),
         num(hours(r.unallocated_gpu_seconds)),
-        r.share_gpu_seconds > 0 ? h("td", {}, progress(r.delivered_fraction), " ",
+        r.share_gpu_seconds > 0 ? h("td", {}, fraction(r.delivered_fraction,
+          `${b.path}: allocated ÷ share`), " ",
           pct(r.delivered_fraction)) : "–", num(pct(r.impact))];
     }), { id: "standing" }));
 }
 
 // Each budget's rank among its siblings per cluster (GET /standing), and why: the lower its
 // standing ((usage + promised) ÷ allocation over the lookback window), the earlier its jobs go.
-const fixed = (v, d = 1) => (v === null || v === undefined ? "∞"
+const fixed = (v: number | null | undefined, d = 1): string => (v === null || v === undefined ? "∞"
   : v > 0 && v < 10 ** -d ? Number(v).toPrecision(2) : Number(v).toFixed(d));
-function ranks(st) {
-  const rows = [];
+interface Standing {
+  at: number;
+  budgets: { budget: string; clusters: { cluster: string; rank: number; siblings: number;
+    standing: number | null; usage_gpu_hours: number; promised_gpu_hours: number;
+    allocation_gpu_hours: number; waiting?: number }[] }[];
+}
+function ranks(st: Standing): Child {
+  const rows: Child[][] = [];
   for (const b of st.budgets) {
     for (const c of b.clusters) {
       rows.push([b.budget, c.cluster, h("td", { class: "num rank" }, `${c.rank} of ${c.siblings}`),
@@ -127,7 +140,12 @@ function ranks(st) {
 
 // Right-sizing advice this week per budget (GET /advice, what `allot advise` prints): the jobs
 // measured and named, for each reason, and the GPU-hours measured, idle and starved.
-function waste(a) {
+interface Advice {
+  budgets: { budget: string; jobs_measured: number; jobs_named: number; idle: number;
+    starved: number; oversized_memory: number; gpu_hours: number; idle_gpu_hours: number;
+    starved_gpu_hours: number }[];
+}
+function waste(a: Advice): Child {
   return h("div", {}, h("h2", {}, "Waste, last 7 days"),
     a.budgets.length ? table(["Budget", "Jobs measured", "Named", "Idle", "Starved", "Oversized",
       "GPU-h", "Idle GPU-h", "Starved GPU-h"], a.budgets.map((b) => [b.budget,
@@ -139,25 +157,29 @@ function waste(a) {
 
 // The audit log of changes to budgets the signed-in principal may read (admins: all; managers:
 // their scope), newest first.
-function auditLog(a) {
+interface Audit {
+  entries: { time: number; actor: string; path: string; field: string; old: string;
+    new: string }[];
+}
+function auditLog(a: Audit): Child {
   return h("div", {}, h("h2", {}, "Audit log"),
     a.entries.length ? table(["Time", "Who", "Budget", "Field", "Old", "New"], a.entries.map((e) =>
       [when(e.time), e.actor, e.path, e.field, e.old, e.new]), { id: "audit" })
       : h("p", { class: "muted", id: "audit" }, "No changes recorded."));
 }
 
-export async function budgetsPage(_m, params) {
-  const [tree, g] = await Promise.all([api("/budgets"), api("/gpus")]);
+export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams): Promise<Node> {
+  const [tree, g] = await Promise.all([api<Budgets>("/budgets"), api<Gpus>("/gpus")]);
   // The history (seconds over 100,000 jobs) comes later, read at most once in 5 minutes.
-  const report = cached("report-week", 300000, "/report");
+  const report = cached<Report>("report-week", 300000, "/report");
   const who = me();
   const list = tree.budgets;
   // The standing reads the last 7 days too: at most once a minute.
-  const order = cached("standing", 60000, "/standing");
-  const advice = cached("advice-week", 300000, "/advice");
+  const order = cached<Standing>("standing", 60000, "/standing");
+  const advice = cached<Advice>("advice-week", 300000, "/advice");
   const auditScope = who.role === "admin" ? "/" : who.role === "manager" ? who.scope : null;
   const audit = auditScope
-    ? api(`/budgets/audit?path=${encodeURIComponent(auditScope)}&limit=20`) : null;
+    ? api<Audit>(`/budgets/audit?path=${encodeURIComponent(auditScope)}&limit=20`) : null;
   const rows = list.map((b) => {
     const held = g.budgets[b.path] || { allocated_milli: 0, unallocated_milli: 0 };
     const frac = Object.entries(b.fraction).map(([c, f]) => `${c} ${pct(f)}`).join(", ");
@@ -167,11 +189,10 @@ export async function budgetsPage(_m, params) {
     frac || "–", num(gpus(held.allocated_milli)), num(gpus(held.unallocated_milli)),
     (b.members || []).join(", ")];
   });
-  const heldRows = list.filter((b) => g.budgets[b.path] && b.path !== "/").map((b) => ({
-    label: b.path, parts: [
-      { key: "allocated", value: g.budgets[b.path].allocated_milli / 1000 },
-      { key: "unallocated", value: g.budgets[b.path].unallocated_milli / 1000 }] }));
-  const weekOf = (r) => {
+  const holding = list.filter((b) => g.budgets[b.path] && b.path !== "/");
+  const held = (key: "allocated_milli" | "unallocated_milli"): number[] =>
+    holding.map((b) => g.budgets[b.path]![key] / 1000);
+  const weekOf = (r: Report): Promise<Child> => {
     const chosen = params.get("budget") ||
       (r.budgets.find((b) => b.budget !== "/" && b.budget !== r.scope) || { budget: r.scope }).budget;
     return r.budgets.some((b) => b.budget === chosen) ? lastWeek(chosen, r, g.time)
@@ -182,9 +203,10 @@ export async function budgetsPage(_m, params) {
     table(["Budget", "Share", "Fraction", "Allocated GPUs now", "Unallocated GPUs now",
       "Members"], rows, { id: "tree" }),
     h("h2", {}, "GPUs held now"),
-    h("div", { class: "legend" }, h("span", { class: "allocated" }, "allocated"),
-      h("span", { class: "unallocated" }, "unallocated")),
-    heldRows.length ? stackedBars(heldRows, { unit: " GPUs", labelWidth: 200 })
+    holding.length ? bars("held", holding.map((b) => b.path), [
+      { key: "allocated", label: "allocated", values: held("allocated_milli") },
+      { key: "unallocated", label: "unallocated", values: held("unallocated_milli") }],
+    { unit: " GPUs", xLabel: "Budget" })
       : h("p", { class: "muted" }, "No budget holds GPUs now."),
     later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
     later(report.then(weekOf), (w) => w, "Loading the last 7 days…"),

@@ -1,28 +1,30 @@
 // Queue: what waits, in fair-share order, and why; what runs, in which class and until when it
 // is protected from preemption.
-import { api, go } from "../app.js";
-import { h, table, num, when, ago } from "../dom.js";
+import { api, go } from "../app";
+import { h, table, num, when, ago, type Child } from "../dom";
+import type { Jobs, Queue } from "../types";
 
 // Rows shown of each list at first, and the most a "show more" link asks for: with 100,000
 // waiting jobs and 1,024 running, more rows cost the first paint far more than they tell.
 const FIRST_ROWS = 100;
 const MOST_ROWS = 1000;
 
-export async function queuePage(_m, params) {
+export async function queuePage(_m: RegExpMatchArray, params: URLSearchParams): Promise<Node> {
   const limit = Math.min(MOST_ROWS, Math.max(1, Number(params.get("limit")) || FIRST_ROWS));
   const q = new URLSearchParams();
-  for (const k of ["budget", "owner", "kind"]) if (params.get(k)) q.set(k, params.get(k));
+  for (const k of ["budget", "owner", "kind"]) if (params.get(k)) q.set(k, params.get(k)!);
   q.set("limit", String(limit));
   const running = new URLSearchParams({ state: "starting,running,preempting",
     limit: String(limit) });
-  if (params.get("budget")) running.set("budget", params.get("budget"));
-  if (params.get("owner")) running.set("owner", params.get("owner"));
-  const [waiting, run] = await Promise.all([api("/queue?" + q), api("/jobs?" + running)]);
+  if (params.get("budget")) running.set("budget", params.get("budget")!);
+  if (params.get("owner")) running.set("owner", params.get("owner")!);
+  const [waiting, run] = await Promise.all([api<Queue>("/queue?" + q),
+    api<Jobs>("/jobs?" + running)]);
   const kind = params.get("kind");
   const runs = run.jobs.filter((j) => !kind || (j.spec.kind || "batch") === kind);
   const now = waiting.time;
   // More of both lists, with the same filters.
-  const more = () => {
+  const more = (): Child => {
     if (limit >= MOST_ROWS || (!waiting.truncated && run.next == null)) return "";
     const p = new URLSearchParams(params);
     p.set("limit", String(Math.min(MOST_ROWS, limit * 5)));
@@ -30,7 +32,7 @@ export async function queuePage(_m, params) {
       `Show up to ${Math.min(MOST_ROWS, limit * 5)} of each`));
   };
 
-  const field = (name, label) => h("label", {}, label,
+  const field = (name: string, label: string): Child => h("label", {}, label,
     h("input", { name, value: params.get(name) || "", size: 14 }));
   const kindSel = h("select", { name: "kind" }, ["", "batch", "interactive", "debug", "inference"]
     .map((k) => h("option", { value: k, selected: k === (kind || "") }, k || "any")));
@@ -39,7 +41,7 @@ export async function queuePage(_m, params) {
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const f = new URLSearchParams();
-    for (const [k, v] of new FormData(form)) if (v) f.set(k, v);
+    for (const [k, v] of new FormData(form)) if (v) f.set(k, String(v));
     go("/queue" + (f.toString() ? "?" + f : ""));
   });
 

@@ -1,22 +1,23 @@
 // Me: the signed-in person's budgets (where they may submit, what they manage), their standing
 // in them this week, and their jobs.
-import { api, cached, me } from "../app.js";
-import { h, table, num, hours, pct, when, later } from "../dom.js";
+import { api, cached, me } from "../app";
+import { h, table, num, hours, pct, when, later, type Child } from "../dom";
+import type { Budget, Budgets, Jobs, Report } from "../types";
 
-export async function mePage() {
+export async function mePage(): Promise<Node> {
   const who = me();
   const jobsQ = new URLSearchParams({ limit: "100", order: "desc" });
   if (who.role === "admin") jobsQ.set("owner", who.subject);
-  const [tree, jobs] = await Promise.all([api("/budgets"), api("/jobs?" + jobsQ)]);
-  const report = cached("report-week", 300000, "/report");
+  const [tree, jobs] = await Promise.all([api<Budgets>("/budgets"), api<Jobs>("/jobs?" + jobsQ)]);
+  const report = cached<Report>("report-week", 300000, "/report");
   const mine = tree.budgets.filter((b) => (b.members || []).includes(who.subject) ||
     (b.owners || []).includes(who.subject) || (who.scope && b.path === who.scope));
-  const as = (b) => ((b.owners || []).includes(who.subject) || b.path === who.scope ? "manager"
+  const as = (b: Budget): string => ((b.owners || []).includes(who.subject) || b.path === who.scope ? "manager"
     : "member");
-  const standing = (r) => {
+  const standing = (r: Report): Child => {
     const rep = new Map(r.budgets.map((x) => [x.budget, x]));
     const rows = mine.filter((b) => rep.has(b.path)).map((b) => {
-      const x = rep.get(b.path);
+      const x = rep.get(b.path)!;
       return [b.path, num(hours(x.owed_gpu_seconds)), num(hours(x.allocated_gpu_seconds)),
         num(hours(x.unallocated_gpu_seconds)), num(pct(x.delivered_fraction)), num(pct(x.impact))];
     });

@@ -1,13 +1,13 @@
 // Nodes: every GPU of every node, coloured by state, with the node's health and, when it
 // drains, how far along it is and when its last job is expected to end.
-import { api } from "../app.js";
-import { h, when } from "../dom.js";
-import { progress } from "../charts.js";
+import { api } from "../app";
+import { h, when, fraction } from "../dom";
+import type { Gpus } from "../types";
 
 const STATES = ["allocated", "unallocated", "idle", "draining", "down"];
 
-export async function nodesPage() {
-  const g = await api("/gpus");
+export async function nodesPage(): Promise<Node> {
+  const g = await api<Gpus>("/gpus");
   const rows = g.nodes.map((n) => h("div", { class: "node", "data-node": n.name },
     h("span", { class: "name" }, n.name),
     h("span", { class: "meta" }, `${n.cluster} · ${n.model} · ${n.gpus.length} GPUs`),
@@ -24,7 +24,8 @@ export async function nodesPage() {
         gpu.index);
       return gpu.jobs.length === 1 ? h("a", { href: `/jobs/${gpu.jobs[0]}` }, cell) : cell;
     })),
-    n.draining ? h("span", { class: "drain" }, progress(1 - n.busy_gpus / n.gpus.length),
+    n.draining ? h("span", { class: "drain" }, fraction(1 - n.busy_gpus / n.gpus.length,
+      "drained"),
       ` ${n.gpus.length - n.busy_gpus}/${n.gpus.length} free` +
       (n.busy_gpus ? `, last job expected to end ${when(n.drain_eta)}` : ", drained")) : ""));
   return h("section", { id: "nodes" },
