@@ -87,7 +87,8 @@ for _ in $(seq 100); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
 [ -s "$tmp/addr" ] || fail "the server did not start: $(cat "$tmp/server.log")"
 addr=$(cat "$tmp/addr")
 [ "$(stat -c %a "$tmp/state/admin-token")" = 600 ] || fail "admin-token is not 0600"
-curl -fsS "$addr/health" >/dev/null || fail "no answer from $addr/health"
+python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/api/v1/health", timeout=5)' \
+  "$addr" || fail "no answer from $addr/api/v1/health"
 
 export ALLOT_ADDR=$addr
 "$allot" token create node1 --role agent --scope node1 --token-file "$tmp/state/admin-token" \
