@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
@@ -237,6 +238,45 @@ TEST_F(Watch, StoppingTheServerAnswersWhatItHolds) {
   EXPECT_LT(since(t), 5.0);
   const auto got = a.read(1000);
   EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+}
+
+// Over HTTPS (cpp-httplib's thread per connection) nothing is held: a watch is answered at once,
+// saying so ("watch": false), and the agent polls.
+TEST_F(Watch, OverHttpsAWatchIsAnsweredAtOnceSayingSo) {
+  const auto cert = dir.file("cert.pem"), key = dir.file("key.pem");
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " +
+                          cert + " -days 1 -subj /CN=127.0.0.1 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ApiOptions api;
+  api.tls_cert = cert;
+  api.tls_key = key;
+  h = std::make_unique<Harness>(dir.file("allot.db"), api);
+  auto tok = h->token("agent-n1", "agent", "n1");
+  httplib::SSLClient tls("127.0.0.1", h->port());
+  tls.enable_server_certificate_verification(false);  // self-signed, CN=127.0.0.1
+  const httplib::Headers auth = {{"Authorization", "Bearer " + tok}};
+  auto reg =
+      tls.Post("/api/v1/nodes", auth,
+               json{{"name", "n1"}, {"cluster", "c1"}, {"model", "H100"}, {"gpus", 8}}.dump(),
+               "application/json");
+  ASSERT_TRUE(reg);
+  ASSERT_EQ(reg->status, 201) << reg->body;
+  auto plain = tls.Get(path("n1").c_str(), auth);
+  ASSERT_TRUE(plain);
+  const auto v0 = json::parse(plain->body)["version"].get<std::string>();
+  const auto t = Clock::now();
+  auto r = tls.Get(watch_path("n1", v0, 20).c_str(), auth);
+  EXPECT_LT(since(t), 2.0);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto body = json::parse(r->body);
+  EXPECT_FALSE(body["watch"].get<bool>());
+  EXPECT_FALSE(body["changed"].get<bool>());
+  EXPECT_EQ(body["version"], v0);
+  // The same checks as over plain HTTP.
+  auto bad = tls.Get(watch_path("n1", v0, 61).c_str(), auth);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
 }
 
 }  // namespace
