@@ -7,7 +7,7 @@
 // /proc, as a share of one core) and the latency of every request answered at once (heartbeats,
 // telemetry, a watch whose version is stale), by kind: p50, p99, max.
 //
-//   build/bench/fleet_load [agents=2048] [seconds=60]
+//   build/bench/fleet_load [agents=2048] [seconds=60] [heartbeat-ms=5000] [telemetry-ms=10000]
 //
 // The agents use the administrator's token (one principal: the per-token request limit, which
 // administrators are exempt from, does not count them), and the server's per-address connection
@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
   using namespace allot::e2e;  // NOLINT(google-build-using-namespace)
   const int n = argc > 1 ? std::atoi(argv[1]) : 2048;
   const int seconds = argc > 2 ? std::atoi(argv[2]) : 60;
+  const auto heartbeat = std::chrono::milliseconds(argc > 3 ? std::atoi(argv[3]) : 5000);
+  const auto telemetry = std::chrono::milliseconds(argc > 4 ? std::atoi(argv[4]) : 10000);
   rlimit lim{};
   getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = lim.rlim_max;
@@ -160,8 +162,8 @@ int main(int argc, char** argv) {
       auto& a = agents[i];
       add(a.main, i, false);
       add(a.watch, i, true);
-      a.next_heartbeat = t0 + std::chrono::milliseconds(rng() % 5000);
-      a.next_telemetry = t0 + std::chrono::milliseconds(rng() % 10000);
+      a.next_heartbeat = t0 + std::chrono::milliseconds(rng() % heartbeat.count());
+      a.next_telemetry = t0 + std::chrono::milliseconds(rng() % telemetry.count());
       watch(a);
     }
     std::vector<double> lat[kKinds];
@@ -181,14 +183,14 @@ int main(int argc, char** argv) {
         if (now >= a.next_heartbeat) {
           request(a.main, kHeartbeat, "POST", "/api/v1/nodes/" + a.name + "/heartbeat",
                   "{\"health\":\"healthy\"}");
-          a.next_heartbeat += std::chrono::seconds(5);
+          a.next_heartbeat += heartbeat;
           flush(a.main);
         }
         if (now >= a.next_telemetry) {
           request(a.main, kTelemetry, "POST", "/api/v1/agent/nodes/" + a.name + "/telemetry",
                   "{\"time\":" + std::to_string(std::time(nullptr)) + ",\"gpus\":" + gpus +
                       ",\"jobs\":[]}");
-          a.next_telemetry += std::chrono::seconds(10);
+          a.next_telemetry += telemetry;
           flush(a.main);
         }
       }
