@@ -117,6 +117,16 @@ core::Status Agent::start() {
   runner_ = std::make_unique<Runner>(o_.runner);
   health_ = std::make_unique<HealthMonitor>(devices_, o_.health);
   client_ = std::make_unique<ServerClient>(o_.server);
+  if (o_.watch.count() > 0) {
+    watcher_ = std::make_unique<AssignmentWatcher>(
+        o_.server, node_path("/api/v1/agent/nodes/", o_.node, "/assignments"), o_.watch, [this] {
+          {
+            std::lock_guard lk(wake_mu_);
+            news_ = true;
+          }
+          wake_.notify_all();
+        });
+  }
   started_ = Clock::now();
   load_state();
   for (const auto& r : runner_->recover()) {
@@ -158,11 +168,17 @@ void Agent::loop() {
     const auto begin = Clock::now();
     step();
     const auto next = begin + o_.poll;
-    while (!stopping_ && Clock::now() < next) {
-      std::this_thread::sleep_for(
-          std::min<Clock::duration>(next - Clock::now(), std::chrono::milliseconds(20)));
+    // Until the next step is due, or at once when the watch brings news (stop is checked
+    // every 20 ms).
+    std::unique_lock lk(wake_mu_);
+    while (!stopping_ && !news_ && Clock::now() < next) {
+      wake_.wait_until(
+          lk, std::min<Clock::time_point>(next, Clock::now() + std::chrono::milliseconds(20)),
+          [&] { return news_; });
     }
+    news_ = false;
   }
+  if (watcher_) watcher_->stop();
   if (kill_on_stop_ && runner_) {
     for (const auto& r : runner_->poll()) {
       if (r.phase == RunPhase::Running) runner_->stop(r.key, std::chrono::milliseconds(2000));
@@ -189,6 +205,7 @@ void Agent::step() {
     enforce_lease();
     return;
   }
+  if (watcher_) watcher_->start();  // once registered: the watch names a known node
   fetch_and_reconcile();
   ship_logs();
   send_reports();
@@ -222,6 +239,7 @@ void Agent::contact() {
 
 void Agent::fail_contact(const Reply& r, const std::string& what) {
   if (r.status == 0) {
+    if (watcher_) watcher_->interrupt();  // its connection may be as dead as this one
     if (reachable_) say("cannot reach the server at " + o_.server.url + " (" + r.error + ")");
     reachable_ = false;
     return;
@@ -296,7 +314,13 @@ void Agent::sample_gpus() {
 }
 
 void Agent::fetch_and_reconcile() {
-  auto r = client_->get(node_path("/api/v1/agent/nodes/", o_.node, "/assignments"));
+  // While the watch is live its answers are the assignments (the last ones still hold until the
+  // next comes); else a poll.
+  std::optional<Reply> news;
+  if (watcher_ && watcher_->live()) news = watcher_->take();
+  if (!news && watcher_ && watcher_->live() && assigned_) return reconcile_with(*assigned_);
+  Reply r = news ? std::move(*news)
+                 : client_->get(node_path("/api/v1/agent/nodes/", o_.node, "/assignments"));
   if (!r.ok()) {
     fail_contact(r, "assignments");
     return;
@@ -307,7 +331,11 @@ void Agent::fetch_and_reconcile() {
     say("assignments not understood, nothing changed: " + parsed.error().message());
     return;
   }
-  const auto& a = parsed.value();
+  assigned_ = std::move(parsed.value());
+  reconcile_with(*assigned_);
+}
+
+void Agent::reconcile_with(const Assignments& a) {
   lease_seconds_ = a.lease_seconds;
   std::vector<LocalRun> local;
   for (const auto& [key, st] : status_) {

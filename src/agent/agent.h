@@ -12,10 +12,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -27,6 +30,7 @@
 #include "agent/runner.h"
 #include "agent/server_client.h"
 #include "agent/telemetry.h"
+#include "agent/watcher.h"
 
 namespace allot::agent {
 
@@ -39,7 +43,10 @@ struct AgentOptions {
   std::map<std::string, std::string> labels;
   std::string state_dir;  // required
   std::string dev_dir = "/dev";
-  std::chrono::milliseconds poll{500};     // assignments and reports
+  std::chrono::milliseconds poll{500};  // assignments (unless watched) and reports
+  // How long each watch on the assignments asks the server to hold it (agent/watcher.h);
+  // 0: no watch, the loop polls.
+  std::chrono::seconds watch{25};
   std::chrono::milliseconds sample{1000};  // GPU telemetry samples
   std::chrono::milliseconds heartbeat{5000};
   std::chrono::milliseconds telemetry{10000};
@@ -94,6 +101,7 @@ class Agent {
   bool try_register();
   void sample_gpus();
   void fetch_and_reconcile();
+  void reconcile_with(const Assignments& a);
   void launch(const Assignment& a);
   void ship_logs();
   void send_reports();
@@ -117,6 +125,11 @@ class Agent {
   std::unique_ptr<GpuBackend> backend_;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<ServerClient> client_;
+  std::unique_ptr<AssignmentWatcher> watcher_;
+  std::optional<Assignments> assigned_;  // the last assignments read (a watch reuses them)
+  std::mutex wake_mu_;
+  std::condition_variable wake_;  // the watcher has news: the loop steps now
+  bool news_ = false;             // guarded by wake_mu_
   std::vector<GpuDevice> devices_;
   std::chrono::steady_clock::time_point started_;
 

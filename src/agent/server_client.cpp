@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 
 namespace allot::agent {
 
@@ -12,13 +14,17 @@ struct ServerClient::Impl {
   ServerAddress addr;
   std::vector<std::string> urls;  // addr.url split at commas: the servers, one the leader
   std::size_t current = 0;
+  std::chrono::seconds read_timeout{5};
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;  // guards cli's replacement against cancel() from another thread
   std::unique_ptr<httplib::Client> cli;
 
   httplib::Client& client() {
+    std::lock_guard lk(mu);
     if (!cli) {
       cli = std::make_unique<httplib::Client>(urls[current]);
       cli->set_connection_timeout(2);
-      cli->set_read_timeout(5);
+      cli->set_read_timeout(read_timeout.count());
       cli->set_write_timeout(5);
       cli->set_keep_alive(true);
       if (!addr.cacert.empty()) cli->set_ca_cert_path(addr.cacert);
@@ -30,7 +36,7 @@ struct ServerClient::Impl {
 
   // The next server of the list, for the next request.
   void next_server() {
-    cli.reset();
+    reset();
     current = (current + 1) % urls.size();
   }
   // A standby's 503 names the leader: the next request goes there (added to the list if new).
@@ -40,7 +46,7 @@ struct ServerClient::Impl {
       return false;
     }
     const auto leader = out.body["leader"].get<std::string>();
-    cli.reset();
+    reset();
     if (leader.empty() || urls.size() >= 64) {
       current = (current + 1) % urls.size();  // no leader now: try another in turn
       return false;
@@ -51,8 +57,14 @@ struct ServerClient::Impl {
     return true;
   }
 
+  void reset() {
+    std::lock_guard lk(mu);
+    cli.reset();
+  }
+
   template <typename Send>
   Reply call(Send send) {
+    if (cancelled) return Reply{0, {}, "cancelled"};
     Reply out = finish(send(client()));
     // A standby did not act on the request: send it to the leader it named, once.
     if (follow_leader(out)) out = finish(send(client()));
@@ -104,6 +116,17 @@ Reply ServerClient::post(const std::string& path, const json& body) {
 Reply ServerClient::post_bytes(const std::string& path, const std::string& bytes) {
   return impl_->call(
       [&](httplib::Client& c) { return c.Post(path, bytes, "application/octet-stream"); });
+}
+
+void ServerClient::set_read_timeout(std::chrono::seconds timeout) {
+  impl_->read_timeout = timeout;
+  impl_->reset();
+}
+
+void ServerClient::cancel(bool for_good) {
+  if (for_good) impl_->cancelled = true;
+  std::lock_guard lk(impl_->mu);
+  if (impl_->cli) impl_->cli->stop();
 }
 
 std::vector<std::string> split_servers(const std::string& list) {

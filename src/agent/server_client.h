@@ -1,7 +1,9 @@
 // The agent's HTTP calls to the server (docs/agent-protocol.md), on one keep-alive connection.
-// cpp-httplib stays inside server_client.cpp. Not thread-safe: the agent loop alone uses it.
+// cpp-httplib stays inside server_client.cpp. Not thread-safe: one thread uses it (the agent's
+// loop, or its assignment watcher), and only cancel() may come from another.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -38,6 +40,11 @@ class ServerClient {
   Reply post(const std::string& path, const nlohmann::json& body);
   // Raw bytes (logs).
   Reply post_bytes(const std::string& path, const std::string& bytes);
+  // How long a reply may take (default 5 s): a watch the server holds takes longer.
+  void set_read_timeout(std::chrono::seconds timeout);
+  // From any thread: ends the call in progress (it fails, status 0) and, for_good, every later
+  // one.
+  void cancel(bool for_good = true);
 
  private:
   struct Impl;

@@ -53,7 +53,10 @@ void usage(FILE* out) {
       "                         node, and the last MiB (default 64)\n"
       "  --keep-logs HOURS      keep ended runs' local logs this long (default 72; the\n"
       "                         server keeps its own copy)\n"
-      "  --poll-ms N            assignment poll interval (default 500)\n"
+      "  --poll-ms N            report interval, and assignment poll interval while no\n"
+      "                         watch is held (default 500)\n"
+      "  --watch-seconds N      hold each assignment watch this long: the server answers\n"
+      "                         when the node's assignments change (default 25; 0: poll)\n"
       "  --heartbeat-ms N       health verdict interval (default 5000)\n"
       "  --telemetry-ms N       telemetry report interval (default 10000; samples at 1 Hz)\n"
       "  --cacert FILE | --insecure   verify an https server with FILE / not at all\n"
@@ -187,6 +190,8 @@ int agent_main(int argc, char** argv) {
       o.runner.log_cap_bytes = static_cast<std::int64_t>(number(1, 1 << 20)) << 20;
     } else if (k == "--poll-ms") {
       o.poll = std::chrono::milliseconds(number(10, 60'000));
+    } else if (k == "--watch-seconds") {
+      o.watch = std::chrono::seconds(number(0, 60));
     } else if (k == "--keep-logs") {
       o.keep_run_logs = std::chrono::hours(number(0, 24 * 365));
     } else if (k == "--heartbeat-ms") {

@@ -183,6 +183,13 @@ core::Result<int> ApiServer::start() {
           });
         });
     impl_->serve_event_stream();
+    // Agents' watches are held on the loops; the hub hears of each snapshot the controller
+    // publishes (the first one now).
+    impl_->watch = std::make_shared<AssignmentWatch>(o.watch);
+    impl_->watch->published(impl_->ctl->snapshot());
+    impl_->ctl->on_publish(
+        [w = impl_->watch](std::shared_ptr<const Snapshot> s) { w->published(std::move(s)); });
+    impl_->serve_assignment_watch();
     auto port = impl_->events->bind(o.host, o.port);
     if (!port.ok()) return port.error();
     impl_->events->start();
@@ -221,6 +228,12 @@ core::Result<int> ApiServer::start() {
 }
 
 void ApiServer::stop() {
+  if (impl_->watch && !impl_->watch_closed) {
+    // Held watches are answered first: the loops wait for every request in flight.
+    impl_->ctl->on_publish(nullptr);
+    impl_->watch->close();
+    impl_->watch_closed = true;
+  }
   if (impl_->events) impl_->events->stop();
   if (impl_->svr) impl_->svr->stop();
   if (impl_->thread.joinable()) impl_->thread.join();

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "server/advice.h"
+#include "server/assignment_watch.h"
 #include "server/controller.h"
 #include "server/quota.h"
 #include "server/request_limits.h"
@@ -61,6 +62,9 @@ struct ApiOptions {
   // What changed, for GET /api/v1/events/stream (server/change_feed.h; the controller must have
   // it among its observers). Null: that route answers 503 and the dashboard polls.
   std::shared_ptr<ChangeFeed> changes;
+  // Agents watching their assignments (server/assignment_watch.h): held requests in all, and the
+  // longest wait one may ask. Plain HTTP only; over HTTPS a watch is answered at once.
+  WatchLimits watch;
 };
 
 struct Route {

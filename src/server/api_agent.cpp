@@ -2,57 +2,87 @@
 // GPU and job telemetry. Log uploads are in api_logs.cpp.
 
 #include <map>
+#include <regex>
+#include <string_view>
 
 #include "server/api_impl.h"
 
 namespace allot::server {
 
+json ApiServer::Impl::assignments_json(const Snapshot& snap, const std::string& name) const {
+  const int grace = ctl->options().stop_grace_seconds;
+  json out = {{"node", name},
+              {"lease_seconds", ctl->options().lease_seconds},
+              {"server_time", ctl->now()},
+              {"version", assignment_version(snap, name)},
+              {"run", json::array()},
+              {"stop", json::array()}};
+  auto it = snap.assignments.find(name);
+  if (it == snap.assignments.end()) return out;
+  static const json kNoSpec = json::object();
+  for (const auto& r : it->second.run) {
+    const json& spec = r.spec && r.spec->is_object() ? *r.spec : kNoSpec;
+    out["run"].push_back({{"job", r.job},
+                          {"run", r.run},
+                          {"state", r.state},
+                          {"gpus", r.gpus},
+                          {"gpu_milli", r.milli},
+                          {"command", spec.value("command", json::array())},
+                          {"env", spec.value("env", json::object())},
+                          {"workdir", spec.value("workdir", "")},
+                          {"memory_mib", spec.value("memory_mib", 0)},
+                          {"cpus", spec.value("cpus", json(0))},
+                          {"container", spec.value("container", "")},
+                          {"owner", r.owner},
+                          {"budget", r.budget},
+                          {"name", r.name},
+                          {"kind", spec.value("kind", "batch")},
+                          {"resumable", spec.value("resumable", false)},
+                          {"grace_seconds", grace},
+                          {"rank", r.rank},
+                          {"nodes", r.nodes ? json(*r.nodes) : json::array()},
+                          {"rendezvous", r.rendezvous}});
+  }
+  for (const auto& st : it->second.stop) {
+    out["stop"].push_back({{"job", st.job}, {"run", st.run}, {"grace_seconds", grace}});
+  }
+  return out;
+}
+
+namespace {
+
+constexpr const char* kAssignments = "/api/v1/agent/nodes/{name}/assignments";
+
+}  // namespace
+
+ApiServer::Impl::WatchAsk ApiServer::Impl::watch_query(const httplib::Request& req, int max_wait) {
+  check_query(req, {"wait", "since"});
+  WatchAsk a;
+  a.wait = static_cast<int>(query_int(req, "wait", 0, 0, max_wait));
+  if (req.has_param("since")) {
+    a.since = req.get_param_value("since");
+    if (a.since.empty() || a.since.size() > 64 ||
+        a.since.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      throw HttpError{400, "since", "must be a version this server gave (lowercase hex)"};
+    }
+  }
+  return a;
+}
+
 void ApiServer::Impl::install_agent_routes() {
   // ---- the agent protocol ----
-  route("GET", "/api/v1/agent/nodes/{name}/assignments",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          auto p = authenticate(req);
-          check_query(req, {});
-          const auto name = agent_call(req, p);
-          auto snap = ctl->snapshot();
-          const int grace = ctl->options().stop_grace_seconds;
-          json out = {{"node", name},
-                      {"lease_seconds", ctl->options().lease_seconds},
-                      {"server_time", ctl->now()},
-                      {"run", json::array()},
-                      {"stop", json::array()}};
-          auto it = snap->assignments.find(name);
-          if (it != snap->assignments.end()) {
-            static const json kNoSpec = json::object();
-            for (const auto& r : it->second.run) {
-              const json& spec = r.spec && r.spec->is_object() ? *r.spec : kNoSpec;
-              out["run"].push_back({{"job", r.job},
-                                    {"run", r.run},
-                                    {"state", r.state},
-                                    {"gpus", r.gpus},
-                                    {"gpu_milli", r.milli},
-                                    {"command", spec.value("command", json::array())},
-                                    {"env", spec.value("env", json::object())},
-                                    {"workdir", spec.value("workdir", "")},
-                                    {"memory_mib", spec.value("memory_mib", 0)},
-                                    {"cpus", spec.value("cpus", json(0))},
-                                    {"container", spec.value("container", "")},
-                                    {"owner", r.owner},
-                                    {"budget", r.budget},
-                                    {"name", r.name},
-                                    {"kind", spec.value("kind", "batch")},
-                                    {"resumable", spec.value("resumable", false)},
-                                    {"grace_seconds", grace},
-                                    {"rank", r.rank},
-                                    {"nodes", r.nodes ? json(*r.nodes) : json::array()},
-                                    {"rendezvous", r.rendezvous}});
-            }
-            for (const auto& s : it->second.stop) {
-              out["stop"].push_back({{"job", s.job}, {"run", s.run}, {"grace_seconds", grace}});
-            }
-          }
-          send(res, 200, out);
-        });
+  route("GET", kAssignments, [this](const httplib::Request& req, httplib::Response& res) {
+    auto p = authenticate(req);
+    const auto ask = watch_query(req, opts.watch.max_wait_seconds);
+    const auto name = agent_call(req, p);
+    json out = assignments_json(*ctl->snapshot(), name);
+    if (ask.wait) {
+      // Over HTTPS (or a server without watches) a watch is answered at once: poll instead.
+      out["changed"] = out["version"].get<std::string>() != ask.since;
+      out["watch"] = false;
+    }
+    send(res, 200, out);
+  });
   route(
       "POST", "/api/v1/agent/nodes/{name}/reports",
       [this](const httplib::Request& req, httplib::Response& res) {
@@ -242,6 +272,87 @@ void ApiServer::Impl::install_agent_routes() {
                 {"ignored", ignored},
                 {"lease_seconds", ctl->options().lease_seconds}});
         });
+}
+
+void ApiServer::Impl::serve_assignment_watch() {
+  static const std::string kPrefix = "/api/v1/agent/nodes/";
+  static const std::string kSuffix = "/assignments";
+  static const std::regex kPath(to_regex(kAssignments));
+  events->handle_held(
+      // GET .../assignments with `wait` in its query; the handler checks the rest.
+      [](std::string_view method, std::string_view target) {
+        const auto q = target.find('?');
+        if (method != "GET" || q == std::string_view::npos) return false;
+        const auto path = target.substr(0, q);
+        if (path.size() <= kPrefix.size() + kSuffix.size() ||
+            path.substr(0, kPrefix.size()) != kPrefix ||
+            path.substr(path.size() - kSuffix.size()) != kSuffix) {
+          return false;
+        }
+        const std::string query = "&" + std::string(target.substr(q + 1));
+        return query.find("&wait=") != std::string::npos;
+      },
+      [this](const httplib::Request& in, const EventServer::Reply& reply,
+             const EventServer::OnGone& on_gone) {
+        const auto began = std::chrono::steady_clock::now();
+        httplib::Request req = in;
+        req.path = httplib::detail::decode_url(in.path, false);
+        httplib::Response res;
+        std::string name;
+        WatchAsk ask;
+        std::shared_ptr<const Snapshot> snap;
+        bool hold = false;
+        answering(res, [&] {
+          refuse_at_edge(req);
+          auto p = authenticate(req);
+          if (!std::regex_match(req.path, req.matches, kPath)) {
+            throw HttpError{404, "path", "no route GET " + req.path};
+          }
+          ask = watch_query(req, watch->limits().max_wait_seconds);
+          name = agent_call(req, p);
+          snap = ctl->snapshot();
+          json out = assignments_json(*snap, name);
+          if (ask.wait > 0 && out["version"].get<std::string>() == ask.since) {
+            hold = true;
+            return;
+          }
+          out["changed"] = out["version"].get<std::string>() != ask.since;
+          out["watch"] = true;
+          send(res, 200, out);
+        });
+        if (!hold) {
+          if (opts.prometheus)
+            opts.prometheus->request("GET", kAssignments, res.status, seconds_since(began));
+          return reply(std::move(res));
+        }
+        // Answered from the hub's thread: on a change, at the deadline, or when stopping.
+        auto answer = [this, name, since = ask.since, reply](
+                          const std::shared_ptr<const Snapshot>& s, bool) {
+          httplib::Response r;
+          answering(r, [&] {
+            json out = assignments_json(s ? *s : *ctl->snapshot(), name);
+            out["changed"] = out["version"].get<std::string>() != since;
+            out["watch"] = true;
+            send(r, 200, out);
+          });
+          reply(std::move(r));
+        };
+        auto held =
+            watch->hold(name, ask.since, snap, began + std::chrono::seconds(ask.wait), answer);
+        if (held.id == 0 && held.changed) return answer(ctl->snapshot(), true);
+        if (held.id == 0) {
+          httplib::Response r;
+          send_error(r, 429, "wait", held.refused);
+          if (opts.prometheus)
+            opts.prometheus->request("GET", kAssignments, 429, seconds_since(began));
+          return reply(std::move(r));
+        }
+        // The client gone: its place is freed, and the request ends (unanswered).
+        on_gone([w = watch, id = held.id, reply] {
+          w->cancel(id);
+          reply(httplib::Response{});
+        });
+      });
 }
 
 }  // namespace allot::server

@@ -48,9 +48,11 @@ struct ApiServer::Impl {
   store::Store* store;  // thread-safe itself
   Controller* ctl;      // thread-safe itself
   ApiOptions opts;
-  std::unique_ptr<httplib::Server> svr;  // HTTPS: serves; HTTP: a RequestProcessor for `events`
-  std::unique_ptr<EventServer> events;   // plain HTTP
-  std::thread thread;                    // HTTPS: the accepting thread
+  std::unique_ptr<httplib::Server> svr;    // HTTPS: serves; HTTP: a RequestProcessor for `events`
+  std::unique_ptr<EventServer> events;     // plain HTTP
+  std::shared_ptr<AssignmentWatch> watch;  // plain HTTP: agents' held assignment requests
+  bool watch_closed = false;               // stop() closed it (and left the controller)
+  std::thread thread;                      // HTTPS: the accepting thread
   std::unique_ptr<TlsConnections> tls_connections;  // HTTPS: open connections per address
   std::unique_ptr<LogStore> logs;  // thread-safe itself; null without a logs directory
   std::vector<Route> routes;       // every route install() registered, in order
@@ -345,6 +347,17 @@ struct ApiServer::Impl {
   void install_event_routes();      // api_events.cpp: what changed, as server-sent events
   // Plain HTTP: GET /api/v1/events/stream on the event loops, once `events` exists.
   void serve_event_stream();
+  // Plain HTTP: the agents' watches (GET .../assignments?wait=S) held on the event loops.
+  void serve_assignment_watch();
+  // A watch's query (wait=SECONDS&since=VERSION): how long the agent waits for a change from
+  // the version it saw (`wait` at most max_wait; over HTTPS it is answered at once).
+  struct WatchAsk {
+    int wait = 0;
+    std::string since;
+  };
+  static WatchAsk watch_query(const httplib::Request& req, int max_wait);
+  // A node's assignments as the agent protocol answers them, with their version.
+  json assignments_json(const Snapshot& snap, const std::string& node) const;
   // Whether `node` may still write logs and reports for run `run` of job `id`: it holds the run
   // now, or held it and the run ended at most opts.agent_write_grace_seconds ago (api_logs.cpp).
   bool writes_for_run(const std::string& node, JobId id, int run);

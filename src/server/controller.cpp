@@ -416,8 +416,18 @@ void Controller::publish() {
       s->assignments[node].run.push_back(std::move(ar));
     }
   }
+  std::function<void(std::shared_ptr<const Snapshot>)> hook;
+  {
+    std::lock_guard lk(snap_mu_);
+    snap_ = s;
+    hook = on_publish_;
+  }
+  if (hook) hook(std::move(s));
+}
+
+void Controller::on_publish(std::function<void(std::shared_ptr<const Snapshot>)> fn) {
   std::lock_guard lk(snap_mu_);
-  snap_ = std::move(s);
+  on_publish_ = std::move(fn);
 }
 
 }  // namespace allot::server

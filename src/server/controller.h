@@ -162,6 +162,9 @@ class Controller {
   void stop();
 
   std::shared_ptr<const Snapshot> snapshot() const;
+  // Called on the loop's thread with each snapshot it publishes, once readers see it (the
+  // agents' assignment watches, server/assignment_watch.h). Replaces the one before; empty: none.
+  void on_publish(std::function<void(std::shared_ptr<const Snapshot>)> fn);
   Time now() const { return options_.clock(); }
   JobId next_job_id() { return ++last_job_id_; }
 
@@ -336,6 +339,7 @@ class Controller {
   mutable std::mutex snap_mu_;
   // Guarded by snap_mu_: swapped by the loop, read by any thread.
   std::shared_ptr<const Snapshot> snap_;
+  std::function<void(std::shared_ptr<const Snapshot>)> on_publish_;  // guarded by snap_mu_
 
   // The loop itself: started by start(), joined by stop() (the owner's thread).
   std::thread thread_;

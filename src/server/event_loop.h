@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,7 @@ struct Conn {
   std::string ip;
   int port = 0;
   std::shared_ptr<Stream::State> stream;  // set once the connection serves a stream
+  std::function<void()> on_gone;          // a held request's: the client left before its answer
   Clock::time_point drained;              // a stream's output was last all sent
 };
 

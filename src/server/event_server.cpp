@@ -72,6 +72,7 @@ struct EventServer::Impl {
   Admission admission;
   std::map<std::pair<std::string, std::string>, Handler> handlers;  // (method, path)
   std::map<std::pair<std::string, std::string>, StreamHandler> stream_handlers;
+  std::vector<std::pair<Match, HeldHandler>> held_handlers;
 
   int listen_fd = -1;
   // Held open to be given up when the process runs out of descriptors: a connection that cannot
@@ -195,7 +196,8 @@ struct EventServer::Impl {
 
   void close_conn(Loop& l, Conn& c) {
     end_stream(c);
-    ::close(c.fd);  // also leaves the epoll set
+    if (c.on_gone) std::exchange(c.on_gone, nullptr)();  // a held request's client left
+    ::close(c.fd);                                       // also leaves the epoll set
     connections.fetch_sub(1);
     give_back_address(c.ip);
     l.conns.erase(c.id);  // c is gone
@@ -369,6 +371,9 @@ struct EventServer::Impl {
       auto sh = stream_handlers.find({std::string(f.method), std::string(path)});
       if (sh != stream_handlers.end()) return serve_stream(l, c, f, sh->second);
     }
+    for (const auto& [match, handler] : held_handlers) {
+      if (match(f.method, f.target)) return serve_held(l, c, f, path, handler);
+    }
     Task t{&l, c.id, http::for_processor(c.in, f), c.ip, c.port, f.close};
     c.in.erase(0, f.total);
     {
@@ -404,6 +409,27 @@ struct EventServer::Impl {
       if (answered->exchange(true)) return;
       post(*lp, id, http::serialize(res, close, say_keep_alive), close);
     };
+  }
+
+  // Gives a framed request (no body) to a held handler, which answers it now or later; until
+  // then the connection is busy, and its end (the client gone) is the handler's to hear.
+  bool serve_held(Loop& l, Conn& c, http::Frame& f, std::string_view path,
+                  const HeldHandler& handler) {
+    httplib::Request req = request_of(f, c, path);
+    if (auto q = f.target.find('?'); q != std::string_view::npos) {
+      httplib::detail::parse_query_text(std::string(f.target.substr(q + 1)), req.params);
+    }
+    c.in.erase(0, f.total);
+    const std::uint64_t id = c.id;
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Conn* cp = &c;
+    OnGone on_gone = [cp](std::function<void()> fn) { cp->on_gone = std::move(fn); };
+    try {
+      handler(req, reply_once(l, id, f, answered), std::move(on_gone));
+    } catch (...) {
+      if (!answered->exchange(true)) post(l, id, failure(), true);
+    }
+    return true;
   }
 
   // Gives a framed request to a stream handler, which refuses it (an answer like any other) or
@@ -462,6 +488,10 @@ struct EventServer::Impl {
       }
       return;
     }
+    if (c.peer_closed && c.on_gone) {
+      close_conn(l, c);  // the client of a held request left: nothing will be sent
+      return;
+    }
     if (c.close_after) {
       c.discarded += c.in.size();
       c.in.clear();
@@ -502,6 +532,7 @@ struct EventServer::Impl {
       if (it == l.conns.end()) continue;  // the client left
       Conn& c = *it->second;
       c.busy = false;
+      c.on_gone = nullptr;
       c.since = Clock::now();
       if (a.close) c.close_after = true;
       if (c.out.empty()) {
@@ -624,6 +655,10 @@ void EventServer::admit(Admission admission) {
 
 void EventServer::handle(const std::string& method, const std::string& path, Handler handler) {
   impl_->handlers[{method, path}] = std::move(handler);
+}
+
+void EventServer::handle_held(Match match, HeldHandler handler) {
+  impl_->held_handlers.emplace_back(std::move(match), std::move(handler));
 }
 
 void EventServer::handle_stream(const std::string& method, const std::string& path,

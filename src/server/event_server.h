@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "server/http_server.h"
@@ -102,6 +103,19 @@ class EventServer {
   using StreamHandler = std::function<void(const httplib::Request&, Reply, StreamOpen)>;
   // Before start(): requests with exactly this method and path (no query) go to `handler`.
   void handle_stream(const std::string& method, const std::string& path, StreamHandler handler);
+  // A request held until something happens (a long poll): which requests go to a held handler
+  // (any query allowed), the method and the whole target given.
+  using Match = std::function<bool(std::string_view method, std::string_view target)>;
+  // Registers what to run, on the loop's thread, if the client leaves (its connection ends or is
+  // half closed) before the held request is answered: it must answer the request through its
+  // reply (the answer goes nowhere), so that the request stops counting as in flight. Only from
+  // within the handler, on its thread; at most once.
+  using OnGone = std::function<void(std::function<void()>)>;
+  // Runs on a loop thread and must not block: answers through the reply now or later.
+  using HeldHandler = std::function<void(const httplib::Request&, Reply, OnGone)>;
+  // Before start(): requests `match` takes (and that no exact handler takes) go to `handler`,
+  // their query parsed into the request's params. stop() waits for them to be answered.
+  void handle_held(Match match, HeldHandler handler);
   // Before start(): asked once per request, when its head has come and not all of its body.
   void admit(Admission admission);
   // Binds and listens (port 0: any free port); returns the bound port.

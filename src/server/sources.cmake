@@ -18,6 +18,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api_standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_usage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_views.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/assignment_watch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
   ${CMAKE_CURRENT_LIST_DIR}/change_feed.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller.cpp

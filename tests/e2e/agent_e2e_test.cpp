@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "cluster.h"
 #include "proxy.h"
@@ -124,6 +125,35 @@ std::uint64_t submit_winner(TestCluster& c, const std::string& then = "exit 0") 
                    {"command", c.marked("w", "if kill -0 $(head -1 " + c.out("v.pid") +
                                                  "); then echo shared >> " + c.out("w.overlap") +
                                                  "; fi; " + then)}});
+}
+
+// The agent watches its assignments (agent/watcher.h): a job starts as soon as the cycle that
+// places it is published, not at the agent's next poll. The agent here polls every 10 s, so three
+// jobs in a row each starting within a second of its submit could not come from polling (about a
+// 1-in-1,000 chance).
+TEST(EndToEnd, AWatchingAgentStartsAJobWithinASecondOfItsSubmit) {
+  TestCluster c({"--tick-ms", "1000"});
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8, {"--poll-ms", "10000"});
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // its first poll done, its watch held
+  for (int i = 0; i < 3; ++i) {
+    const std::string mark = c.out("w" + std::to_string(i));
+    const double sent =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    c.submit({{"budget", "/lab/a"},
+              {"gpus_per_node", 1},
+              {"min_runtime", 60},
+              {"command",
+               {"/bin/sh", "-c",
+                "date +%s.%N > " + mark + ".tmp; mv " + mark + ".tmp " + mark + "; sleep 30"}}});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (!std::filesystem::exists(mark) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(std::filesystem::exists(mark)) << "job " << i << " never started";
+    EXPECT_LT(std::stod(slurp(mark)) - sent, 1.0) << "job " << i;
+  }
 }
 
 // The victim ran twice, the winner once, and the winner started only after the victim's first run
