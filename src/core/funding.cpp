@@ -35,7 +35,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
     if (j.run.allocated && j.spec.kind == JobKind::Debug) {
       s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
     }
-    if (j.run.allowance_until > 0) {
+    if (j.run.allowance_until > now_) {  // protected by the allowance now
       s.allowance_gpus[j.spec.budget] += j.spec.shape.total_gpus();
       s.allowance_by_owner[j.spec.owner] += j.spec.shape.total_gpus();
     }
@@ -157,7 +157,7 @@ bool Scheduler::inside_interactive_allowance(const ClusterScratch& s, const JobE
 }
 
 // A job made allocated now inside the allowance: protected for interactive_protection from now,
-// and counted against its owner's and budget's allowance for as long as it runs.
+// and counted against its owner's and budget's allowance for as long as it is protected.
 void Scheduler::enter_allowance(ClusterScratch& s, JobEntry& j) const {
   BudgetId unused = kNoBudget;
   if (!inside_interactive_allowance(s, j, &unused)) return;

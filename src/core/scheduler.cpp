@@ -211,7 +211,7 @@ Status Scheduler::restore_running(JobSpec spec, ClusterId cluster, const Placeme
     int owner_gpus = j.spec.shape.total_gpus();
     int budget_gpus = owner_gpus;
     for (const auto& [id, other] : running_[cluster]) {
-      if (other->run.allowance_until == 0) continue;
+      if (other->run.allowance_until <= now_) continue;
       if (other->spec.owner == j.spec.owner) owner_gpus += other->spec.shape.total_gpus();
       if (other->spec.budget == j.spec.budget) budget_gpus += other->spec.shape.total_gpus();
     }

@@ -39,7 +39,7 @@ struct RunInfo {
   Time allocated_since = 0;
   Time protected_until = 0;
   // > 0: the run started inside its owner's interactive allowance (docs/policy.md §6) and is
-  // neither demoted nor a victim before this time; it counts against the allowance while it runs.
+  // neither demoted nor a victim before this time; until then it counts against the allowance.
   Time allowance_until = 0;
   bool on_reserved = false;  // backfilled unallocated onto nodes reserved for another job
   bool requeue_on_stop = false;
