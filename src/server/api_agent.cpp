@@ -48,7 +48,9 @@ void ApiServer::Impl::install_agent_routes() {
                                     {"rendezvous", r.rendezvous}});
             }
             for (const auto& s : it->second.stop) {
-              out["stop"].push_back({{"job", s.job}, {"run", s.run}, {"grace_seconds", grace}});
+              json stop = {{"job", s.job}, {"run", s.run}, {"grace_seconds", grace}};
+              if (s.notice_seconds > 0) stop["notice_seconds"] = s.notice_seconds;
+              out["stop"].push_back(std::move(stop));
             }
           }
           send(res, 200, out);
