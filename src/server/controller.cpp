@@ -212,9 +212,9 @@ void Controller::cycle(bool explain) {
     std::string reason = sched_.describe(s);
     if (const int notice = stop_notice_seconds(a);
         notice > 0 && s.reason != core::StopReason::NodeDown && !simulated(a)) {
-      reason += "; interactive session: warned now ($ALLOT_STOP_NOTICE), will be stopped in " +
-                core::format_duration(notice) + " (SIGTERM, then SIGKILL " +
-                core::format_duration(options_.stop_grace_seconds) + " later)";
+      reason += "; interactive session: warned now ($ALLOT_STOP_NOTICE), will be stopped " +
+                std::to_string(notice) + " s after this event (SIGTERM, then SIGKILL " +
+                std::to_string(options_.stop_grace_seconds) + " s later)";
     }
     transition(a, JobStatus::Preempting, reason, now, batch);
     if (s.reason == core::StopReason::NodeDown || simulated(a)) {
