@@ -348,8 +348,12 @@ void Agent::reconcile_with(const Assignments& a) {
   }
   const auto actions = reconcile(a, local, done_);
   for (const auto& s : actions.stop) {
-    say("job " + key_name(s.key) + ": stopping (grace " + std::to_string(s.grace_seconds) + " s)");
-    runner_->stop(s.key, std::chrono::seconds(s.grace_seconds));
+    say("job " + key_name(s.key) + ": stopping (" +
+        (s.notice_seconds > 0 ? "warned, SIGTERM in " + std::to_string(s.notice_seconds) + " s, "
+                              : std::string()) +
+        "grace " + std::to_string(s.grace_seconds) + " s)");
+    runner_->stop(s.key, std::chrono::seconds(s.grace_seconds),
+                  std::chrono::seconds(s.notice_seconds));
   }
   for (const auto& k : actions.kill) {
     say("job " + key_name(k) + ": not assigned here any more, killing it");

@@ -160,6 +160,7 @@ core::Result<Assignments> parse_assignments(const json& body) {
       StopOrder s;
       s.key = key.value();
       s.grace_seconds = static_cast<int>(f.integer("grace_seconds", 30, 0, 86400));
+      s.notice_seconds = static_cast<int>(f.integer("notice_seconds", 0, 0, 86400));
       if (f.error()) return *f.error();
       out.stop.push_back(s);
     }

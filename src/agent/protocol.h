@@ -38,6 +38,9 @@ struct Assignment {
 struct StopOrder {
   RunKey key;
   int grace_seconds = 30;
+  // > 0: warn the job first and send SIGTERM only this long after (an interactive job's stop;
+  // docs/agent-protocol.md).
+  int notice_seconds = 0;
 };
 
 struct Assignments {

@@ -85,7 +85,15 @@ bool write_exit_record(const RunFiles& run, const ExitRecord& r) {
 }
 
 bool write_stop_record(const RunFiles& run, const StopRecord& r) {
-  return write_atomically(run.path("stop"), "kill_at_ms " + std::to_string(r.kill_at_ms) + "\n");
+  return write_atomically(run.path("stop"), "kill_at_ms " + std::to_string(r.kill_at_ms) +
+                                                "\nterm_at_ms " + std::to_string(r.term_at_ms) +
+                                                "\n");
+}
+
+bool write_stop_notice(const RunFiles& run, const StopRecord& r) {
+  return write_atomically(run.path("stop_notice"),
+                          "term_at " + std::to_string(r.term_at_ms / 1000) + "\nkill_at " +
+                              std::to_string(r.kill_at_ms / 1000) + "\n");
 }
 
 std::optional<PidRecord> read_pid_record(const RunFiles& run) {
@@ -116,7 +124,7 @@ std::optional<ExitRecord> read_exit_record(const RunFiles& run) {
 std::optional<StopRecord> read_stop_record(const RunFiles& run) {
   auto f = read_fields(run.path("stop"));
   if (!f) return std::nullopt;
-  return StopRecord{number(*f, "kill_at_ms")};
+  return StopRecord{number(*f, "kill_at_ms"), number(*f, "term_at_ms")};
 }
 
 std::int64_t epoch_ms() {

@@ -38,6 +38,7 @@ struct ExitRecord {
 
 struct StopRecord {
   std::int64_t kill_at_ms = 0;
+  std::int64_t term_at_ms = 0;  // > 0: a warned stop whose SIGTERM is still due then
 };
 
 // The file names above, under a run's directory.
@@ -49,6 +50,9 @@ struct RunFiles {
 bool write_pid_record(const RunFiles& run, const PidRecord& r);
 bool write_exit_record(const RunFiles& run, const ExitRecord& r);
 bool write_stop_record(const RunFiles& run, const StopRecord& r);
+// The warning a job gets before a stop with notice: the file $ALLOT_STOP_NOTICE names, holding
+// "term_at <epoch s>" and "kill_at <epoch s>" lines.
+bool write_stop_notice(const RunFiles& run, const StopRecord& r);
 std::optional<PidRecord> read_pid_record(const RunFiles& run);
 std::optional<ExitRecord> read_exit_record(const RunFiles& run);
 std::optional<StopRecord> read_stop_record(const RunFiles& run);

@@ -115,6 +115,15 @@ std::string describe(const CgroupPlan& p, const Isolation& iso, bool rlimit_gpu_
 
 }  // namespace
 
+int stop_signal(const std::string& name) {
+  const std::string n = name.rfind("SIG", 0) == 0 ? name.substr(3) : name;
+  if (n == "USR1") return SIGUSR1;
+  if (n == "USR2") return SIGUSR2;
+  if (n == "INT") return SIGINT;
+  if (n == "HUP") return SIGHUP;
+  return 0;
+}
+
 core::Status make_private_dir(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
@@ -158,6 +167,8 @@ struct Runner::Impl {
     bool our_child = false;  // spawned by this Runner, so waitpid() reaps it
     std::string cgroup, devices_cgroup;
     std::int64_t kill_at_ms = 0;  // when SIGKILL is due; 0 = not stopping
+    std::int64_t term_at_ms = 0;  // when SIGTERM is due after a warning; 0 = none due
+    int notice_signal = 0;        // the job's ALLOT_STOP_SIGNAL (0: the notice file only)
     bool killed = false;
   };
 
@@ -218,6 +229,11 @@ struct Runner::Impl {
       r.status.phase = RunPhase::Exited;
       r.status.error = "the shim ended without recording the exit status";
       return;
+    }
+    if (r.term_at_ms > 0 && epoch_ms() >= r.term_at_ms) {
+      r.term_at_ms = 0;  // the warning's time is up
+      write_stop_record(r.files, {r.kill_at_ms, 0});
+      signal_tree(r, SIGTERM);
     }
     if (r.kill_at_ms > 0 && !r.killed && epoch_ms() >= r.kill_at_ms) {
       signal_tree(r, SIGKILL);
@@ -323,6 +339,7 @@ struct Runner::Impl {
       r.status.stop_requested = true;
       r.status.phase = RunPhase::Stopping;
       r.kill_at_ms = s->kill_at_ms;
+      r.term_at_ms = s->term_at_ms;
     }
     refresh(r);
     return r;
@@ -418,8 +435,12 @@ core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
   r.status.stdout_path = files.path("stdout");
   r.status.stderr_path = files.path("stderr");
   r.status.started = std::chrono::system_clock::now();
+  std::map<std::string, std::string> env = spec.env;
+  env["ALLOT_STOP_NOTICE"] = files.path("stop_notice");
+  if (auto s = env.find("ALLOT_STOP_SIGNAL"); s != env.end())
+    r.notice_signal = stop_signal(s->second);
   auto pid = spawn_process({impl_->shim, impl_->shim_argv(spec, files.dir, command),
-                            impl_->environment(spec.env), -1, files.path("shim.log")});
+                            impl_->environment(env), -1, files.path("shim.log")});
   if (!pid.ok()) return pid.error();
   r.shim_pid = pid.value();
   r.our_child = true;
@@ -432,18 +453,30 @@ core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
   return status;
 }
 
-void Runner::stop(const RunKey& key, std::chrono::milliseconds grace) {
+void Runner::stop(const RunKey& key, std::chrono::milliseconds grace,
+                  std::chrono::milliseconds notice) {
   std::lock_guard lock(impl_->mu);
   auto it = impl_->runs.find(key);
   if (it == impl_->runs.end()) return;
   Impl::Run& r = it->second;
   impl_->refresh(r);
   if (r.status.phase == RunPhase::Exited) return;
-  const std::int64_t kill_at = epoch_ms() + std::max<std::int64_t>(0, grace.count());
+  // A warning only for the first stop: a later one (a fence) never postpones the SIGTERM.
+  const bool warn = notice.count() > 0 && !r.status.stop_requested;
+  const std::int64_t term_at = epoch_ms() + (warn ? notice.count() : 0);
+  const std::int64_t kill_at = term_at + std::max<std::int64_t>(0, grace.count());
   r.status.stop_requested = true;
   if (r.kill_at_ms == 0 || kill_at < r.kill_at_ms) r.kill_at_ms = kill_at;
-  write_stop_record(r.files, {r.kill_at_ms});
   r.status.phase = RunPhase::Stopping;
+  if (warn) {
+    r.term_at_ms = term_at;
+    write_stop_record(r.files, {r.kill_at_ms, r.term_at_ms});
+    write_stop_notice(r.files, {r.kill_at_ms, r.term_at_ms});
+    if (r.notice_signal > 0) impl_->signal_tree(r, r.notice_signal);
+    return;
+  }
+  r.term_at_ms = 0;
+  write_stop_record(r.files, {r.kill_at_ms, 0});
   impl_->signal_tree(r, SIGTERM);
   if (grace.count() <= 0) {
     impl_->signal_tree(r, SIGKILL);

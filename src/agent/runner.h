@@ -115,6 +115,10 @@ core::Status make_private_dir(const std::string& dir);
 // allowlist above, never anything else (the agent's token, its configuration, a proxy's password).
 std::vector<std::string> job_base_environment(char** agent_env, const RunnerOptions& options);
 
+// The signal a job names in ALLOT_STOP_SIGNAL to be warned with before a stop with notice: USR1,
+// USR2, INT or HUP (with or without SIG); 0 for anything else (the notice file only).
+int stop_signal(const std::string& name);
+
 class Runner {
  public:
   explicit Runner(RunnerOptions options);
@@ -129,8 +133,12 @@ class Runner {
 
   // Starts a run; fails if the key is already running here.
   core::Result<RunStatus> launch(const LaunchSpec& spec);
-  // SIGTERM to the run's whole tree now, SIGKILL once `grace` has passed (see poll()).
-  void stop(const RunKey& key, std::chrono::milliseconds grace);
+  // SIGTERM to the run's whole tree now, SIGKILL once `grace` has passed (see poll()). With a
+  // `notice` (an interactive job's stop, docs/agent.md, step 3), a warning first: the file
+  // $ALLOT_STOP_NOTICE is written with the deadlines and the job's ALLOT_STOP_SIGNAL, if it set
+  // one, is sent; SIGTERM follows once the notice has passed, SIGKILL `grace` after that.
+  void stop(const RunKey& key, std::chrono::milliseconds grace,
+            std::chrono::milliseconds notice = std::chrono::milliseconds(0));
   // SIGKILL now (fencing: the server no longer believes in this run). Counts as a stop.
   void kill(const RunKey& key);
   // Reaps exits, sends due SIGKILLs; returns every run it knows, in key order.

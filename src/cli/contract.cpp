@@ -106,9 +106,19 @@ std::string contract_promise(const json& job, bool asked_zero) {
            ", so it is free, preemptible work that any funded job may stop at any time; for a "
            "protected run ask for a contract, e.g. --min-runtime 2h";
   }
-  return "asks for an allocated contract: protected for " + human_duration(m) + " once started" +
-         (from.empty() ? std::string() : " (the default of " + from + ")") +
-         ", if its budget can fund it (else it starts unallocated)";
+  std::string out = "asks for an allocated contract: protected for " + human_duration(m) +
+                    " once started" +
+                    (from.empty() ? std::string() : " (the default of " + from + ")") +
+                    ", if its budget can fund it (else it starts unallocated)";
+  const auto spec = job.find("spec");
+  if (spec != job.end() && spec->is_object() && text(*spec, "kind") == "interactive") {
+    out +=
+        "; as an interactive session inside your interactive allowance (a few GPUs per person "
+        "and per budget, charged to the budget) it is neither demoted nor preempted for the "
+        "allowance's protection (8h by default), and any stop of it comes with a warning "
+        "($ALLOT_STOP_NOTICE) and minutes to save (docs/policy.md sections 6 and 9)";
+  }
+  return out;
 }
 
 std::string unallocated_cause(const json& events) {
@@ -128,10 +138,42 @@ std::string unallocated_cause(const json& events) {
   return "";
 }
 
+long long allowance_end(const json& job, const json& events) {
+  if (!events.is_array()) return 0;
+  const long long start = number(job, "run_start");
+  static const std::string kMark = "interactive allowance: neither demoted nor preempted for ";
+  long long end = 0;
+  for (const auto& e : events) {
+    const auto reason = text(e, "reason");
+    const auto at = reason.find(kMark);
+    if (number(e, "time") < start || at == std::string::npos) continue;
+    // The server writes the protection as core::format_duration does: "8h00m", "45s", "3d04h".
+    long long total = 0, n = 0;
+    for (std::size_t i = at + kMark.size(); i < reason.size(); ++i) {
+      const char c = reason[i];
+      if (c >= '0' && c <= '9') {
+        n = n * 10 + (c - '0');
+        continue;
+      }
+      const long long unit = c == 'd' ? 86400 : c == 'h' ? 3600 : c == 'm' ? 60 : c == 's' ? 1 : 0;
+      if (unit == 0) break;
+      total += n * unit;
+      n = 0;
+    }
+    end = number(e, "time") + total;
+  }
+  return end;
+}
+
 std::vector<std::string> running_story(const json& job, const json& events, long long now) {
   std::vector<std::string> out;
   const long long until = number(job, "protected_until");
-  if (job.value("allocated", false)) {
+  const long long sheltered = allowance_end(job, events);
+  if (job.value("allocated", false) && sheltered > now && sheltered > until) {
+    out.push_back("allocated, inside its owner's interactive allowance: protected until " +
+                  local_time(sheltered, now) + " (" + human_duration(sheltered - now) +
+                  " left); nothing preempts or demotes it before then (docs/policy.md section 6)");
+  } else if (job.value("allocated", false)) {
     if (until > now) {
       out.push_back("allocated: protected until " + local_time(until, now) + " (" +
                     human_duration(until - now) + " left); nothing preempts it before then");

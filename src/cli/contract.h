@@ -26,6 +26,9 @@ std::string contract_promise(const nlohmann::json& job, bool asked_zero = false)
 // Why a started job runs unallocated, from its last start event ("/lab/nlp is over its burst
 // limit"); "" if it runs allocated or the events do not say.
 std::string unallocated_cause(const nlohmann::json& events);
+// When the current run's interactive allowance protection ends (docs/policy.md section 6), from its
+// start event; 0 when it started outside the allowance.
+long long allowance_end(const nlohmann::json& job, const nlohmann::json& events);
 // `why` for a job holding GPUs: its class, protection and risk, class changes since it started.
 std::vector<std::string> running_story(const nlohmann::json& job, const nlohmann::json& events,
                                        long long now);

@@ -68,6 +68,10 @@ void usage(FILE* out) {
       "                         (default 0: only one holding no allocated GPUs)\n"
       "  --share-claims on|off  unfunded work within its budget's share may take unallocated\n"
       "                         work of budgets above theirs (default on; fairshare only)\n"
+      "  --interactive-allowance N  GPUs of interactive work per person that are protected\n"
+      "                         (default 8; 0: none; fairshare only)\n"
+      "  --interactive-stop-grace DUR  warning before an interactive job's stop, its work saved\n"
+      "                         (default 5m; 0: an ordinary stop; fairshare only)\n"
       "  --debug-first on|off   debug jobs get a pass of their own before other work (default:\n"
       "                         as the preset says: on, except fifo-strict and sjf-strict)\n"
       "sweep (allot sim sweep): comma-separated values make a grid, e.g.\n"
@@ -201,6 +205,8 @@ int sim_main(int argc, char** argv) {
   std::vector<double> margin;
   std::vector<double> burst_limit, loss_ratio, burst_exempt;  // single values: not grid dimensions
   std::optional<bool> share_claims;
+  std::optional<int> interactive_allowance;
+  std::optional<core::Duration> interactive_grace;
   std::vector<core::Duration> loss_patience;
   std::optional<bool> debug_first;  // overrides every preset's debug_jobs_first
   std::vector<std::string> budget_files;
@@ -328,6 +334,19 @@ int sim_main(int argc, char** argv) {
         return bad(std::string("bad --share-claims '") + v + "' (expected on or off)");
       }
       share_claims = std::strcmp(v, "on") == 0;
+    } else if (a == "--interactive-allowance") {
+      std::vector<double> n;
+      if (!need("--interactive-allowance") || !parse_numbers(v, &n) || n.size() != 1 ||
+          n.front() < 0 || n.front() > 4096 || n.front() != static_cast<int>(n.front())) {
+        return bad("bad --interactive-allowance (one whole number of GPUs, 0 to 4096)");
+      }
+      interactive_allowance = static_cast<int>(n.front());
+    } else if (a == "--interactive-stop-grace") {
+      core::Duration d = 0;
+      if (!need("--interactive-stop-grace") || !duration(&d)) {
+        return bad("bad --interactive-stop-grace (one duration)");
+      }
+      interactive_grace = d;
     } else if (a == "--unallocated-loss-ratio") {
       if (!need("--unallocated-loss-ratio") || !parse_numbers(v, &loss_ratio) ||
           loss_ratio.size() != 1) {
@@ -413,6 +432,13 @@ int sim_main(int argc, char** argv) {
     if (!burst_limit.empty()) o.policy.burst_limit = burst_limit.front();
     if (!burst_exempt.empty()) o.policy.burst_exempt_below = burst_exempt.front();
     if (share_claims) o.policy.share_claims = *share_claims;
+    // allot's own rules (docs/policy.md §6, §9): the baselines never have them.
+    if (interactive_allowance && o.policy.funding == core::Funding::Lookback) {
+      o.policy.interactive_gpus_per_user = *interactive_allowance;
+    }
+    if (interactive_grace && o.policy.funding == core::Funding::Lookback) {
+      o.policy.interactive_stop_grace = *interactive_grace;
+    }
     if (!loss_ratio.empty()) o.policy.max_unallocated_loss_ratio = loss_ratio.front();
     if (!loss_patience.empty()) o.policy.unallocated_loss_patience = loss_patience.front();
     if (debug_first) o.policy.debug_jobs_first = *debug_first;

@@ -166,10 +166,13 @@ struct Scheduler::ClusterScratch {
   std::vector<MilliGpuSeconds> projected;   // usage + remaining contracts, per budget node
   std::vector<MilliGpuSeconds> rank_extra;  // unallocated starts this cycle (ranking only)
   std::vector<int> debug_gpus;              // per budget: GPUs of allocated debug jobs running
-  std::vector<double> allocation;           // milli-GPU-seconds owed over the window
-  NodeMask mask;                            // nodes reserved for some holder
-  std::vector<JobId> reserved_by;           // per node: the holder
-  std::vector<JobId> previous;              // holders of last cycle's reservations (a handful)
+  // GPUs of running jobs inside the interactive allowance (§6): per leaf budget, and per owner.
+  std::vector<int> allowance_gpus;
+  std::map<std::string, int> allowance_by_owner;
+  std::vector<double> allocation;  // milli-GPU-seconds owed over the window
+  NodeMask mask;                   // nodes reserved for some holder
+  std::vector<JobId> reserved_by;  // per node: the holder
+  std::vector<JobId> previous;     // holders of last cycle's reservations (a handful)
   bool held_before(JobId id) const {
     return std::find(previous.begin(), previous.end(), id) != previous.end();
   }
@@ -282,6 +285,7 @@ struct Scheduler::ClusterScratch {
     backfill_free = 0;
     head_blocked = false;
     largest_waiting_per_node = 0;
+    allowance_by_owner.clear();
     // projected, rank_extra, debug_gpus, allocation: assigned by compute_projected; mask and
     // reserved_by: assigned by schedule_cluster.
   }

@@ -28,6 +28,7 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   r.allocated = allocated;
   r.allocated_since = now_;
   r.protected_until = allocated ? protection_end(j) : now_;
+  if (allocated) enter_allowance(s, j);  // before its contract is added to P below
   running_[s.cluster].emplace(j.spec.id, &j);
   NodeId last = std::numeric_limits<NodeId>::max();
   for (const GpuSlot& g : r.placement) {
@@ -63,6 +64,7 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
   d.placement = r.placement;
   d.allocated = allocated;
   d.protected_until = r.protected_until;
+  d.allowance_until = r.allowance_until;
   d.mode = mode;
   d.victims = std::move(victims);
   d.limiting_budget = limiting;

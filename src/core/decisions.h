@@ -24,6 +24,9 @@ struct StartDecision {
   Placement placement;
   bool allocated = false;    // charged and protected until protected_until
   Time protected_until = 0;  // == start time when not allocated
+  // > 0: inside its owner's interactive allowance, neither demoted nor a victim until then
+  // (docs/policy.md §6).
+  Time allowance_until = 0;
   StartMode mode = StartMode::Placed;
   std::vector<JobId> victims;  // jobs that must be stopped before this one starts
   // Why a job that asked for a contract (min_runtime > 0) starts unallocated: the highest budget

@@ -11,6 +11,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   s.projected.assign(n, 0);
   s.rank_extra.assign(n, 0);
   s.debug_gpus.assign(n, 0);
+  s.allowance_gpus.assign(n, 0);
   s.allocation.assign(n, 0.0);
   for (BudgetId b = 0; b < n; ++b) {
     s.projected[b] = usage_[c].total(b);
@@ -33,6 +34,10 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
     if (held) s.held_all[j.spec.budget] += milli;
     if (j.run.allocated && j.spec.kind == JobKind::Debug) {
       s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
+    }
+    if (j.run.allowance_until > now_) {  // protected by the allowance now
+      s.allowance_gpus[j.spec.budget] += j.spec.shape.total_gpus();
+      s.allowance_by_owner[j.spec.owner] += j.spec.shape.total_gpus();
     }
     const Time contract_end = j.run.allocated_since + j.spec.min_runtime;
     if (!j.run.allocated || contract_end <= now_) continue;
@@ -66,6 +71,7 @@ bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* lim
           config_.max_debug_gpus_per_budget) {
     return true;
   }
+  if (inside_interactive_allowance(s, j, limiting)) return true;
   if (!within_allocation(s, j.spec.budget, milli * j.spec.min_runtime, limiting) ||
       j.spec.min_runtime <= 0) {
     return false;
@@ -122,6 +128,44 @@ bool Scheduler::within_allocation(const ClusterScratch& s, BudgetId leaf, MilliG
   return ok;
 }
 
+// docs/policy.md section 6, "Interactive allowance": the rule is on under lookback funding with the
+// contract (the baselines, which fund otherwise, never see it).
+bool Scheduler::allowance_on() const {
+  return config_.interactive_gpus_per_user > 0 && config_.funding == Funding::Lookback &&
+         config_.minimum_runtime_contract;
+}
+
+// docs/policy.md section 6, "Interactive allowance": an interactive job with a contract is inside
+// its owner's allowance when the owner's and its leaf budget's allowance jobs, with it, stay within
+// their GPU bounds and every budget on its path can afford its contract (the window test; the
+// burst limit does not apply). Monotone in the contract's cost, like within_allocation.
+bool Scheduler::inside_interactive_allowance(const ClusterScratch& s, const JobEntry& j,
+                                             BudgetId* limiting) const {
+  if (!allowance_on() || j.spec.kind != JobKind::Interactive || j.spec.min_runtime <= 0) {
+    return false;
+  }
+  const int gpus = j.spec.shape.total_gpus();
+  const auto owner = s.allowance_by_owner.find(j.spec.owner);
+  const int owner_gpus = owner == s.allowance_by_owner.end() ? 0 : owner->second;
+  if (owner_gpus + gpus > config_.interactive_gpus_per_user) return false;
+  if (config_.interactive_gpus_per_budget > 0 &&
+      s.allowance_gpus[j.spec.budget] + gpus > config_.interactive_gpus_per_budget) {
+    return false;
+  }
+  return within_allocation(s, j.spec.budget, j.spec.shape.total_milli() * j.spec.min_runtime,
+                           limiting);
+}
+
+// A job made allocated now inside the allowance: protected for interactive_protection from now,
+// and counted against its owner's and budget's allowance for as long as it is protected.
+void Scheduler::enter_allowance(ClusterScratch& s, JobEntry& j) const {
+  BudgetId unused = kNoBudget;
+  if (!inside_interactive_allowance(s, j, &unused)) return;
+  j.run.allowance_until = now_ + config_.interactive_protection;
+  s.allowance_gpus[j.spec.budget] += j.spec.shape.total_gpus();
+  s.allowance_by_owner[j.spec.owner] += j.spec.shape.total_gpus();
+}
+
 Time Scheduler::protection_end(const JobEntry& j) const {
   return config_.minimum_runtime_contract ? now_ + j.spec.min_runtime : kNever;
 }
@@ -132,7 +176,7 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
     JobEntry& j = *entry;
     const MilliGpuSeconds m = total_milli(j.run.placement);
     if (j.run.allocated) {
-      if (!config_.demote_over_allocation || now_ < j.run.protected_until ||
+      if (!config_.demote_over_allocation || now_ < shielded_until(j.run) ||
           config_.funding != Funding::Lookback) {
         continue;
       }
@@ -157,6 +201,7 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
       if (on_bad_node) continue;
       BudgetId limiting = kNoBudget;
       if (!funded(s, j, &limiting)) continue;
+      enter_allowance(s, j);  // before its contract is added to P: the test funded() made
       j.run.allocated = true;
       j.run.allocated_since = now_;
       j.run.protected_until = protection_end(j);

@@ -51,6 +51,7 @@ void Scheduler::add_pending(JobEntry& j) {
   if (j.spec.min_runtime > 0) {
     mine.contracts_by_milli.add(j.spec.shape.total_milli(), key);
     if (j.spec.kind == JobKind::Debug) mine.debug_contracts.insert(key);
+    if (j.spec.kind == JobKind::Interactive) mine.interactive_contracts.insert(key);
   }
   if (j.spec.min_runtime > 0)
     mine.contracts.insert(j.spec.shape.total_milli() * j.spec.min_runtime);
@@ -87,6 +88,7 @@ void Scheduler::remove_pending(JobEntry& j) {
   if (j.spec.min_runtime > 0) {
     mine.contracts_by_milli.remove(j.spec.shape.total_milli(), key);
     if (j.spec.kind == JobKind::Debug) mine.debug_contracts.erase(key);
+    if (j.spec.kind == JobKind::Interactive) mine.interactive_contracts.erase(key);
   }
   if (j.spec.min_runtime > 0) {
     mine.contracts.erase(mine.contracts.find(j.spec.shape.total_milli() * j.spec.min_runtime));

@@ -73,6 +73,25 @@ struct PolicyConfig {
   // docs/design/0008 (1.0 helps large gangs at 1x load and costs impact under overload).
   double burst_exempt_below = 0;
 
+  // --- interactive sessions (docs/policy.md section 6, "Interactive allowance") ---
+  // An interactive job whose contract its budget can afford (the window test of section 6, the
+  // burst limit aside) is inside its owner's allowance while the owner's allowance jobs, with it,
+  // hold at most interactive_gpus_per_user GPUs and those of its leaf budget at most
+  // interactive_gpus_per_budget. It starts allocated, charged like any allocated job, and is then
+  // neither demoted nor a preemption victim for interactive_protection from its start (its
+  // contract, if longer, still holds); a drain still stops it at its contract. 0 GPUs: no
+  // allowance (interactive work is ordinary work). Why the rule cannot bypass budgets:
+  // docs/design/0010-interactive-sessions.md.
+  int interactive_gpus_per_user = 8;
+  int interactive_gpus_per_budget = 32;
+  Duration interactive_protection = 8 * kHour;
+  // Any stop of an interactive job but a node failure (a preemption, a drain) comes with a
+  // warning and this long to save before the job must be gone (docs/policy.md section 9): the
+  // server sends the warning at once (SIGUSR1 and $ALLOT_STOP_NOTICE), SIGTERM at the end of this
+  // grace less its ordinary stop grace, SIGKILL at its end. The simulator models it: the session's
+  // work is saved, and the GPUs stay busy for the grace. 0: an ordinary stop.
+  Duration interactive_stop_grace = 5 * kMinute;
+
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated
   bool promote_when_funded = true;     // unallocated jobs with a contract become allocated

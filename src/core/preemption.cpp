@@ -41,7 +41,8 @@ bool Scheduler::preemptible_by(const ClusterScratch& s, const JobEntry& v, const
     return (config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority) &&
            unallocated_loss_ok(v, r);
   }
-  if (now_ < v.run.protected_until) return false;  // the contract: never inside minimum runtime
+  // The contract: never inside minimum runtime, nor inside the interactive allowance (§6).
+  if (now_ < shielded_until(v.run)) return false;
   const BudgetId a = budgets_.common_ancestor(v.spec.budget, r.spec.budget);
   if (a == v.spec.budget || a == r.spec.budget) return false;  // same budget: priority only orders
   const BudgetId bv = budgets_.child_on_path(a, v.spec.budget);
@@ -68,7 +69,7 @@ bool Scheduler::may_take(ClusterScratch& s, const JobEntry& v, const JobEntry& r
     return (config_.order != QueueOrder::Priority || v.spec.priority < r.spec.priority) &&
            unallocated_loss_ok(v, r);
   }
-  if (now_ < v.run.protected_until) return false;
+  if (now_ < shielded_until(v.run)) return false;
   const BudgetId b = v.spec.budget;
   if (s.taker_memo_at.size() <= b) {
     s.taker_memo_at.resize(budgets_.size(), 0);

@@ -38,7 +38,7 @@ Reservation Scheduler::plan_reservation(ClusterId c, ClusterScratch& s, const Jo
         if (can_preempt && may_take(s, v, j)) t = now_;
         if (can_preempt && v.run.allocated && t == kNever) {
           // Past its contract it may become preemptible as standings move: plan on that.
-          t = std::max(now_, v.run.protected_until);
+          t = std::max(now_, shielded_until(v.run));
         }
         t = std::max(t, now_);
         if (t == now_) {

@@ -204,6 +204,23 @@ Status Scheduler::restore_running(JobSpec spec, ClusterId cluster, const Placeme
   r.protected_until = !allocated                         ? started
                       : config_.minimum_runtime_contract ? allocated_since + j.spec.min_runtime
                                                          : kNever;
+  // Inside the interactive allowance again if it was allocated and its owner's and budget's
+  // allowance, as restored so far, still holds it (§6; its contract was affordable at its start).
+  if (allocated && allowance_on() && j.spec.kind == JobKind::Interactive &&
+      j.spec.min_runtime > 0) {
+    int owner_gpus = j.spec.shape.total_gpus();
+    int budget_gpus = owner_gpus;
+    for (const auto& [id, other] : running_[cluster]) {
+      if (other->run.allowance_until <= now_) continue;
+      if (other->spec.owner == j.spec.owner) owner_gpus += other->spec.shape.total_gpus();
+      if (other->spec.budget == j.spec.budget) budget_gpus += other->spec.shape.total_gpus();
+    }
+    if (owner_gpus <= config_.interactive_gpus_per_user &&
+        (config_.interactive_gpus_per_budget <= 0 ||
+         budget_gpus <= config_.interactive_gpus_per_budget)) {
+      r.allowance_until = allocated_since + config_.interactive_protection;
+    }
+  }
   pool_.take(placement);
   running_[cluster].emplace(j.spec.id, &j);
   NodeId last = std::numeric_limits<NodeId>::max();
@@ -258,6 +275,7 @@ Status Scheduler::job_running(JobId id, Time now) {
   if (j.run.allocated && j.run.allocated_since < now_) {
     j.run.allocated_since = now_;
     j.run.protected_until = protection_end(j);
+    if (j.run.allowance_until > 0) j.run.allowance_until = now_ + config_.interactive_protection;
   }
   return ok_status();
 }
@@ -335,6 +353,7 @@ Time Scheduler::next_wakeup() const {
     for (const auto& [id, entry] : running_[c]) {
       const JobEntry& j = *entry;
       if (j.run.protected_until > now_) t = std::min(t, j.run.protected_until);
+      if (j.run.allowance_until > now_) t = std::min(t, j.run.allowance_until);
       const Time drain_at = j.run.started + j.spec.min_runtime;
       if (drain_at > now_) t = std::min(t, drain_at);
     }

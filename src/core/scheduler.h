@@ -3,6 +3,7 @@
 // the same decisions bit for bit. The server and the simulator both drive this class.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,9 +38,19 @@ struct RunInfo {
   bool allocated = false;  // charged to its budget, protected until protected_until
   Time allocated_since = 0;
   Time protected_until = 0;
+  // > 0: the run started inside its owner's interactive allowance (docs/policy.md §6) and is
+  // neither demoted nor a victim before this time; until then it counts against the allowance.
+  Time allowance_until = 0;
   bool on_reserved = false;  // backfilled unallocated onto nodes reserved for another job
   bool requeue_on_stop = false;
 };
+
+// Until when a running job is neither demoted nor a preemption victim: its contract, or its
+// interactive allowance's protection if that lasts longer (docs/policy.md §6, §8). Drains look at
+// the contract only (drain.h).
+inline Time shielded_until(const RunInfo& r) {
+  return std::max(r.protected_until, r.allowance_until);
+}
 
 struct JobEntry {
   JobSpec spec;
@@ -133,6 +144,8 @@ struct SchedulerState {
     SizeIndex<PendingKey> contracts_by_milli;
     SizeIndex<PendingKey> all_by_milli;    // every job, by total milli (share claims)
     std::set<PendingKey> debug_contracts;  // debug jobs with a contract (their own funding rule)
+    // Interactive jobs with a contract: the interactive allowance funds them past the burst limit.
+    std::set<PendingKey> interactive_contracts;
   };
   std::vector<PendingSizes> pending_sizes_[2];
   FitIndex<PendingKey> flat_fit_[2];  // flat_'s keys by what a node must give (walk_pruning.cpp)
@@ -263,6 +276,10 @@ class Scheduler : private detail::SchedulerState {
   bool funded(const ClusterScratch& s, const JobEntry& j, BudgetId* limiting,
               bool* at_burst_limit = nullptr) const;
   Time protection_end(const JobEntry& j) const;  // for a job made allocated now
+  bool allowance_on() const;
+  bool inside_interactive_allowance(const ClusterScratch& s, const JobEntry& j,
+                                    BudgetId* limiting) const;
+  void enter_allowance(ClusterScratch& s, JobEntry& j) const;
   double standing_of(const ClusterScratch& s, BudgetId b, MilliGpuSeconds extra = 0) const;
   bool within_allocation(const ClusterScratch& s, BudgetId leaf, MilliGpuSeconds cost,
                          BudgetId* limiting) const;

@@ -101,7 +101,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
     const std::size_t first = s.exposed.size();
     for (JobEntry* entry : jobs_on_node_[n]) {
       JobEntry& j = *entry;
-      if (j.run.allocated && j.run.protected_until > now_) continue;
+      if (j.run.allocated && shielded_until(j.run) > now_) continue;
       if (j.run.started == now_) continue;  // never undo this cycle's own decisions
       if (preempted_enough(j)) continue;
       s.exposed.push_back(ClusterScratch::Exposed{&j, j.run.allocated, within_share(s, j),

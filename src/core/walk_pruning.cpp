@@ -94,11 +94,13 @@ bool Scheduler::budget_inert(ClusterId c, const ClusterScratch& s, int pass, Bud
   // Funding matters while a funded job could still reserve or preempt in this pass.
   if (funded_may_act(s)) {
     if (mine.debug > 0 && config_.debug_always_funded) return false;
-    // The cheapest contract is not affordable, or the smallest request exceeds the burst cap, so
-    // none is funded (both tests are monotone).
+    // The cheapest contract is not affordable, or the smallest request exceeds the burst cap (and
+    // no interactive job, which the allowance funds past it, waits), so none is funded (both
+    // tests are monotone).
     BudgetId unused = kNoBudget;
     if (!mine.contracts.empty() && within_allocation(s, b, *mine.contracts.begin(), &unused) &&
-        within_burst(s, b, smallest, &unused)) {
+        (within_burst(s, b, smallest, &unused) ||
+         (allowance_on() && !mine.interactive_contracts.empty()))) {
       return false;
     }
   }
@@ -160,6 +162,10 @@ bool Scheduler::next_may_act(ClusterId c, const ClusterScratch& s, int pass, Bud
     if (config_.debug_always_funded) {
       const auto it = mine->debug_contracts.upper_bound(after);
       if (it != mine->debug_contracts.end() && (!*next || *it < **next)) *next = *it;
+    }
+    if (allowance_on()) {  // the interactive allowance funds past the burst limit (§6)
+      const auto it = mine->interactive_contracts.upper_bound(after);
+      if (it != mine->interactive_contracts.end() && (!*next || *it < **next)) *next = *it;
     }
   }
   if (claim_may_act(s)) {

@@ -44,7 +44,9 @@ json ApiServer::Impl::assignments_json(const Snapshot& snap, const std::string& 
                           {"rendezvous", r.rendezvous}});
   }
   for (const auto& st : it->second.stop) {
-    out["stop"].push_back({{"job", st.job}, {"run", st.run}, {"grace_seconds", grace}});
+    json stop = {{"job", st.job}, {"run", st.run}, {"grace_seconds", grace}};
+    if (st.notice_seconds > 0) stop["notice_seconds"] = st.notice_seconds;
+    out["stop"].push_back(std::move(stop));
   }
   return out;
 }

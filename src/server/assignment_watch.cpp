@@ -52,6 +52,7 @@ std::string assignment_version(const Snapshot& snap, const std::string& node) {
     for (const auto& s : it->second.stop) {
       f.num(s.job);
       f.num(s.run);
+      f.num(s.notice_seconds);
     }
   }
   char out[17];

@@ -210,6 +210,12 @@ void Controller::cycle(bool explain) {
     if (it == active_.end()) continue;
     auto& a = it->second;
     std::string reason = sched_.describe(s);
+    if (const int notice = stop_notice_seconds(a);
+        notice > 0 && s.reason != core::StopReason::NodeDown && !simulated(a)) {
+      reason += "; interactive session: warned now ($ALLOT_STOP_NOTICE), will be stopped " +
+                std::to_string(notice) + " s after this event (SIGTERM, then SIGKILL " +
+                std::to_string(options_.stop_grace_seconds) + " s later)";
+    }
     transition(a, JobStatus::Preempting, reason, now, batch);
     if (s.reason == core::StopReason::NodeDown || simulated(a)) {
       // Nobody will report for a node that is gone; a simulated node stops at once.
@@ -257,7 +263,13 @@ void Controller::cycle(bool explain) {
     a.rec.runs += 1;
     set_placement(a);
     std::string reason = std::string(s.allocated ? "allocated" : "unallocated") +
-                         unallocated_because(a.spec, s) + ", " +
+                         unallocated_because(a.spec, s) +
+                         (s.allowance_until > now
+                              ? ", inside " + a.rec.owner +
+                                    "'s interactive allowance: neither demoted nor preempted for " +
+                                    core::format_duration(s.allowance_until - now)
+                              : std::string()) +
+                         ", " +
                          (s.mode == core::StartMode::Preempting   ? "preempting"
                           : s.mode == core::StartMode::Backfilled ? "backfilled"
                                                                   : "placed");
@@ -289,6 +301,12 @@ void Controller::cycle(bool explain) {
   write(std::move(batch));
   dirty_ = false;
   publish();
+}
+
+int Controller::stop_notice_seconds(const Active& a) const {
+  if (a.spec.kind != core::JobKind::Interactive) return 0;
+  const auto grace = sched_.config().interactive_stop_grace;
+  return static_cast<int>(std::max<core::Duration>(0, grace - options_.stop_grace_seconds));
 }
 
 void Controller::publish() {
@@ -396,7 +414,9 @@ void Controller::publish() {
     for (std::size_t r = 0; r < a.nodes->size(); ++r) {
       const auto& node = (*a.nodes)[r];
       if (st == JobStatus::Preempting) {
-        if (!a.stopped.count(node)) s->assignments[node].stop.push_back({id, a.rec.runs});
+        if (!a.stopped.count(node)) {
+          s->assignments[node].stop.push_back({id, a.rec.runs, stop_notice_seconds(a)});
+        }
         continue;
       }
       if (a.exited_ok.count(node)) continue;  // its part of the gang is done

@@ -84,6 +84,7 @@ struct AssignedRun {
 struct StopRun {
   JobId job = 0;
   int run = 0;
+  int notice_seconds = 0;  // > 0: warn first, SIGTERM this long after (an interactive job)
 };
 struct NodeAssignments {
   std::vector<AssignedRun> run;  // should be running on the node
@@ -273,6 +274,9 @@ class Controller {
   void finish(Active& a, JobStatus to, const std::string& reason, Time now, std::optional<int> code,
               store::WriteBatch& batch);
   void confirm_stop(Active& a, const std::string& reason, Time now, store::WriteBatch& batch);
+  // The warning before the SIGTERM of a job the core stopped: interactive_stop_grace less the
+  // ordinary stop grace for an interactive job (docs/policy.md §9), else 0.
+  int stop_notice_seconds(const Active& a) const;
   bool simulated(const Active& a) const;
   core::ClusterId cluster_id(const std::string& name);
   void write(store::WriteBatch batch);

@@ -27,6 +27,7 @@ std::vector<PolicyPreset> policy_presets() {
   fifo.order = QueueOrder::Fifo;
   fifo.funding = Funding::Always;
   fifo.minimum_runtime_contract = false;
+  fifo.interactive_stop_grace = 0;  // allot's stop warning, not the baseline's
   fifo.preemption = false;
   out.push_back(preset("fifo", "first come, first served; no preemption", fifo));
 
@@ -37,6 +38,7 @@ std::vector<PolicyPreset> policy_presets() {
   priority.order = QueueOrder::Priority;
   priority.funding = Funding::ConcurrentCap;
   priority.minimum_runtime_contract = false;
+  priority.interactive_stop_grace = 0;  // allot's stop warning, not the baseline's
   // Any higher-priority request takes over-cap work, whatever it loses: the classic behaviour.
   priority.max_unallocated_loss_ratio = 0;
   // Its victims are the cheapest over-cap work, however often it was taken before.
@@ -51,6 +53,7 @@ std::vector<PolicyPreset> policy_presets() {
   fairtree.order = QueueOrder::FairShare;
   fairtree.funding = Funding::Always;
   fairtree.minimum_runtime_contract = false;
+  fairtree.interactive_stop_grace = 0;  // allot's stop warning, not the baseline's
   fairtree.preemption = false;
   fairtree.usage_half_life = 7 * core::kDay;
   out.push_back(
@@ -64,6 +67,7 @@ std::vector<PolicyPreset> policy_presets() {
   strict.order = QueueOrder::Fifo;
   strict.funding = Funding::Always;
   strict.minimum_runtime_contract = false;
+  strict.interactive_stop_grace = 0;
   strict.preemption = false;
   strict.backfill = false;
   strict.head_of_line_blocking = true;

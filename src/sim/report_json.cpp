@@ -48,6 +48,12 @@ Json policy_config(const core::PolicyConfig& c) {
   // Rules of the lookback funding, written only where they act (the baselines' reports stay).
   if (c.burst_exempt_below > 0) j["burst_exempt_below"] = fixed(c.burst_exempt_below);
   if (c.funding == core::Funding::Lookback && c.preemption) j["share_claims"] = c.share_claims;
+  if (c.funding == core::Funding::Lookback) {  // docs/policy.md §6, §9
+    j["interactive_gpus_per_user"] = c.interactive_gpus_per_user;
+    j["interactive_gpus_per_budget"] = c.interactive_gpus_per_budget;
+    j["interactive_protection_s"] = c.interactive_protection;
+    j["interactive_stop_grace_s"] = c.interactive_stop_grace;
+  }
   j["max_unallocated_loss_ratio"] = fixed(c.max_unallocated_loss_ratio);
   j["unallocated_loss_patience_s"] = c.unallocated_loss_patience;
   j["backfill"] = c.backfill;
@@ -111,6 +117,13 @@ Json run_json(const RunResult& r) {
                 {"node_down", r.node_down_stops},
                 {"class_changes", r.class_changes},
                 {"lost_gpu_hours", fixed(r.lost_gpu_hours, 3)}};
+  // What interactive work got (allot's rules for it act under lookback funding only; the
+  // baselines' reports stay as they were).
+  if (r.config.funding == core::Funding::Lookback)
+    j["interactive"] = {{"stops", r.interactive_stops},
+                        {"preempted", r.interactive_preemptions},
+                        {"lost_gpu_hours", fixed(r.interactive_lost_gpu_hours, 3)},
+                        {"wait", summary(r.interactive_wait)}};
   j["fragmentation"] = {{"idle_gpu_hours", fixed(r.fragmented_gpu_hours, 3)},
                         {"of_available", fixed(r.fragmentation)}};
   j["jain_fairness"] = fixed(r.jain_fairness);

@@ -88,6 +88,12 @@ struct RunResult {
   std::size_t runs = 0, resubmissions = 0;
   std::size_t preemptions = 0, drain_stops = 0, node_down_stops = 0, class_changes = 0;
   double lost_gpu_hours = 0;
+  // Interactive jobs (JobKind::Interactive): stops of them, the work they lost (a stop with the
+  // interactive grace saves it), and their waits from submission to first start (also counted in
+  // `waits` under their category).
+  std::size_t interactive_preemptions = 0, interactive_stops = 0;
+  double interactive_lost_gpu_hours = 0;
+  Summary interactive_wait;
   double fragmented_gpu_hours = 0, fragmentation = 0;  // idle while a fitting-size job waited
   double jain_fairness = 1;
   double total_gpu_hours = 0, available_gpu_hours = 0, occupied_gpu_hours = 0;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <queue>
 
@@ -156,6 +157,12 @@ class Run {
   std::vector<double> waits_[kCategories];
   std::size_t censored_[kCategories] = {};
   std::vector<double> completion_;
+  std::vector<double> interactive_waits_;
+  std::size_t interactive_censored_ = 0;
+  double interactive_lost_ms_ = 0;
+  // Requesters whose GPUs are still held by an interactive victim saving its state (the
+  // interactive stop grace): their next start spends it on top of any restart delay.
+  std::map<std::uint64_t, core::Duration> grace_for_;
   Time last_completion_ = 0;
 };
 
@@ -320,10 +327,17 @@ void Run::on_start(const core::StartDecision& d, Time t) {
   s.started = t;
   s.placement = d.placement;
   s.overhead = j.starts > 0 && *a.job.resumable ? o_.cost.restart_delay : 0;
+  if (auto g = grace_for_.find(d.job); g != grace_for_.end()) {
+    s.overhead += g->second;
+    grace_for_.erase(g);
+  }
   ++s.serial;
   if (j.first_start < 0) {
     j.first_start = t;
     waits_[j.category].push_back(static_cast<double>(t - a.job.submit));
+    if (*a.job.kind == core::JobKind::Interactive) {
+      interactive_waits_.push_back(static_cast<double>(t - a.job.submit));
+    }
     budget_waits_[j.leaf].push_back(static_cast<double>(t - a.job.submit));
   }
   ++j.starts;
@@ -353,13 +367,33 @@ bool Run::on_stop(const core::StopDecision& d, Time t) {
   const core::Duration ran = t - s.started;
   const core::Duration useful = std::max<core::Duration>(0, ran - s.overhead);
   core::Duration saved = 0;
-  if (d.requeue) {
+  // An interactive session warned before its stop saves its state within the grace: it keeps
+  // its work, and the GPUs stay busy for the grace (the requester's overhead; for a drain, lost).
+  const core::Duration grace = sched_.config().interactive_stop_grace;
+  const bool interactive = *a.job.kind == core::JobKind::Interactive;
+  const bool graced = interactive && grace > 0 && d.reason != core::StopReason::NodeDown;
+  if (graced) {
+    saved = std::min(useful, j.remaining);
+    j.remaining -= saved;
+    if (d.reason == core::StopReason::Preempted) {
+      core::Duration& g = grace_for_[d.for_job];
+      g = std::max(g, grace);
+    } else {
+      lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(grace);
+      budget_lost_ms_[j.leaf] += static_cast<double>(j.milli) * static_cast<double>(grace);
+    }
+  } else if (d.requeue) {
     const core::Duration every = o_.cost.checkpoint_interval;
     saved = every > 0 ? useful / every * every : useful;
     saved = std::min(saved, j.remaining);
     j.remaining -= saved;
   } else {
     j.remaining = a.job.duration;
+  }
+  if (interactive) {
+    ++r_.interactive_stops;
+    r_.interactive_preemptions += d.reason == core::StopReason::Preempted;
+    interactive_lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(ran - saved);
   }
   const double ms = static_cast<double>(j.milli) * static_cast<double>(ran);
   assigned_ms_ += ms;
@@ -563,6 +597,10 @@ void Run::finish(Time end) {
     if (j.first_start < 0) {
       waits_[j.category].push_back(static_cast<double>(end - job(i).job.submit));
       ++censored_[j.category];
+      if (*job(i).job.kind == core::JobKind::Interactive) {
+        interactive_waits_.push_back(static_cast<double>(end - job(i).job.submit));
+        ++interactive_censored_;
+      }
       budget_waits_[j.leaf].push_back(static_cast<double>(end - job(i).job.submit));
       ++budget_censored_[j.leaf];
     }
@@ -586,6 +624,8 @@ void Run::finish(Time end) {
   r_.utilization = assigned_ms_ > 0 ? used_ms_ / assigned_ms_ : 1.0;
   r_.utilization_known = utilization_known_;
   r_.lost_gpu_hours = lost_ms_ / kMilliGpuSecondsPerGpuHour;
+  r_.interactive_lost_gpu_hours = interactive_lost_ms_ / kMilliGpuSecondsPerGpuHour;
+  r_.interactive_wait = summarize(interactive_waits_, interactive_censored_);
   r_.fragmented_gpu_hours = static_cast<double>(fragmented_.total()) / kMilliGpuSecondsPerGpuHour;
   r_.fragmentation = avail > 0 ? static_cast<double>(fragmented_.total()) / avail : 0;
   r_.makespan = r_.completed > 0 ? static_cast<double>(last_completion_ - origin_) : 0;

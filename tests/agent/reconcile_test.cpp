@@ -220,7 +220,8 @@ TEST(Assignments, ParsesTheContractExample) {
           "memory_mib": 65536, "cpus": 16, "container": "", "owner": "ann",
           "budget": "/lab/nlp/olmo", "name": "train", "kind": "batch", "resumable": true,
           "grace_seconds": 30, "rank": 0, "nodes": ["n01", "n02"], "rendezvous": "10.0.0.1:29512"}],
- "stop": [{"job": 9, "run": 2, "grace_seconds": 30}]})");
+ "stop": [{"job": 9, "run": 2, "grace_seconds": 30},
+          {"job": 10, "run": 1, "grace_seconds": 30, "notice_seconds": 270}]})");
   auto a = parse_assignments(body);
   ASSERT_TRUE(a.ok()) << a.error().message();
   ASSERT_EQ(a.value().run.size(), 1u);
@@ -232,8 +233,10 @@ TEST(Assignments, ParsesTheContractExample) {
   EXPECT_DOUBLE_EQ(r.cpus, 16);
   EXPECT_TRUE(r.resumable);
   EXPECT_EQ(r.nodes.size(), 2u);
-  ASSERT_EQ(a.value().stop.size(), 1u);
+  ASSERT_EQ(a.value().stop.size(), 2u);
   EXPECT_EQ(a.value().stop[0].key, (RunKey{9, 2}));
+  EXPECT_EQ(a.value().stop[0].notice_seconds, 0);
+  EXPECT_EQ(a.value().stop[1].notice_seconds, 270) << "an interactive job's stop: warned first";
   EXPECT_EQ(a.value().lease_seconds, 30);
 }
 
@@ -257,6 +260,8 @@ TEST(Assignments, RefusesWhatItCannotTrust) {
   EXPECT_EQ(bad(R"({"run": [{"job": 1, "run": 1, "state": "starting", "gpus": [0]}]})"), "ok");
   EXPECT_EQ(bad(R"({"lease_seconds": "long"})"), "assignments.lease_seconds");
   EXPECT_EQ(bad(R"({"stop": [{"job": 1, "run": 0}]})"), "stop.run");
+  EXPECT_EQ(bad(R"({"stop": [{"job": 1, "run": 1, "notice_seconds": -5}]})"),
+            "stop.notice_seconds");
   EXPECT_EQ(bad(R"([])"), "body");
   // Found by fuzz_agent_assignments: 2^32 narrowed to int read as GPU 0.
   EXPECT_EQ(bad(R"({"run": [{"job": 1, "run": 1, "state": "starting", "gpus": [4294967296]}]})"),

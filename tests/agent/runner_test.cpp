@@ -234,6 +234,66 @@ TEST_F(RunnerTest, JobIgnoringTermIsKilledAfterGrace) {
   EXPECT_TRUE(s.stop_requested);
 }
 
+// An interactive job's stop (docs/agent.md "Stop warning"): the warning first — the notice file
+// with the deadlines, the job's ALLOT_STOP_SIGNAL — then SIGTERM once the notice has passed.
+TEST_F(RunnerTest, StopWithNoticeWarnsAndWaitsBeforeTerm) {
+  Runner runner(options_);
+  LaunchSpec spec =
+      sh(1,
+         "trap 'cat \"$ALLOT_STOP_NOTICE\" > w.tmp && mv w.tmp warned' USR1; "
+         "trap 'touch termed; exit 0' TERM; touch ready; while :; do sleep 0.05; done");
+  spec.env["ALLOT_STOP_SIGNAL"] = "USR1";
+  launch(runner, spec);
+  ASSERT_TRUE(wait_file("ready"));
+  const auto t0 = Clock::now();
+  runner.stop({1, 1}, milliseconds(2000), milliseconds(600));
+  ASSERT_TRUE(wait_file("warned")) << "the job's signal comes at the start of the notice";
+  EXPECT_FALSE(fs::exists(dir_ + "/termed")) << "no SIGTERM before the notice has passed";
+  std::ifstream warned(dir_ + "/warned");
+  std::string word;
+  long long term_at = 0, kill_at = 0;
+  warned >> word >> term_at;
+  EXPECT_EQ(word, "term_at");
+  warned >> word >> kill_at;
+  EXPECT_EQ(word, "kill_at");
+  EXPECT_GE(kill_at - term_at, 1) << "SIGKILL is due the grace after the SIGTERM";
+  RunStatus s = wait_exit(runner, {1, 1});
+  EXPECT_GE(Clock::now() - t0, milliseconds(600));
+  EXPECT_TRUE(fs::exists(dir_ + "/termed"));
+  EXPECT_EQ(s.exit_code, 0) << "it ended on the SIGTERM, within the grace";
+  EXPECT_TRUE(s.stop_requested);
+}
+
+TEST_F(RunnerTest, StopWithNoticeWithoutASignalOnlyWritesTheNotice) {
+  Runner runner(options_);
+  // USR1's default action would end the job: without ALLOT_STOP_SIGNAL nothing is sent.
+  launch(
+      runner,
+      sh(1,
+         "trap 'touch termed; exit 0' TERM; echo \"$ALLOT_STOP_NOTICE\" > p.tmp && mv p.tmp path; "
+         "touch ready; while :; do sleep 0.05; done"));
+  ASSERT_TRUE(wait_file("ready"));
+  ASSERT_TRUE(wait_file("path"));
+  runner.stop({1, 1}, milliseconds(2000), milliseconds(400));
+  std::ifstream path_file(dir_ + "/path");
+  std::string notice;
+  path_file >> notice;
+  EXPECT_TRUE(eventually([&] { return fs::exists(notice); })) << notice;
+  auto during = find(runner.poll(), {1, 1});
+  ASSERT_TRUE(during);
+  EXPECT_EQ(during->phase, RunPhase::Stopping);
+  RunStatus s = wait_exit(runner, {1, 1});
+  EXPECT_TRUE(fs::exists(dir_ + "/termed"));
+  EXPECT_EQ(s.exit_code, 0);
+}
+
+TEST(StopSignal, Names) {
+  EXPECT_EQ(stop_signal("USR1"), SIGUSR1);
+  EXPECT_EQ(stop_signal("SIGUSR2"), SIGUSR2);
+  EXPECT_EQ(stop_signal("KILL"), 0);
+  EXPECT_EQ(stop_signal(""), 0);
+}
+
 TEST_F(RunnerTest, KillIsImmediate) {
   Runner runner(options_);
   launch(runner, sh(1, "trap '' TERM; touch ready; while :; do sleep 0.05; done"));

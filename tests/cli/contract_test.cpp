@@ -58,6 +58,38 @@ TEST(Contract, SubmitSaysWhetherTheJobIsProtected) {
   EXPECT_EQ(chosen.find("no --min-runtime"), std::string::npos) << chosen;
 }
 
+TEST(Contract, InteractiveSessions) {
+  auto session = job("pending", false, 3600, 0);
+  session["spec"]["kind"] = "interactive";
+  const auto promise = contract_promise(session);
+  EXPECT_NE(promise.find("interactive allowance"), std::string::npos) << promise;
+  EXPECT_NE(promise.find("$ALLOT_STOP_NOTICE"), std::string::npos) << promise;
+  EXPECT_EQ(contract_promise(job("pending", false, 3600, 0)).find("interactive"),
+            std::string::npos);
+
+  const long long now = 1000 + 2 * 3600;  // its 1 h contract is over, its 8 h allowance is not
+  const json events = json::array({
+      {{"time", 1000},
+       {"from", "pending"},
+       {"to", "starting"},
+       {"reason",
+        "allocated, inside alice's interactive allowance: neither demoted nor preempted for "
+        "8h00m, placed"}},
+  });
+  EXPECT_EQ(allowance_end(session, events), 1000 + 8 * 3600);
+  auto running = job("running", true, 3600, 1, 1000 + 3600);
+  running["spec"]["kind"] = "interactive";
+  const auto story = running_story(running, events, now);
+  ASSERT_FALSE(story.empty());
+  EXPECT_NE(story[0].find("inside its owner's interactive allowance"), std::string::npos)
+      << story[0];
+  EXPECT_NE(story[0].find("(6h left)"), std::string::npos) << story[0];
+  // Past the allowance's end: an ordinary allocated job past its contract.
+  EXPECT_NE(running_story(running, events, 1000 + 9 * 3600)[0].find("may now be preempted"),
+            std::string::npos);
+  EXPECT_EQ(allowance_end(running, json::array()), 0);
+}
+
 TEST(Contract, WhyARunningJobIsUnprotected) {
   const long long now = 5000;
   const json events = json::array({

@@ -227,6 +227,41 @@ TEST_F(Agent, RegistrationRefusesAGpuCountPast32Bits) {
   EXPECT_EQ(r.body["error"]["field"], "gpus");
 }
 
+// docs/policy.md §6 and §9: a session inside its owner's interactive allowance says so when it
+// starts; any stop of an interactive job comes with a notice before the SIGTERM.
+TEST_F(Agent, InteractiveSessionsAreProtectedAndWarnedBeforeAStop) {
+  auto t1 = node("n1");
+  auto inside = job("notebook", "/lab/a", 4);
+  inside["kind"] = "interactive";
+  inside["min_runtime"] = 3600;
+  const auto protected_id = submit(inside);
+  auto free = job("shell", "/lab/a", 4);
+  free["kind"] = "interactive";
+  free["min_runtime"] = 0;
+  const auto free_id = submit(free);
+  h->sync();
+  auto ev = h->get("/api/v1/jobs/" + std::to_string(protected_id) + "/events").body["events"];
+  const std::string started = ev.back()["reason"];
+  EXPECT_NE(started.find("interactive allowance: neither demoted nor preempted for 8h"),
+            std::string::npos)
+      << started;
+  // A drain stops the unprotected one at once (minimum runtime 0), with notice.
+  ASSERT_EQ(h->post("/api/v1/nodes/n1/drain", json::object()).status, 200);
+  h->sync();
+  EXPECT_EQ(state(free_id), "preempting");
+  EXPECT_NE(state(protected_id), "preempting") << "drained at its contract, not before";
+  auto a = assignments("n1", t1);
+  ASSERT_EQ(a.body["stop"].size(), 1u) << a.body.dump();
+  EXPECT_EQ(a.body["stop"][0],
+            json({{"job", free_id}, {"run", 1}, {"grace_seconds", 30}, {"notice_seconds", 270}}));
+  ev = h->get("/api/v1/jobs/" + std::to_string(free_id) + "/events").body["events"];
+  const std::string stopping = ev.back()["reason"];
+  EXPECT_NE(stopping.find("warned now ($ALLOT_STOP_NOTICE), will be stopped 270 s after this "
+                          "event (SIGTERM"),
+            std::string::npos)
+      << stopping;
+}
+
 TEST_F(Agent, AssignmentsCarryTheWholeRunAndGangRendezvous) {
   auto t1 = node("n1", "10.0.0.1:22", "b1");
   auto t2 = node("n2", "10.0.0.2", "b1");

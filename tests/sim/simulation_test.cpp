@@ -152,6 +152,34 @@ TEST(Simulation, NonResumablePreemptedJobStartsOverAsANewJob) {
   EXPECT_NEAR(r.lost_gpu_hours, 100 * 8 / 3600.0, 1e-12);
 }
 
+TEST(Simulation, InteractiveSessionSavesItsWorkWithinTheStopGrace) {
+  // J1, an interactive session (non-resumable, unallocated), is preempted at 100 by J2. With the
+  // interactive stop grace (docs/policy.md section 9) it saves its 100 s of work; its GPUs stay
+  // busy for the grace, so J2 runs from 100 but makes progress only from 400 and ends at 500;
+  // J1 continues with 900 s left from 500 and ends at 1400.
+  auto session = job(1, 0, "/a", 8, 1000, 0, false);
+  session.kind = core::JobKind::Interactive;
+  const Scenario sc = scenario(1, {session, job(2, 100, "/b", 8, 100, 3600, true)});
+  SimOptions o = options("fairshare");
+  ASSERT_EQ(o.policy.interactive_stop_grace, 300);
+  const RunResult r = simulate(sc, o);
+  expect_checks_pass(r);
+  EXPECT_EQ(r.preemptions, 1u);
+  EXPECT_EQ(r.interactive_preemptions, 1u);
+  EXPECT_EQ(finishes(r), (std::map<std::uint64_t, core::Time>{{1, 1400}, {2, 500}}));
+  EXPECT_EQ(r.interactive_lost_gpu_hours, 0) << "its work was saved";
+  EXPECT_NEAR(r.lost_gpu_hours, 300 * 8 / 3600.0, 1e-12) << "the grace's GPU time";
+  EXPECT_EQ(r.interactive_wait.count, 1u);
+
+  // Without the grace it is an ordinary stop: the session starts over.
+  o.policy.interactive_stop_grace = 0;
+  const RunResult plain = simulate(sc, o);
+  EXPECT_EQ(finishes(plain), (std::map<std::uint64_t, core::Time>{{1, 1200}, {2, 200}}));
+  EXPECT_NEAR(plain.interactive_lost_gpu_hours, 100 * 8 / 3600.0, 1e-12);
+  // The baselines never have it.
+  EXPECT_EQ(find_policy("priority")->config.interactive_stop_grace, 0);
+}
+
 TEST(Simulation, UnhealthyNodeDrainsAtTheEndOfTheMinimumRuntime) {
   // Two nodes; J1 (allocated, minimum runtime 100) runs on node 0, which fails a health check at
   // 50. It is drained at 100 and resumes on node 1 at once.
