@@ -53,11 +53,18 @@ std::optional<Placement> GpuPool::find_consolidated(ClusterId cluster, const Sha
     Placement p;
     for (NodeId n : roomy) whole_gpus_of(n, shape.gpus_per_node, &p);
     if (!shape.uneven()) return p;
-    // The remainder where a request of its size alone would go, on a node not already taken.
+    // The remainder on the node with the most free whole GPUs among those not taken, ties by
+    // lowest index: the next node in Helios' walk down its nodes sorted by free GPUs (a stable
+    // sort, so index order among equals). by_free is ascending, so within one count the first
+    // node seen has the lowest index and only a larger count replaces it.
+    std::optional<std::pair<int, NodeId>> most;
     for (auto n = by_free.lower_bound({shape.last_node_gpus, 0}); n != by_free.end(); ++n) {
       if (excluded_node(excluded, n->second)) continue;
       if (std::binary_search(roomy.begin(), roomy.end(), n->second)) continue;
-      whole_gpus_of(n->second, shape.last_node_gpus, &p);
+      if (!most || n->first > most->first) most = *n;
+    }
+    if (most) {
+      whole_gpus_of(most->second, shape.last_node_gpus, &p);
       return p;
     }
   }

@@ -182,7 +182,7 @@ TEST(Consolidate, GangsTakeWholeNodesInIndexOrderIgnoringBlocks) {
   (void)small_block;
 }
 
-TEST(UnevenGang, TwelveGpusAreOneWholeNodeAndFourOnTheFullestNodeThatFits) {
+TEST(UnevenGang, TwelveGpusAreOneWholeNodeAndFourOnTheNextNodeWithTheMostFree) {
   World w(strict_fifo());
   const auto n = w.add_nodes(3);
   const BudgetId a = w.budget("/a");
@@ -192,9 +192,28 @@ TEST(UnevenGang, TwelveGpusAreOneWholeNodeAndFourOnTheFullestNodeThatFits) {
   const JobId gang = w.submit(g);
   w.run();
   EXPECT_EQ(spread(w, four), (std::map<NodeId, int>{{n[0], 4}}));
-  // Whole node: the lowest-indexed with 8 free (n1); the remainder: the fullest that fits (n0).
-  EXPECT_EQ(spread(w, gang), (std::map<NodeId, int>{{n[1], 8}, {n[0], 4}}));
+  // Whole node: the lowest-indexed with 8 free (n1); the remainder: the node with the most free
+  // GPUs left (n2, 8 free), not the fullest that fits (n0), as Helios' consolidate placer does.
+  EXPECT_EQ(spread(w, gang), (std::map<NodeId, int>{{n[1], 8}, {n[2], 4}}));
   EXPECT_EQ(w.s.job(gang)->spec.shape.total_gpus(), 12);
+}
+
+TEST(UnevenGang, TheRemainderTakesTheNodeWithTheMostFreeTiesByIndex) {
+  World w(strict_fifo());
+  const auto n = w.add_nodes(4);
+  const BudgetId a = w.budget("/a");
+  // Left free: n0 2, n1 3, n2 3, n3 8.
+  const JobId six = w.submit(a, 6), five = w.submit(a, 5), five_more = w.submit(a, 5);
+  JobSpec g = w.job(a, 8);
+  g.shape = uneven(2, 8, 2);
+  const JobId gang = w.submit(g);
+  w.run();
+  EXPECT_EQ(spread(w, six), (std::map<NodeId, int>{{n[0], 6}}));
+  EXPECT_EQ(spread(w, five), (std::map<NodeId, int>{{n[1], 5}}));
+  EXPECT_EQ(spread(w, five_more), (std::map<NodeId, int>{{n[2], 5}}));
+  // n3 whole; the remainder of 2 on n1 (3 free, before n2 by index), not on n0 (2 free, the
+  // fullest that fits). Helios' consolidate placer gives {3: 8}, {1: 2} from the same state.
+  EXPECT_EQ(spread(w, gang), (std::map<NodeId, int>{{n[3], 8}, {n[1], 2}}));
 }
 
 TEST(UnevenGang, BestFitPlacementGivesTheRemainderToOneNodeToo) {
