@@ -112,11 +112,24 @@ std::string contract_promise(const json& job, bool asked_zero) {
                     ", if its budget can fund it (else it starts unallocated)";
   const auto spec = job.find("spec");
   if (spec != job.end() && spec->is_object() && text(*spec, "kind") == "interactive") {
-    out +=
-        "; as an interactive session inside your interactive allowance (a few GPUs per person "
-        "and per budget, charged to the budget) it is neither demoted nor preempted for the "
-        "allowance's protection (8h by default), and any stop of it comes with a warning "
-        "($ALLOT_STOP_NOTICE) and minutes to save (docs/policy.md sections 6 and 9)";
+    // What the server gives interactive sessions: submit's reply says (docs/policy.md 6 and 9).
+    const auto given = job.find("interactive");
+    const auto number = [&](const char* f) -> long long {
+      return given != job.end() && given->is_object() ? given->value(f, 0LL) : 0;
+    };
+    const long long gpus = number("allowance_gpus"), grace = number("stop_grace_seconds");
+    if (gpus > 0) {
+      out += "; as an interactive session inside your interactive allowance (" +
+             std::to_string(gpus) +
+             " GPUs per person, charged to the budget) it is neither demoted nor preempted for " +
+             human_duration(number("protection_seconds"));
+    }
+    if (grace > 0) {
+      out += std::string(gpus > 0 ? ", and" : "; as an interactive session,") +
+             " any stop of it comes with a warning ($ALLOT_STOP_NOTICE) and " +
+             human_duration(grace) + " to save";
+    }
+    if (gpus > 0 || grace > 0) out += " (docs/policy.md sections 6 and 9)";
   }
   return out;
 }

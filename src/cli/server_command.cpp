@@ -64,6 +64,7 @@ struct ServerArgs {
   int lease_seconds = 30;
   int node_timeout_seconds = 45;
   int stop_grace_seconds = 30;
+  core::PolicyConfig policy;  // the policy's constants; defaults but for the flags that set them
   int local_nodes = 0;   // allot up: node agents in this process (fake GPUs without a real one)
   int telemetry_ms = 0;  // allot up: their telemetry report interval (0: the agent's default)
   std::string backend = "auto";
@@ -126,6 +127,12 @@ void usage(bool up) {
       "more than lease + 5)\n"
       "  --stop-grace-seconds S    SIGTERM to SIGKILL when a job is stopped (default "
       "30)\n"
+      "  --interactive-allowance N  GPUs of interactive sessions per person protected from\n"
+      "                       preemption and demotion (docs/policy.md section 6; default 0 =\n"
+      "                       off; 8 is the measured setting)\n"
+      "  --interactive-stop-grace S  seconds of notice ($ALLOT_STOP_NOTICE) and time to save\n"
+      "                       before an interactive job is stopped (section 9; default 0 =\n"
+      "                       an ordinary stop; 300 is the measured setting)\n"
       "  --submit-rate N      submissions a second per user, sustained (default 100; 0 = no\n"
       "                       limit); --submit-burst N at once (default 1000); beyond: 429\n"
       "  --max-waiting-jobs N jobs waiting per user (default 10000; 0 = no limit); beyond: 429\n"
@@ -222,6 +229,10 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.node_timeout_seconds = number("seconds");
     } else if (k == "--stop-grace-seconds") {
       a.stop_grace_seconds = number("seconds");
+    } else if (k == "--interactive-allowance") {
+      a.policy.interactive_gpus_per_user = number("GPUs per person");
+    } else if (k == "--interactive-stop-grace") {
+      a.policy.interactive_stop_grace = number("seconds");
     } else if (k == "--submit-rate") {
       a.submit.rate = number("submissions a second");
     } else if (k == "--submit-burst") {
@@ -355,6 +366,7 @@ int serve(ServerArgs a, bool up) {
   co.lease_seconds = a.lease_seconds;
   co.node_timeout_seconds = a.node_timeout_seconds;
   co.stop_grace_seconds = a.stop_grace_seconds;
+  co.policy = a.policy;
   if (auto v = server::validate(co); !v.ok()) {
     std::fprintf(stderr, "allot: --%s: %s\n", dash(v.error().field).c_str(),
                  v.error().reason.c_str());

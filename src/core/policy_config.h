@@ -81,16 +81,20 @@ struct PolicyConfig {
   // neither demoted nor a preemption victim for interactive_protection from its start (its
   // contract, if longer, still holds); a drain still stops it at its contract. 0 GPUs: no
   // allowance (interactive work is ordinary work). Why the rule cannot bypass budgets:
-  // docs/design/0010-interactive-sessions.md.
-  int interactive_gpus_per_user = 8;
+  // docs/design/0010-interactive-sessions.md. Off by default (0 here and a 0 stop grace): on the
+  // lab model it cost fairshare impact, lost GPU-hours and the core's flat cost per event
+  // (design/0010, "Decision"); `allot server --interactive-allowance 8` and
+  // `allot sim --interactive-allowance 8` turn it on.
+  int interactive_gpus_per_user = 0;
   int interactive_gpus_per_budget = 32;
   Duration interactive_protection = 8 * kHour;
   // Any stop of an interactive job but a node failure (a preemption, a drain) comes with a
   // warning and this long to save before the job must be gone (docs/policy.md section 9): the
   // server sends the warning at once (SIGUSR1 and $ALLOT_STOP_NOTICE), SIGTERM at the end of this
   // grace less its ordinary stop grace, SIGKILL at its end. The simulator models it: the session's
-  // work is saved, and the GPUs stay busy for the grace. 0: an ordinary stop.
-  Duration interactive_stop_grace = 5 * kMinute;
+  // work is saved, and the GPUs stay busy for the grace. 0: an ordinary stop (the default;
+  // 5 min is the measured setting: `--interactive-stop-grace 5m`).
+  Duration interactive_stop_grace = 0;
 
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated

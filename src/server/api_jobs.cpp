@@ -231,6 +231,13 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     json extra = json::object();
     if (!hint.empty()) extra["hint"] = hint;
     if (dflt) extra["min_runtime_default"] = {{"seconds", dflt->seconds}, {"from", dflt->from}};
+    // An interactive session: what this server gives it (docs/policy.md sections 6 and 9; both
+    // 0 when the rules are off), for the contract the CLI prints.
+    if (pj.spec.kind == core::JobKind::Interactive) {
+      extra["interactive"] = {{"allowance_gpus", snap->policy.interactive_gpus_per_user},
+                              {"protection_seconds", snap->policy.interactive_protection},
+                              {"stop_grace_seconds", snap->policy.interactive_stop_grace}};
+    }
     store->write_async(
         std::move(batch), [this, jobs, array, reply, extra = std::move(extra)](core::Status st) {
           httplib::Response res;

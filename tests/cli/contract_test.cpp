@@ -61,9 +61,19 @@ TEST(Contract, SubmitSaysWhetherTheJobIsProtected) {
 TEST(Contract, InteractiveSessions) {
   auto session = job("pending", false, 3600, 0);
   session["spec"]["kind"] = "interactive";
+  // A server with the rules off (the default) promises nothing more than the contract.
+  EXPECT_EQ(contract_promise(session).find("interactive"), std::string::npos);
+  session["interactive"] = {
+      {"allowance_gpus", 0}, {"protection_seconds", 28800}, {"stop_grace_seconds", 0}};
+  EXPECT_EQ(contract_promise(session).find("interactive"), std::string::npos);
+  // Submit's reply from a server that gives the allowance and the notice says what they are.
+  session["interactive"] = {
+      {"allowance_gpus", 8}, {"protection_seconds", 28800}, {"stop_grace_seconds", 300}};
   const auto promise = contract_promise(session);
-  EXPECT_NE(promise.find("interactive allowance"), std::string::npos) << promise;
-  EXPECT_NE(promise.find("$ALLOT_STOP_NOTICE"), std::string::npos) << promise;
+  EXPECT_NE(promise.find("inside your interactive allowance (8 GPUs per person"), std::string::npos)
+      << promise;
+  EXPECT_NE(promise.find("preempted for 8h"), std::string::npos) << promise;
+  EXPECT_NE(promise.find("$ALLOT_STOP_NOTICE) and 5m to save"), std::string::npos) << promise;
   EXPECT_EQ(contract_promise(job("pending", false, 3600, 0)).find("interactive"),
             std::string::npos);
 

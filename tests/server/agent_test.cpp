@@ -230,6 +230,10 @@ TEST_F(Agent, RegistrationRefusesAGpuCountPast32Bits) {
 // docs/policy.md §6 and §9: a session inside its owner's interactive allowance says so when it
 // starts; any stop of an interactive job comes with a notice before the SIGTERM.
 TEST_F(Agent, InteractiveSessionsAreProtectedAndWarnedBeforeAStop) {
+  ControllerOptions on;  // the rules are off by default (docs/design/0010): the measured setting
+  on.policy.interactive_gpus_per_user = 8;
+  on.policy.interactive_stop_grace = 300;
+  open(on);
   auto t1 = node("n1");
   auto inside = job("notebook", "/lab/a", 4);
   inside["kind"] = "interactive";

@@ -161,7 +161,8 @@ TEST(Simulation, InteractiveSessionSavesItsWorkWithinTheStopGrace) {
   session.kind = core::JobKind::Interactive;
   const Scenario sc = scenario(1, {session, job(2, 100, "/b", 8, 100, 3600, true)});
   SimOptions o = options("fairshare");
-  ASSERT_EQ(o.policy.interactive_stop_grace, 300);
+  EXPECT_EQ(o.policy.interactive_stop_grace, 0) << "off unless asked (design/0010)";
+  o.policy.interactive_stop_grace = 300;
   const RunResult r = simulate(sc, o);
   expect_checks_pass(r);
   EXPECT_EQ(r.preemptions, 1u);
