@@ -77,8 +77,11 @@ std::shared_ptr<Stream> open_stream(Loop& l, Conn& c, const httplib::Response& h
 // A stream's end: nothing more is queued for it, and its owner hears once.
 void end_stream(Conn& c);
 // Moves what was pushed to a stream into its connection's output, unless the client has not
-// read what is there already (then it waits, and pushes beyond max_pending are dropped).
-void pull(Conn& c);
+// read what is there already (then it waits, and pushes beyond max_pending are dropped); true if
+// it added output. While it waits, the stream is not on its loop's list (pushes do not wake the
+// loop): whoever sends the connection's output must pull again once that output drains, or the
+// stream stalls until its next heartbeat (EventServer's pump()).
+bool pull(Conn& c);
 // What a stream's connection needs at `now`: to be closed (its client stopped reading for
 // longer than `stalled`), a heartbeat (nothing sent for `heartbeat`), or nothing.
 enum class StreamDue { kNothing, kStalled, kHeartbeat };

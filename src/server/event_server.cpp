@@ -272,6 +272,19 @@ struct EventServer::Impl {
     l.conns.emplace(c->id, std::move(c));
   }
 
+  // A stream's connection: what was pushed to it, sent as far as the socket takes it, pulling
+  // again each time the output drains (pull() does not take what was pushed while the output
+  // was full, and nothing else would ask again: EPOLLOUT is armed only while output is unsent).
+  // False if the connection is closed.
+  bool pump(Loop& l, Conn& c) {
+    pull(c);
+    do {
+      if (!flush(l, c)) return false;
+      if (unsent(c) > 0) return true;  // EPOLLOUT brings it back here
+    } while (pull(c));
+    return true;
+  }
+
   // Sends what is queued; false if the connection is closed or closing (nothing more is served
   // on it).
   bool flush(Loop& l, Conn& c) {
@@ -360,11 +373,7 @@ struct EventServer::Impl {
       const std::uint64_t id = c.id;
       // Answered once: by the handler, or here if it throws before it answers.
       auto answered = std::make_shared<std::atomic<bool>>(false);
-      try {
-        h->second(req, reply_once(l, id, f, answered));
-      } catch (...) {
-        if (!answered->exchange(true)) post(l, id, failure(), true);
-      }
+      guarded(l, id, answered, [&] { h->second(req, reply_once(l, id, f, answered)); });
       return true;
     }
     if (h == handlers.end() && path.size() == f.target.size()) {
@@ -398,6 +407,18 @@ struct EventServer::Impl {
     return req;
   }
 
+  // Runs a handler of connection `id`'s request; if it throws before it answered (`answered`),
+  // the request gets the server's failure answer here.
+  template <class Call>
+  void guarded(Loop& l, std::uint64_t id, const std::shared_ptr<std::atomic<bool>>& answered,
+               Call&& call) {
+    try {
+      call();
+    } catch (...) {
+      if (!answered->exchange(true)) post(l, id, failure(), true);
+    }
+  }
+
   // The handler's answer to frame f on connection `id` of loop l, sent once: `answered` says
   // whether an answer went (or a stream opened) already.
   Reply reply_once(Loop& l, std::uint64_t id, const http::Frame& f,
@@ -424,11 +445,8 @@ struct EventServer::Impl {
     auto answered = std::make_shared<std::atomic<bool>>(false);
     Conn* cp = &c;
     OnGone on_gone = [cp](std::function<void()> fn) { cp->on_gone = std::move(fn); };
-    try {
-      handler(req, reply_once(l, id, f, answered), std::move(on_gone));
-    } catch (...) {
-      if (!answered->exchange(true)) post(l, id, failure(), true);
-    }
+    guarded(l, id, answered,
+            [&] { handler(req, reply_once(l, id, f, answered), std::move(on_gone)); });
     return true;
   }
 
@@ -451,11 +469,7 @@ struct EventServer::Impl {
       return stream;
     };
     // (serve() made the connection busy and counted the request in flight.)
-    try {
-      handler(req, std::move(reply), std::move(open));
-    } catch (...) {
-      if (!answered->exchange(true)) post(l, id, failure(), true);
-    }
+    guarded(l, id, answered, [&] { handler(req, std::move(reply), std::move(open)); });
     if (!answered->load()) post(l, id, failure(), true);  // neither answered nor opened
     return true;
   }
@@ -523,8 +537,7 @@ struct EventServer::Impl {
       auto it = l.conns.find(id);
       if (it == l.conns.end() || !it->second->stream) continue;
       Conn& c = *it->second;
-      pull(c);
-      if (flush(l, c)) rearm(l, c);
+      if (pump(l, c)) rearm(l, c);
     }
     for (auto& c : arrivals) adopt(l, std::move(c));
     for (auto& a : answers) {
@@ -565,7 +578,7 @@ struct EventServer::Impl {
     for (Conn* c : expired) close_conn(l, *c);
     for (Conn* c : quiet) {
       heartbeat(*c, now);
-      if (flush(l, *c)) rearm(l, *c);
+      if (pump(l, *c)) rearm(l, *c);
     }
   }
 
@@ -594,11 +607,8 @@ struct EventServer::Impl {
           continue;
         }
         if (ev & EPOLLOUT) {
-          if (c.stream) {  // sent what was waiting: what was pushed meanwhile may follow
-            if (!flush(l, c)) continue;
-            pull(c);
-            if (!flush(l, c)) continue;
-          }
+          // Room to send: for a stream, what was pushed meanwhile may follow.
+          if (c.stream && !pump(l, c)) continue;
           // Sent what was waiting: the next pipelined request may start.
           if (!flush(l, c) || !serve(l, c) || close_if_done(l, c)) continue;
           rearm(l, c);

@@ -59,9 +59,9 @@ void end_stream(Conn& c) {
   if (on_end) on_end();
 }
 
-void pull(Conn& c) {
+bool pull(Conn& c) {
   auto& st = *c.stream;
-  if (unsent(c) > st.opts.max_pending) return;  // asked again once the output drains
+  if (unsent(c) > st.opts.max_pending) return false;  // asked again once the output drains
   std::string taken;
   bool dropped = false;
   {
@@ -72,7 +72,9 @@ void pull(Conn& c) {
   }
   if (!taken.empty()) c.out += chunk(taken);
   if (dropped && !st.opts.overflow.empty()) c.out += chunk(st.opts.overflow);
-  if (!taken.empty() || dropped) c.since = Clock::now();
+  if (taken.empty() && !(dropped && !st.opts.overflow.empty())) return false;
+  c.since = Clock::now();
+  return true;
 }
 
 StreamDue stream_due(const Conn& c, Clock::time_point now) {

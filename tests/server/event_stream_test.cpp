@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -211,6 +212,40 @@ TEST_F(EventStream, ASlowReaderCostsBoundedOutputAndLearnsItMissedSome) {
   // And the stream goes on afterwards.
   feed->publish(ChangeFeed::kNodes);
   ASSERT_TRUE(s.read_until("\"topics\":[\"nodes\"]}", 2000));
+}
+
+// A reader that reads while pushes keep coming, its output full one moment and drained the
+// next: once it has read everything, a new message reaches it at once. (The server once left
+// what was pushed while the output was full unsent when the output then drained in the same
+// step, until the next heartbeat, 15 s later.)
+TEST_F(EventStream, AReaderThatKeepsUpWithBurstsIsNeverLeftWaiting) {
+  ChangeFeedLimits l;
+  l.max_pending = 1024;
+  start(l);
+  Socket s(h->port(), 4096);
+  s.open_stream(h->admin());
+  ASSERT_TRUE(s.read_until("\"budgets\"]}\n\n", 2000));
+  std::atomic<bool> done{false};
+  std::thread publisher([&] {
+    for (int burst = 0; burst < 400; ++burst) {
+      for (int i = 0; i < 200; ++i) feed->publish(ChangeFeed::kJobs);
+      std::this_thread::sleep_for(std::chrono::microseconds(burst % 7 * 100));
+    }
+    done = true;
+  });
+  for (int i = 0; !done; ++i) {
+    s.read_some(5);
+    if (i % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(i % 11 * 100));
+  }
+  publisher.join();
+  while (s.read_some(300)) {
+  }
+  ASSERT_FALSE(s.closed);
+  const auto asked = Clock::now();
+  feed->publish(ChangeFeed::kNodes);
+  ASSERT_TRUE(s.read_until("\"topics\":[\"nodes\"]}", 3000))
+      << "nothing within 3 s; the stream waited for its heartbeat";
+  EXPECT_LT(Clock::now() - asked, std::chrono::seconds(3));
 }
 
 TEST_F(EventStream, StopEndsEveryStream) {
