@@ -319,6 +319,10 @@ struct ApiServer::Impl {
   // POST /api/v1/jobs. Everything is checked on the caller's thread; the job is then written
   // and `reply` is called from the store's thread once it is durable (201), or at once when it is
   // refused. A retried submit (its idempotency key taken) answers with the job it made (200).
+  // Reserves `n` waiting jobs of `who` (not an administrator) under their caps (quota.h), from
+  // the newest snapshot; throws the 429 naming the cap it would pass.
+  std::shared_ptr<WaitingHold> reserve_waiting(const std::string& who, const SubmitLimits& limits,
+                                               const std::string& waiting_in, std::int64_t n);
   void submit(const httplib::Request& req, EventServer::Reply reply);
   // The submit fields that are not the job's spec (docs/api.md), taken out of `body`: hold,
   // after and after_any (jobs `p` can see) and array. Errors name their field.

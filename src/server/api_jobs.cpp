@@ -80,6 +80,52 @@ std::string with_fields(std::string text, const json& extra) {
 
 }  // namespace
 
+std::shared_ptr<WaitingHold> ApiServer::Impl::reserve_waiting(const std::string& who,
+                                                              const SubmitLimits& limits,
+                                                              const std::string& waiting_in,
+                                                              std::int64_t n) {
+  // In a budget with a max_waiting of its own: the owner's jobs there and below; else all of the
+  // owner's jobs against the server's. And over all budgets, whatever a budget allows: the
+  // server's max_waiting_total (0: no limit), which also caps the server's max_waiting.
+  const std::int64_t total = limits.max_waiting_total;
+  std::int64_t most = limits.max_waiting;
+  if (waiting_in.empty() && total > 0 && (most <= 0 || total < most)) most = total;
+  const std::string key = waiting_in.empty() ? who : who + " " + waiting_in;
+  auto count = [](const std::map<std::string, std::int64_t>& m, const std::string& k) {
+    auto w = m.find(k);
+    return w == m.end() ? std::int64_t{0} : w->second;
+  };
+  std::vector<SubmitQuota::WaitingCap> caps;
+  int over = SubmitQuota::kStale;
+  // A snapshot older than one the quota counted from already is read again (the newest is).
+  while (over == SubmitQuota::kStale) {
+    const auto snap = ctl->snapshot();
+    caps.clear();
+    const auto& counts = waiting_in.empty() ? snap->waiting_by_owner : snap->waiting_by_owner_in;
+    if (most > 0) caps.push_back({key, count(counts, key), most});
+    if (!waiting_in.empty() && total > 0) {
+      caps.push_back({who, count(snap->waiting_by_owner, who), total});
+    }
+    if (caps.empty()) return nullptr;
+    over = quota.reserve_waiting(caps, n, snap->submits_taken);
+  }
+  if (over >= 0) {
+    const bool over_all = !waiting_in.empty() && caps[static_cast<std::size_t>(over)].key == who;
+    throw HttpError{429, "",
+                    over_all
+                        ? who + " has " + std::to_string(total) +
+                              " jobs waiting over all budgets, the most allowed: submit "
+                              "more as they start"
+                        : who + " has " + std::to_string(most) + " jobs waiting, the most allowed" +
+                              (waiting_in.empty() ? std::string() : " in " + waiting_in) +
+                              ": submit more as they start",
+                    30};
+  }
+  std::vector<std::string> keys;
+  for (const auto& c : caps) keys.push_back(c.key);
+  return std::make_shared<WaitingHold>(quota, std::move(keys), n);
+}
+
 void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply reply) {
   httplib::Response res;
   bool written = false;
@@ -114,7 +160,6 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     if (auto u = snap->user_limits.find(p.subject); limited && u != snap->user_limits.end()) {
       limits = overlay_limits(limits, u->second, /*user=*/true);
     }
-    const std::int64_t total = limits.max_waiting_total;
     std::string bucket = p.subject, where;
     std::string waiting_in;  // the budget whose own max_waiting counts the jobs in it
     for (std::string b = pj.budget; limited && !b.empty() && b != "/";
@@ -149,40 +194,11 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
         !fits.ok()) {
       check(fits.error());
     }
-    if (limited) {
-      // An array's tasks all wait: each counts (the quota adds the submission itself).
-      const std::int64_t more = gate.array ? std::ssize(gate.array->indices) - 1 : 0;
-      auto waiting = [&](const std::map<std::string, std::int64_t>& m, const std::string& key) {
-        auto w = m.find(key);
-        return (w == m.end() ? 0 : w->second) + more;
-      };
-      // In a budget with a max_waiting of its own: the owner's jobs there and below; else all
-      // of the owner's jobs against the server's.
-      // And over all budgets, whatever a budget allows: the server's max_waiting_total (0: no
-      // limit), which also caps the server's max_waiting.
-      std::int64_t most = limits.max_waiting;
-      if (waiting_in.empty() && total > 0 && (most <= 0 || total < most)) most = total;
-      const std::string key = waiting_in.empty() ? p.subject : p.subject + " " + waiting_in;
-      const auto& counts = waiting_in.empty() ? snap->waiting_by_owner : snap->waiting_by_owner_in;
-      if (!quota.add_waiting(key, snap->version, waiting(counts, key), most)) {
-        throw HttpError{429, "",
-                        p.subject + " has " + std::to_string(most) +
-                            " jobs waiting, the most allowed" +
-                            (waiting_in.empty() ? std::string() : " in " + waiting_in) +
-                            ": submit more as they start",
-                        30};
-      }
-      if (!waiting_in.empty() &&
-          !quota.add_waiting(p.subject, snap->version, waiting(snap->waiting_by_owner, p.subject),
-                             total)) {
-        quota.take_back_waiting(key, snap->version);
-        throw HttpError{429, "",
-                        p.subject + " has " + std::to_string(total) +
-                            " jobs waiting over all budgets, the most allowed: submit more as "
-                            "they start",
-                        30};
-      }
-    }
+    // Every task of an array waits: each counts. Reserved here, handed over once written (or
+    // given back when the submission is refused after all).
+    const std::int64_t tasks_asked = gate.array ? std::ssize(gate.array->indices) : 1;
+    auto waiting_hold =
+        limited ? reserve_waiting(p.subject, limits, waiting_in, tasks_asked) : nullptr;
     // No look-up first: the store's unique (owner, key) index refuses a second job with the
     // key, and only then is the existing job read (a retried submit is the rare case). An array
     // is one write of all its tasks: task i > 0 has the key "KEY[i]".
@@ -238,51 +254,53 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
                               {"protection_seconds", snap->policy.interactive_protection},
                               {"stop_grace_seconds", snap->policy.interactive_stop_grace}};
     }
-    store->write_async(
-        std::move(batch), [this, jobs, array, reply, extra = std::move(extra)](core::Status st) {
-          httplib::Response res;
-          answering(res, [&] {
-            auto& [rec, spec] = jobs->front();
-            if (st.ok()) {
-              send_text(res, 201, with_fields(array ? array_text(*jobs) : job_text(rec), extra));
-              for (auto& [r, s] : *jobs) ctl->submitted(std::move(r), std::move(s));
-              // Durable and readable now: the dashboard's pages read the queue again.
-              if (opts.changes) opts.changes->publish(ChangeFeed::kJobs);
-            } else {
-              auto existing = st.error().field == "idempotency_key"
-                                  ? store->job_by_key(rec.owner, rec.idempotency_key)
-                                  : std::nullopt;
-              if (!existing) throw HttpError{503, "store", st.error().reason};
-              const bool same_array =
-                  array ? existing->array_job == existing->id : existing->array_job == 0;
-              if (existing->spec_json != rec.spec_json || existing->budget != rec.budget ||
-                  !same_array) {
-                throw HttpError{409, "idempotency_key",
-                                "already used for job " + std::to_string(existing->id) +
-                                    " with a different request"};
-              }
-              if (!array) {
-                send_text(res, 200, job_text(*existing));
-                return;
-              }
-              // The array it made: each task by its key.
-              std::vector<std::pair<store::JobRecord, core::JobSpec>> made;
-              made.emplace_back(*existing, core::JobSpec{});
-              for (std::size_t i = 1; i < jobs->size(); ++i) {
-                const auto& key = (*jobs)[i].first.idempotency_key;
-                auto task = store->job_by_key(rec.owner, key);
-                if (!task || task->array_job != existing->id) {
-                  throw HttpError{409, "idempotency_key",
-                                  "already used for job " + std::to_string(existing->id) +
-                                      " with a different request"};
-                }
-                made.emplace_back(*task, core::JobSpec{});
-              }
-              send_text(res, 200, array_text(made));
+    store->write_async(std::move(batch), [this, jobs, array, reply, extra = std::move(extra),
+                                          waiting_hold = std::move(waiting_hold)](core::Status st) {
+      httplib::Response res;
+      answering(res, [&] {
+        auto& [rec, spec] = jobs->front();
+        if (st.ok()) {
+          send_text(res, 201, with_fields(array ? array_text(*jobs) : job_text(rec), extra));
+          std::uint64_t last = 0;
+          for (auto& [r, s] : *jobs) last = ctl->submitted(std::move(r), std::move(s));
+          if (waiting_hold) waiting_hold->handed_over(last);
+          // Durable and readable now: the dashboard's pages read the queue again.
+          if (opts.changes) opts.changes->publish(ChangeFeed::kJobs);
+        } else {
+          auto existing = st.error().field == "idempotency_key"
+                              ? store->job_by_key(rec.owner, rec.idempotency_key)
+                              : std::nullopt;
+          if (!existing) throw HttpError{503, "store", st.error().reason};
+          const bool same_array =
+              array ? existing->array_job == existing->id : existing->array_job == 0;
+          if (existing->spec_json != rec.spec_json || existing->budget != rec.budget ||
+              !same_array) {
+            throw HttpError{409, "idempotency_key",
+                            "already used for job " + std::to_string(existing->id) +
+                                " with a different request"};
+          }
+          if (!array) {
+            send_text(res, 200, job_text(*existing));
+            return;
+          }
+          // The array it made: each task by its key.
+          std::vector<std::pair<store::JobRecord, core::JobSpec>> made;
+          made.emplace_back(*existing, core::JobSpec{});
+          for (std::size_t i = 1; i < jobs->size(); ++i) {
+            const auto& key = (*jobs)[i].first.idempotency_key;
+            auto task = store->job_by_key(rec.owner, key);
+            if (!task || task->array_job != existing->id) {
+              throw HttpError{409, "idempotency_key",
+                              "already used for job " + std::to_string(existing->id) +
+                                  " with a different request"};
             }
-          });
-          reply(std::move(res));
-        });
+            made.emplace_back(*task, core::JobSpec{});
+          }
+          send_text(res, 200, array_text(made));
+        }
+      });
+      reply(std::move(res));
+    });
     written = true;
   });
   if (!written) reply(std::move(res));

@@ -153,6 +153,7 @@ void Controller::run() {
       if (stopping_) return;
       work.swap(queue_);
       jobs.swap(submits_);
+      taken_ = handed_;  // each snapshot from now on holds them
     }
     // Submissions first: an event about a job (a cancel) is posted after the job was queued.
     take_submits(jobs);
@@ -360,6 +361,7 @@ void Controller::publish() {
       if (s->submit_limits.count(b)) ++s->waiting_by_owner_in[a.rec.owner + " " + b];
     }
   }
+  s->submits_taken = taken_;
   s->version = ++published_;
   // GPUs still being vacated: those of runs stopping (preempted, drained, cancelled) that their
   // agents have not yet confirmed gone. A job placed on any of them reaches its agents only once

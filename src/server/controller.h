@@ -139,6 +139,9 @@ struct Snapshot {
   // Each budget's standing, computed with the explanations (server/standing.h). Shared.
   std::shared_ptr<const StandingTable> standing;
   std::uint64_t version = 0;  // one more for each snapshot published
+  // How many submissions (Controller::submitted()) the loop had taken in: those numbered up to
+  // this are in the counts above (or have left the queue already).
+  std::uint64_t submits_taken = 0;
 };
 
 // Owns the scheduling loop and the in-memory mirror of the store's jobs, nodes and budgets.
@@ -169,8 +172,9 @@ class Controller {
   Time now() const { return options_.clock(); }
   JobId next_job_id() { return ++last_job_id_; }
 
-  // A job already persisted as pending (the API writes it durably first): queue it.
-  void submitted(store::JobRecord rec, core::JobSpec spec);
+  // A job already persisted as pending (the API writes it durably first): queue it. Returns its
+  // submission number: the snapshots with a submits_taken of at least that count it.
+  std::uint64_t submitted(store::JobRecord rec, core::JobSpec spec);
 
   // Each of these runs on the loop thread, persists its effect, and returns once durable.
   core::Result<store::JobRecord> cancel(JobId id, const std::string& reason);
@@ -319,6 +323,7 @@ class Controller {
   std::unordered_map<JobId, std::string> ended_deps_;  // dependencies seen ended: their state
   std::uint64_t cycles_ = 0;
   std::uint64_t published_ = 0;  // snapshots published (Snapshot::version)
+  std::uint64_t taken_ = 0;      // submissions taken in (Snapshot::submits_taken)
   bool dirty_ = false;           // an event changed something since the last cycle
   std::shared_ptr<const core::BudgetTree> budgets_snap_;  // reused while the tree is unchanged
   std::uint64_t budgets_snap_version_ = 0;
@@ -328,6 +333,7 @@ class Controller {
   // Guarded by mu_.
   std::deque<std::function<void()>> queue_;
   std::vector<std::pair<store::JobRecord, core::JobSpec>> submits_;
+  std::uint64_t handed_ = 0;  // submitted() calls so far
   bool stopping_ = false;
   // Whether a submission should wake the loop: not while an event cycle is already due, since
   // submissions wait for it anyway and are taken together just before it.

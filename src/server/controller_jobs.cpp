@@ -148,15 +148,18 @@ void Controller::confirm_stop(Active& a, const std::string& how, Time now, Write
   }
 }
 
-void Controller::submitted(store::JobRecord rec, core::JobSpec spec) {
+std::uint64_t Controller::submitted(store::JobRecord rec, core::JobSpec spec) {
   // Queued apart from other events (no closure to allocate), taken in order by the loop.
   bool wake = false;
+  std::uint64_t seq = 0;
   {
     std::lock_guard lk(mu_);
     wake = wake_on_submit_ && queue_.empty() && submits_.empty();
     submits_.emplace_back(std::move(rec), std::move(spec));
+    seq = ++handed_;
   }
   if (wake) cv_.notify_one();
+  return seq;
 }
 
 void Controller::take_submits(std::vector<std::pair<store::JobRecord, core::JobSpec>>& jobs) {

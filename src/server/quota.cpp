@@ -42,21 +42,58 @@ int SubmitQuota::take(const std::string& who, Clock::time_point now, const Submi
   return std::max(1, static_cast<int>(std::ceil((1 - b.tokens) / limits.rate)));
 }
 
-bool SubmitQuota::add_waiting(const std::string& owner, std::uint64_t snapshot,
-                              std::int64_t waiting, std::int64_t max_waiting) {
-  if (max_waiting <= 0) return true;
-  std::lock_guard lk(mu_);
-  auto& a = added_[owner];
-  if (a.snapshot != snapshot) a = {snapshot, 0};  // the snapshot counts what came before it
-  if (waiting + a.n >= max_waiting) return false;
-  ++a.n;
-  return true;
+bool SubmitQuota::prune(Waiting& w) const {
+  while (!w.handed.empty() && w.handed.begin()->first <= taken_) {
+    w.handed_jobs -= w.handed.begin()->second;
+    w.handed.erase(w.handed.begin());
+  }
+  return w.reserved == 0 && w.handed.empty();
 }
 
-void SubmitQuota::take_back_waiting(const std::string& owner, std::uint64_t snapshot) {
+int SubmitQuota::reserve_waiting(const std::vector<WaitingCap>& caps, std::int64_t n,
+                                 std::uint64_t taken) {
   std::lock_guard lk(mu_);
-  auto it = added_.find(owner);
-  if (it != added_.end() && it->second.snapshot == snapshot && it->second.n > 0) --it->second.n;
+  if (taken < taken_) return kStale;  // what it counts may be pruned already
+  taken_ = taken;
+  for (std::size_t i = 0; i < caps.size(); ++i) {
+    std::int64_t more = 0;
+    if (auto it = waiting_.find(caps[i].key); it != waiting_.end()) {
+      if (prune(it->second)) {
+        waiting_.erase(it);
+      } else {
+        more = it->second.reserved + it->second.handed_jobs;
+      }
+    }
+    if (caps[i].waiting + more + n > caps[i].most) return static_cast<int>(i);
+  }
+  for (const auto& c : caps) waiting_[c.key].reserved += n;
+  return kReserved;
+}
+
+void SubmitQuota::release_waiting(const std::vector<std::string>& keys, std::int64_t n) {
+  std::lock_guard lk(mu_);
+  for (const auto& k : keys) {
+    auto it = waiting_.find(k);
+    if (it == waiting_.end()) continue;
+    it->second.reserved = std::max<std::int64_t>(0, it->second.reserved - n);
+    if (prune(it->second)) waiting_.erase(it);
+  }
+}
+
+void SubmitQuota::handed_over(const std::vector<std::string>& keys, std::int64_t n,
+                              std::uint64_t seq) {
+  std::lock_guard lk(mu_);
+  for (const auto& k : keys) {
+    auto it = waiting_.find(k);
+    if (it == waiting_.end()) continue;
+    auto& w = it->second;
+    w.reserved = std::max<std::int64_t>(0, w.reserved - n);
+    if (seq > taken_) {  // else a snapshot has it already
+      w.handed[seq] += n;
+      w.handed_jobs += n;
+    }
+    if (prune(w)) waiting_.erase(it);
+  }
 }
 
 }  // namespace allot::server

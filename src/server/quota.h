@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace allot::server {
 
@@ -42,33 +44,71 @@ class SubmitQuota {
   int take(const std::string& who, Clock::time_point now) { return take(who, now, limits_); }
   int take(const std::string& who, Clock::time_point now, const SubmitLimits& limits);
 
-  // Whether `owner` may have one more job waiting, given `waiting` of theirs in the scheduler's
-  // snapshot number `snapshot`; counts it if so. The jobs accepted since that snapshot are added
-  // (they are in the next one), so the count is behind by at most what is accepted while a
-  // snapshot is being made.
-  bool add_waiting(const std::string& owner, std::uint64_t snapshot, std::int64_t waiting) {
-    return add_waiting(owner, snapshot, waiting, limits_.max_waiting);
-  }
-  bool add_waiting(const std::string& owner, std::uint64_t snapshot, std::int64_t waiting,
-                   std::int64_t max_waiting);
-  // Takes back one job counted by add_waiting for `owner` in `snapshot` (refused after all).
-  void take_back_waiting(const std::string& owner, std::uint64_t snapshot);
+  // One count of waiting jobs under its cap: an owner's ("OWNER") or an owner's within a budget
+  // ("OWNER /path"), as the scheduler's snapshot counts them.
+  struct WaitingCap {
+    std::string key;
+    std::int64_t waiting = 0;  // the key's jobs waiting in the snapshot
+    std::int64_t most = 0;     // its cap (> 0)
+  };
+  static constexpr int kReserved = -1;
+  static constexpr int kStale = -2;
+  // Reserves `n` more waiting jobs under every cap in `caps` (all or none), counting on top of
+  // the snapshot's counts what was reserved and not yet handed to the scheduler, and what was
+  // handed to it after the snapshot's first `taken` submissions (Snapshot::submits_taken), so
+  // that the count is exact however far behind the snapshot is. kReserved; else the index of
+  // the cap it would pass; or kStale when a newer snapshot was seen already (read the snapshot
+  // again and ask again).
+  int reserve_waiting(const std::vector<WaitingCap>& caps, std::int64_t n, std::uint64_t taken);
+  // Jobs reserved under `keys` that were refused after all: given back.
+  void release_waiting(const std::vector<std::string>& keys, std::int64_t n);
+  // Jobs reserved under `keys` handed to the scheduler, the last of them as submission number
+  // `seq` (Controller::submitted()): counted until a snapshot has taken it in.
+  void handed_over(const std::vector<std::string>& keys, std::int64_t n, std::uint64_t seq);
 
  private:
   struct Bucket {
     double tokens;
     Clock::time_point at;
   };
-  struct Added {
-    std::uint64_t snapshot;
-    std::int64_t n;
+  struct Waiting {
+    std::int64_t reserved = 0;
+    std::map<std::uint64_t, std::int64_t> handed;  // submission number -> jobs
+    std::int64_t handed_jobs = 0;                  // the sum of `handed`
   };
+  // Forgets what snapshots have taken in; true if nothing of the key is left to count.
+  bool prune(Waiting& w) const;
   const SubmitLimits limits_;
 
   std::mutex mu_;
   // Guarded by mu_.
   std::unordered_map<std::string, Bucket> buckets_;  // principals with a valid token: bounded
-  std::unordered_map<std::string, Added> added_;
+  std::unordered_map<std::string, Waiting> waiting_;
+  std::uint64_t taken_ = 0;  // the newest snapshot's submits_taken seen
+};
+
+// Jobs reserved under a quota's caps (SubmitQuota::reserve_waiting): given back when the hold
+// goes unless they were handed over first.
+class WaitingHold {
+ public:
+  WaitingHold(SubmitQuota& quota, std::vector<std::string> keys, std::int64_t n)
+      : quota_(quota), keys_(std::move(keys)), n_(n) {}
+  ~WaitingHold() {
+    if (!handed_) quota_.release_waiting(keys_, n_);
+  }
+  WaitingHold(const WaitingHold&) = delete;
+  WaitingHold& operator=(const WaitingHold&) = delete;
+  // Written and handed to the scheduler, the last as submission number `seq`.
+  void handed_over(std::uint64_t seq) {
+    handed_ = true;
+    quota_.handed_over(keys_, n_, seq);
+  }
+
+ private:
+  SubmitQuota& quota_;
+  const std::vector<std::string> keys_;
+  const std::int64_t n_;
+  bool handed_ = false;
 };
 
 }  // namespace allot::server
