@@ -70,7 +70,8 @@ ApiServer::ApiServer(store::Store& store, Controller& controller, ApiOptions opt
     : impl_(std::make_unique<Impl>(&store, &controller, std::move(options))) {
   // The scrape counts the streams open on the change feed (it outlives this server).
   if (impl_->opts.prometheus && impl_->opts.changes) {
-    impl_->opts.prometheus->count_event_streams(
+    impl_->opts.prometheus->count_open(
+        "allot_event_streams", "Server-sent event streams open (GET /api/v1/events/stream).",
         [changes = impl_->opts.changes] { return changes->open_streams(); });
   }
 }
@@ -190,6 +191,16 @@ core::Result<int> ApiServer::start() {
     impl_->ctl->on_publish(
         [w = impl_->watch](std::shared_ptr<const Snapshot> s) { w->published(std::move(s)); });
     impl_->serve_assignment_watch();
+    if (o.prometheus) {
+      o.prometheus->count_open(
+          "allot_agent_assignment_watches",
+          "Agents' assignment requests held until their node's assignments change "
+          "(GET /api/v1/agent/nodes/NAME/assignments?wait=).",
+          [w = std::weak_ptr<AssignmentWatch>(impl_->watch)] {
+            auto held = w.lock();
+            return held ? held->held() : 0;
+          });
+    }
     auto port = impl_->events->bind(o.host, o.port);
     if (!port.ok()) return port.error();
     impl_->events->start();

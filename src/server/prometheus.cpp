@@ -159,9 +159,10 @@ std::vector<std::pair<std::string, core::BudgetId>> live_budgets(const core::Bud
 
 }  // namespace
 
-void ServerMetrics::count_event_streams(std::function<std::size_t()> open) {
+void ServerMetrics::count_open(const std::string& name, const std::string& help,
+                               std::function<std::size_t()> open) {
   std::lock_guard lk(api_mu_);
-  event_streams_ = std::move(open);
+  open_gauges_[name] = {help, std::move(open)};
 }
 
 std::string ServerMetrics::render(const ScrapeInput& in) {
@@ -387,10 +388,9 @@ void ServerMetrics::render_loop(prom::TextWriter& w, const Snapshot& snap) {
     w.sample("allot_api_requests_total",
              {{"method", std::get<0>(k)}, {"route", std::get<1>(k)}, {"code", std::get<2>(k)}}, v);
   }
-  if (event_streams_) {
-    w.family("allot_event_streams", "gauge",
-             "Server-sent event streams open (GET /api/v1/events/stream).");
-    w.sample("allot_event_streams", {}, static_cast<double>(event_streams_()));
+  for (const auto& [name, g] : open_gauges_) {
+    w.family(name, "gauge", g.help);
+    w.sample(name, {}, static_cast<double>(g.read()));
   }
 }
 

@@ -48,9 +48,11 @@ class ServerMetrics : public ControllerObserver {
   // make a series each), its status, and how long it took.
   void request(const std::string& method, const std::string& route, int status, double seconds);
 
-  // Where the open server-sent event streams are counted (the API's change feed): the gauge
-  // allot_event_streams; without it the series is left out.
-  void count_event_streams(std::function<std::size_t()> open);
+  // A gauge read at each scrape from what holds the count (the API's change feed for
+  // allot_event_streams, the agents' watch hub for allot_agent_assignment_watches); a gauge no
+  // one registered is left out. Registering a name again replaces its reader.
+  void count_open(const std::string& name, const std::string& help,
+                  std::function<std::size_t()> open);
 
   // The exposition text.
   std::string render(const ScrapeInput& in);
@@ -91,7 +93,11 @@ class ServerMetrics : public ControllerObserver {
   std::mutex api_mu_;
   std::map<std::pair<std::string, std::string>, prom::Histogram> api_latency_;
   std::map<std::tuple<std::string, std::string, std::string>, double> api_requests_;
-  std::function<std::size_t()> event_streams_;  // guarded by api_mu_
+  struct OpenGauge {
+    std::string help;
+    std::function<std::size_t()> read;
+  };
+  std::map<std::string, OpenGauge> open_gauges_;  // by name; guarded by api_mu_
 };
 
 // The scrape as GET /metrics answers it, read from the store and the loop now.

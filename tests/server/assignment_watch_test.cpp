@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "server/prometheus.h"
 
 namespace allot::server {
 namespace {
@@ -225,6 +226,35 @@ TEST_F(Watch, AClientThatLeavesFreesItsPlace) {
   Raw b(h->port());
   b.get(watch_path("n1", v0, 20), tok);
   EXPECT_EQ(b.read(500), "");
+}
+
+// The held watches as a gauge on GET /metrics: up while one is held, down once its client left.
+TEST_F(Watch, TheHeldWatchesAreAGaugeOnMetrics) {
+  ApiOptions api;
+  api.prometheus = std::make_shared<ServerMetrics>();
+  start(api);
+  const auto tok = node("n1");
+  const auto v0 = version("n1", tok);
+  httplib::Client cli("127.0.0.1", h->port());
+  const auto gauge = [&]() -> std::string {
+    auto r = cli.Get("/metrics", {{"Authorization", "Bearer " + h->admin()}});
+    if (!r || r->status != 200) return "no scrape";
+    const auto at = r->body.find("\nallot_agent_assignment_watches ");
+    if (at == std::string::npos) return "no series";
+    return r->body.substr(at + 1, r->body.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_EQ(gauge(), "allot_agent_assignment_watches 0");
+  {
+    Raw a(h->port());
+    a.get(watch_path("n1", v0, 20), tok);
+    EXPECT_EQ(a.read(300), "");
+    EXPECT_EQ(gauge(), "allot_agent_assignment_watches 1");
+  }
+  std::string now;
+  for (int i = 0; i < 40 && (now = gauge()) != "allot_agent_assignment_watches 0"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(now, "allot_agent_assignment_watches 0");
 }
 
 TEST_F(Watch, StoppingTheServerAnswersWhatItHolds) {
