@@ -2,10 +2,10 @@
 // each budget holds now (allocated vs unallocated GPUs), and owed vs delivered GPU-hours over the
 // last 7 days, each budget's rank in the fair-share order and why (GET /standing), and the audit
 // log of changes. Whoever may change a share edits it here, seeing the new fractions first.
-import { api, cached, me, type Whoami } from "../app";
+import { api, cached, me, weekReport, type Whoami } from "../app";
 import { h, table, num, gpus, hours, pct, later, when, fraction, type Child } from "../dom";
 import { bars } from "../charts";
-import type { Budget, Budgets, Gpus, Report, Usage } from "../types";
+import type { Budget, Budgets, Gpus, Report } from "../types";
 
 const parentOf = (p: string): string => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
 
@@ -70,27 +70,27 @@ function shareEditor(b: Budget, budgets: Budget[], onSaved: () => void): Child {
   return h("div", { class: "share-edit" }, input, " ", save, msg, preview);
 }
 
-// Allocated and unallocated GPU-hours of `path` each of the last 7 days (GET /usage, one request
-// a day, in the report's scope), against a seventh of its share of the last 7 days.
-async function lastWeek(path: string, report: Report, now: number): Promise<Child> {
-  const DAY = 86400;
-  const start = now - 7 * DAY;
-  const days = await Promise.all([...Array(7).keys()].map(async (i) => {
-    const from = start + i * DAY;
-    const u = await cached<Usage>(`usage-${i}`, 60000, `/usage?budget=` +
-      `${encodeURIComponent(report.scope)}&from=${from}&to=${from + DAY}`);
-    const row = u.rows.find((r) => r.budget === path);
-    return { label: new Date((from + DAY) * 1000).toISOString().slice(5, 10),
-      allocated: (row?.allocated_gpu_seconds || 0) / 3600,
-      unallocated: (row?.unallocated_gpu_seconds || 0) / 3600 };
-  }));
-  const r = report.budgets.find((b) => b.budget === path);
-  return h("div", { id: "week" }, h("h2", {}, `${path}: allocation vs usage, last 7 days`),
+// Allocation vs usage of `path` each of the last 7 days (the week's report, a step a day):
+// the allocated and unallocated GPU-hours it held (stacked bars), its share of the available
+// capacity and its demand (GPU-hours its running and waiting jobs asked for) as lines.
+function lastWeek(path: string, report: Report): Child {
+  const days = (report.steps || []).map((d) => {
+    const row = d.budgets.find((r) => r.budget === path);
+    const gh = (v: number | undefined): number => (v || 0) / 3600;
+    return { label: new Date(d.to * 1000).toISOString().slice(5, 10),
+      allocated: gh(row?.allocated_gpu_seconds), unallocated: gh(row?.unallocated_gpu_seconds),
+      share: gh(row?.share_gpu_seconds), demand: gh(row?.demand_gpu_seconds) };
+  });
+  const shared = days.some((d) => d.share > 0);
+  return h("div", { id: "week", "data-from": report.from, "data-step": report.step ?? 0 },
+    h("h2", {}, `${path}: allocation vs usage, last 7 days`),
     bars("week", days.map((d) => d.label), [
       { key: "allocated", label: "allocated GPU-h", values: days.map((d) => d.allocated) },
       { key: "unallocated", label: "unallocated GPU-h", values: days.map((d) => d.unallocated) }],
-    { unit: " GPU-h", xLabel: "Day", lines: r && r.share_gpu_seconds > 0 ? [{ key: "share",
-      label: "its share a day", values: days.map(() => r.share_gpu_seconds / 7 / 3600) }] : [] }));
+    { unit: " GPU-h", xLabel: "Day", lines: [
+      ...(shared ? [{ key: "share", label: "its share a day", values: days.map((d) => d.share) }]
+        : []),
+      { key: "demand", label: "demand", values: days.map((d) => d.demand) }] }));
 }
 
 // Owed vs delivered over the last 7 days, per budget (GET /report).
@@ -171,7 +171,7 @@ function auditLog(a: Audit): Child {
 export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams): Promise<Node> {
   const [tree, g] = await Promise.all([api<Budgets>("/budgets"), api<Gpus>("/gpus")]);
   // The history (seconds over 100,000 jobs) comes later, read at most once in 5 minutes.
-  const report = cached<Report>("report-week", 300000, "/report");
+  const report = weekReport();
   const who = me();
   const list = tree.budgets;
   // The standing reads the last 7 days too: at most once a minute.
@@ -192,11 +192,10 @@ export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams)
   const holding = list.filter((b) => g.budgets[b.path] && b.path !== "/");
   const held = (key: "allocated_milli" | "unallocated_milli"): number[] =>
     holding.map((b) => g.budgets[b.path]![key] / 1000);
-  const weekOf = (r: Report): Promise<Child> => {
+  const weekOf = (r: Report): Child => {
     const chosen = params.get("budget") ||
       (r.budgets.find((b) => b.budget !== "/" && b.budget !== r.scope) || { budget: r.scope }).budget;
-    return r.budgets.some((b) => b.budget === chosen) ? lastWeek(chosen, r, g.time)
-      : Promise.resolve("");
+    return r.budgets.some((b) => b.budget === chosen) ? lastWeek(chosen, r) : "";
   };
   return h("section", { id: "budgets" },
     h("h1", {}, "Budgets"),
@@ -209,7 +208,7 @@ export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams)
     { unit: " GPUs", xLabel: "Budget" })
       : h("p", { class: "muted" }, "No budget holds GPUs now."),
     later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
-    later(report.then(weekOf), (w) => w, "Loading the last 7 days…"),
+    later(report, weekOf, "Loading the last 7 days…"),
     later(order, ranks, "Loading the fair-share order…"),
     later(advice, waste, "Loading the week's waste…"),
     audit ? later(audit, auditLog, "Loading the audit log…") : "");
