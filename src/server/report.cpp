@@ -42,10 +42,9 @@ struct ReportData {
   std::vector<store::NodeHealthEvent> health;  // before the period's end
   std::vector<store::LedgerEntry> entries;     // clipped to the period
   struct Job {
-    DemandJob demand;  // end: when it ended, if it has
+    DemandJob demand;  // end: its updated_at (when it ended, if it has)
     bool ended = false;
     bool open = false;  // in a state jobs_overlapping() counts whatever its updated_at
-    core::Time updated_at = 0;
   };
   std::vector<Job> jobs;  // overlapping the period, within the scope
 };
@@ -67,8 +66,7 @@ ReportData load(const store::Store& store, core::Time from, core::Time to, const
                        static_cast<double>(spec.value("nodes", 1)) *
                            spec.value("gpus_per_node", 1) * spec.value("gpu_milli", 1000) / 1000.0},
                       is_terminal(st),
-                      open.count(j.state) > 0,
-                      j.updated_at});
+                      open.count(j.state) > 0});
   }
   return d;
 }
@@ -129,7 +127,7 @@ json report_of(const store::Store& store, const Snapshot& snap, const ReportData
   mi.ledger = std::move(entries);
   for (const auto& j : d.jobs) {
     // jobs_overlapping(from, to)'s rule, for this step.
-    if (j.demand.start >= to || (!j.open && j.updated_at <= from)) continue;
+    if (j.demand.start >= to || (!j.open && j.demand.end <= from)) continue;
     mi.jobs.push_back(j.demand);
     if (!j.ended) mi.jobs.back().end = to;
   }
