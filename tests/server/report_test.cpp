@@ -145,10 +145,10 @@ TEST_F(ReportTest, EachStepIsTheReportOfItsOwnPeriod) {
     ASSERT_TRUE(store_->write({store::op::InsertJob{j}}).ok());
   };
   // /lab/a asks for 2 GPUs from 0:30 to 2:10 (ended); /lab/b for 4 from 1:20 on (waiting).
-  job(901, "/lab/a", t0 + 1800, t0 + 2 * 3600 + 600, "succeeded", 2);
+  job(901, "/lab/a", t0 + 1800, t0 + 2 * core::kHour + 600, "succeeded", 2);
   job(902, "/lab/b", t0 + 4800, t0 + 4800, "pending", 4);
   const std::vector<store::LedgerEntry> ledger = {
-      entry("/lab/a", t0 + 1800, t0 + 2 * 3600 + 600, 2000, true),
+      entry("/lab/a", t0 + 1800, t0 + 2 * core::kHour + 600, 2000, true),
       entry("/lab/b", t0 + 3600, t0 + 5400, 4000, false)};
   auto r = budget_report(*store_, *ctl_->snapshot(), t0, t3, "/", ledger, core::kHour);
   ASSERT_TRUE(r.ok()) << r.error().message();
