@@ -35,6 +35,7 @@ echo "== requests (curl, median of 5; time to the last byte)"
 for path in / /app.js /api/v1/gpus "/api/v1/queue?limit=1" "/api/v1/queue?limit=500" \
     "/api/v1/queue?budget=/lab/t3&limit=500" "/api/v1/jobs?state=starting,running,preempting&limit=1000" \
     /api/v1/report "/api/v1/report?from=$(($(date +%s) - 86400))" "/api/v1/report?step=86400" \
+    "/api/v1/report?from=$(($(date +%s) - 86400))&step=3600" \
     /api/v1/budgets; do
   for _ in 1 2 3 4 5; do
     curl -s -o /dev/null -w '%{time_total} %{size_download}\n' \

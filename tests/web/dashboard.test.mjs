@@ -361,6 +361,29 @@ try {
   assert.ok((await chart("week", COLOUR.demand)).near > 20, "the demand line is drawn");
   assert.deepEqual(week.legend, ["Day", "allocated GPU-h", "unallocated GPU-h", "its share a day",
     "demand"]);
+  // The same over the last 24 hours by hour and the last 12 weeks by week: each bar and the
+  // demand as the report of that hour or week alone has them.
+  for (const [over, steps, step] of [["hours", 24, 3600], ["weeks", 12, 7 * 86400]]) {
+    await page.click(`#spans a[href$="over=${over}"]`);
+    await until(`the chart ${over}`, () => page.$eval("#week", (e) => Number(e.dataset.step)).then(
+      (s) => s === step && page.$('#week div.chart')));
+    const c = await chart("week", COLOUR.allocated);
+    assert.equal(c.x.length, steps, `${steps} ${over}`);
+    const from = await page.$eval("#week", (e) => Number(e.dataset.from));
+    const cOwn = ownValues({ series: c.series.filter((w) => w.label.endsWith("GPU-h")) });
+    const cDemand = c.series.find((w) => w.label === "demand").values;
+    for (const i of [steps - 2, steps - 1]) {
+      const r = (await call(`/report?from=${from + i * step}&to=${from + (i + 1) * step}`)).budgets
+        .find((b) => b.budget === "/lab/a");
+      const near = (a, b, what) => assert.ok(Math.abs(a - b) < 1e-6, `${over} ${i} ${what}: ${a} vs ${b}`);
+      near(cDemand[i], r.demand_gpu_seconds / 3600, "demand");
+      near(cOwn["allocated GPU-h"][i], r.allocated_gpu_seconds / 3600, "allocated");
+    }
+    assert.ok(cOwn["allocated GPU-h"][steps - 1] > 0 && cDemand[steps - 1] > 0,
+      `the last ${over} has usage and demand: ` + JSON.stringify(c.series));
+    await shot(`budget-${over}`);
+  }
+  await visit("/budgets?budget=/lab/a", "#week div.chart");
   // Each budget's rank in the fair-share order, and why, as GET /standing has it.
   await present("#ranks", 10000);
   const standing = await call("/standing");

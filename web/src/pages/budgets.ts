@@ -70,27 +70,53 @@ function shareEditor(b: Budget, budgets: Budget[], onSaved: () => void): Child {
   return h("div", { class: "share-edit" }, input, " ", save, msg, preview);
 }
 
-// Allocation vs usage of `path` each of the last 7 days (the week's report, a step a day):
-// the allocated and unallocated GPU-hours it held (stacked bars), its share of the available
-// capacity and its demand (GPU-hours its running and waiting jobs asked for) as lines.
-function lastWeek(path: string, report: Report): Child {
-  const days = (report.steps || []).map((d) => {
+// The spans a budget's allocation vs usage is shown over: the last 24 hours by hour, the last
+// 7 days by day (the week's report the page reads anyway) and the last 12 weeks by week.
+const SPANS = {
+  hours: { title: "last 24 hours", step: 3600, steps: 24, label: (t: number) =>
+    new Date(t * 1000).toISOString().slice(11, 16) },
+  days: { title: "last 7 days", step: 86400, steps: 7, label: (t: number) =>
+    new Date(t * 1000).toISOString().slice(5, 10) },
+  weeks: { title: "last 12 weeks", step: 7 * 86400, steps: 12, label: (t: number) =>
+    new Date(t * 1000).toISOString().slice(5, 10) },
+} as const;
+type Span = keyof typeof SPANS;
+const spanOf = (v: string | null): Span => (v === "hours" || v === "weeks" ? v : "days");
+function spanReport(span: Span, now: number): Promise<Report> {
+  if (span === "days") return weekReport();
+  const { step, steps } = SPANS[span];
+  return cached<Report>(`report-${span}`, span === "hours" ? 60000 : 300000,
+    `/report?from=${now - step * steps}&to=${now}&step=${step}`);
+}
+
+// Allocation vs usage of `path` each step of the span (a report with steps): the allocated and
+// unallocated GPU-hours it held (stacked bars), its share of the available capacity and its
+// demand (GPU-hours its running and waiting jobs asked for) as lines.
+function allocationVsUsage(path: string, report: Report, span: Span): Child {
+  const points = (report.steps || []).map((d) => {
     const row = d.budgets.find((r) => r.budget === path);
     const gh = (v: number | undefined): number => (v || 0) / 3600;
-    return { label: new Date(d.to * 1000).toISOString().slice(5, 10),
+    return { label: SPANS[span].label(d.to),
       allocated: gh(row?.allocated_gpu_seconds), unallocated: gh(row?.unallocated_gpu_seconds),
       share: gh(row?.share_gpu_seconds), demand: gh(row?.demand_gpu_seconds) };
   });
-  const shared = days.some((d) => d.share > 0);
+  const shared = points.some((d) => d.share > 0);
+  const per = span === "hours" ? "an hour" : span === "days" ? "a day" : "a week";
+  const link = (k: Span): Child => (k === span ? h("strong", {}, SPANS[k].title)
+    : h("a", { href: `/budgets?budget=${encodeURIComponent(path)}&over=${k}` }, SPANS[k].title));
   return h("div", { id: "week", "data-from": report.from, "data-step": report.step ?? 0 },
-    h("h2", {}, `${path}: allocation vs usage, last 7 days`),
-    bars("week", days.map((d) => d.label), [
-      { key: "allocated", label: "allocated GPU-h", values: days.map((d) => d.allocated) },
-      { key: "unallocated", label: "unallocated GPU-h", values: days.map((d) => d.unallocated) }],
-    { unit: " GPU-h", xLabel: "Day", lines: [
-      ...(shared ? [{ key: "share", label: "its share a day", values: days.map((d) => d.share) }]
-        : []),
-      { key: "demand", label: "demand", values: days.map((d) => d.demand) }] }));
+    h("h2", {}, `${path}: allocation vs usage, ${SPANS[span].title}`),
+    h("p", { class: "muted", id: "spans" }, link("hours"), " · ", link("days"), " · ",
+      link("weeks")),
+    bars("week", points.map((d) => d.label), [
+      { key: "allocated", label: "allocated GPU-h", values: points.map((d) => d.allocated) },
+      { key: "unallocated", label: "unallocated GPU-h", values: points.map((d) => d.unallocated) }],
+    { unit: " GPU-h", xLabel: span === "hours" ? "Hour" : span === "days" ? "Day" : "Week",
+      width: span === "hours" ? 960 : 560,
+      lines: [
+        ...(shared ? [{ key: "share", label: `its share ${per}`, values: points.map((d) => d.share) }]
+          : []),
+        { key: "demand", label: "demand", values: points.map((d) => d.demand) }] }));
 }
 
 // Owed vs delivered over the last 7 days, per budget (GET /report).
@@ -192,10 +218,11 @@ export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams)
   const holding = list.filter((b) => g.budgets[b.path] && b.path !== "/");
   const held = (key: "allocated_milli" | "unallocated_milli"): number[] =>
     holding.map((b) => g.budgets[b.path]![key] / 1000);
-  const weekOf = (r: Report): Child => {
+  const span = spanOf(params.get("over"));
+  const chartOf = (r: Report): Child => {
     const chosen = params.get("budget") ||
       (r.budgets.find((b) => b.budget !== "/" && b.budget !== r.scope) || { budget: r.scope }).budget;
-    return r.budgets.some((b) => b.budget === chosen) ? lastWeek(chosen, r) : "";
+    return r.budgets.some((b) => b.budget === chosen) ? allocationVsUsage(chosen, r, span) : "";
   };
   return h("section", { id: "budgets" },
     h("h1", {}, "Budgets"),
@@ -208,7 +235,7 @@ export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams)
     { unit: " GPUs", xLabel: "Budget" })
       : h("p", { class: "muted" }, "No budget holds GPUs now."),
     later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
-    later(report, weekOf, "Loading the last 7 days…"),
+    later(spanReport(span, g.time), chartOf, `Loading the ${SPANS[span].title}…`),
     later(order, ranks, "Loading the fair-share order…"),
     later(advice, waste, "Loading the week's waste…"),
     audit ? later(audit, auditLog, "Loading the audit log…") : "");
