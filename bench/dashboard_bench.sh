@@ -34,11 +34,25 @@ echo "== state: $(curl -s "$ALLOT_ADDR/api/v1/health")," \
 echo "== requests (curl, median of 5; time to the last byte)"
 for path in / /app.js /api/v1/gpus "/api/v1/queue?limit=1" "/api/v1/queue?limit=500" \
     "/api/v1/queue?budget=/lab/t3&limit=500" "/api/v1/jobs?state=starting,running,preempting&limit=1000" \
-    /api/v1/report /api/v1/budgets; do
+    /api/v1/report "/api/v1/report?from=$(($(date +%s) - 86400))" "/api/v1/report?step=86400" \
+    "/api/v1/report?from=$(($(date +%s) - 86400))&step=3600" \
+    /api/v1/budgets; do
   for _ in 1 2 3 4 5; do
     curl -s -o /dev/null -w '%{time_total} %{size_download}\n' \
       -H "Authorization: Bearer $ALLOT_TOKEN" "$ALLOT_ADDR$path"
   done | sort -n | awk -v p="$path" 'NR == 3 { printf "  %-60s %7.1f ms %9d bytes\n", p, $1 * 1000, $2 }'
 done
+# What the cluster page's day-by-day chart read before GET /report?step=: a report a day, 7 of
+# them one after another (median of 5 rounds).
+for _ in 1 2 3 4 5; do
+  now=$(date +%s) total=0
+  for i in 0 1 2 3 4 5 6; do
+    from=$((now - (7 - i) * 86400))
+    t=$(curl -s -o /dev/null -w '%{time_total}' -H "Authorization: Bearer $ALLOT_TOKEN" \
+      "$ALLOT_ADDR/api/v1/report?from=$from&to=$((from + 86400))")
+    total=$(awk -v a="$total" -v b="$t" 'BEGIN { print a + b }')
+  done
+  echo "$total"
+done | sort -n | awk 'NR == 3 { printf "  %-60s %7.1f ms\n", "7 x /api/v1/report (a day each)", $1 * 1000 }'
 echo "== pages (headless Chromium: navigation until the page's content is shown)"
 node tests/web/page_timing.mjs "$ALLOT_ADDR" "$ALLOT_TOKEN" "${RUNS:-5}" "${PAGES:-}"

@@ -60,8 +60,9 @@ void ApiServer::Impl::install_usage_routes() {
   route("GET", "/api/v1/report",
         [this, period](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
-          check_query(req, {"from", "to", "budget"});
+          check_query(req, {"from", "to", "budget", "step"});
           auto [from, to] = period(req, ctl->now());
+          const auto step = query_int(req, "step", 0, kMinReportStep, kMaxReportPeriod);
           if (to - from > kMaxReportPeriod) {
             throw HttpError{400, "from",
                             "a report covers at most 366 days (to - from <= " +
@@ -73,7 +74,7 @@ void ApiServer::Impl::install_usage_routes() {
           if (!valid_budget_path(scope)) throw HttpError{400, "budget", "not a budget path"};
           require(can_read_usage(p, scope, snap->members), "see the report of " + scope);
           auto report = budget_report(*store, *snap, from, to, scope,
-                                      usage_entries(*store, ctl->now(), from, to));
+                                      usage_entries(*store, ctl->now(), from, to), step);
           if (!report.ok()) check(report.error());
           send(res, 200, report.value());
         });

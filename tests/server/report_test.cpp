@@ -125,6 +125,81 @@ TEST_F(ReportTest, APeriodWithTooManyHourlyValuesIsRefusedNamingFrom) {
   EXPECT_NE(r.error().reason.find("days"), std::string::npos) << r.error().reason;
 }
 
+// GET /report?step=: each step is the report its sub-period would get on its own (the
+// dashboard reads 7 days by day in one request instead of seven).
+TEST_F(ReportTest, EachStepIsTheReportOfItsOwnPeriod) {
+  const core::Time t0 = now_;
+  const core::Time t3 = t0 + 3 * core::kHour;
+  now_ = t3;
+  auto job = [&](JobId id, const std::string& budget, core::Time submit, core::Time updated,
+                 const std::string& state, int gpus) {
+    store::JobRecord j;
+    j.id = id;
+    j.owner = "ann";
+    j.idempotency_key = "k" + std::to_string(id);
+    j.budget = budget;
+    j.spec_json = json{{"nodes", 1}, {"gpus_per_node", gpus}}.dump();
+    j.state = state;
+    j.submit_time = submit;
+    j.updated_at = updated;
+    ASSERT_TRUE(store_->write({store::op::InsertJob{j}}).ok());
+  };
+  // /lab/a asks for 2 GPUs from 0:30 to 2:10 (ended); /lab/b for 4 from 1:20 on (waiting).
+  job(901, "/lab/a", t0 + 1800, t0 + 2 * core::kHour + 600, "succeeded", 2);
+  job(902, "/lab/b", t0 + 4800, t0 + 4800, "pending", 4);
+  const std::vector<store::LedgerEntry> ledger = {
+      entry("/lab/a", t0 + 1800, t0 + 2 * core::kHour + 600, 2000, true),
+      entry("/lab/b", t0 + 3600, t0 + 5400, 4000, false)};
+  auto r = budget_report(*store_, *ctl_->snapshot(), t0, t3, "/", ledger, core::kHour);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r.value()["steps"].size(), 3u);
+  EXPECT_EQ(r.value()["step"], core::kHour);
+  for (int i = 0; i < 3; ++i) {
+    const core::Time a = t0 + i * core::kHour;
+    const auto& step = r.value()["steps"][static_cast<std::size_t>(i)];
+    EXPECT_EQ(step["from"], a);
+    EXPECT_EQ(step["to"], a + core::kHour);
+    EXPECT_FALSE(step.contains("steps"));
+    auto separate = budget_report(*store_, *ctl_->snapshot(), a, a + core::kHour, "/", ledger);
+    ASSERT_TRUE(separate.ok());
+    for (const char* b : {"/lab/a", "/lab/b", "/lab"}) {
+      for (const char* f : {"demand_gpu_seconds", "allocated_gpu_seconds",
+                            "unallocated_gpu_seconds", "owed_gpu_seconds", "share_gpu_seconds"}) {
+        EXPECT_DOUBLE_EQ(row(step, b)[f].get<double>(), row(separate.value(), b)[f].get<double>())
+            << "step " << i << " " << b << " " << f;
+      }
+    }
+    EXPECT_EQ(step["occupancy"], separate.value()["occupancy"]) << "step " << i;
+    EXPECT_EQ(step["availability"], separate.value()["availability"]) << "step " << i;
+  }
+  // The figures themselves: /lab/a's 2 GPUs asked for 30 min, 60 min and 10 min of the hours.
+  const auto& steps = r.value()["steps"];
+  EXPECT_DOUBLE_EQ(row(steps[0], "/lab/a")["demand_gpu_seconds"].get<double>(), 2.0 * 1800);
+  EXPECT_DOUBLE_EQ(row(steps[1], "/lab/a")["demand_gpu_seconds"].get<double>(), 2.0 * 3600);
+  EXPECT_DOUBLE_EQ(row(steps[2], "/lab/a")["demand_gpu_seconds"].get<double>(), 2.0 * 600);
+  // /lab/b's 4 GPUs from 1:20 to the period's end; /lab adds up both.
+  EXPECT_DOUBLE_EQ(row(steps[0], "/lab/b")["demand_gpu_seconds"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(row(steps[1], "/lab/b")["demand_gpu_seconds"].get<double>(), 4.0 * 2400);
+  EXPECT_DOUBLE_EQ(row(steps[2], "/lab/b")["demand_gpu_seconds"].get<double>(), 4.0 * 3600);
+  EXPECT_DOUBLE_EQ(row(steps[1], "/lab")["demand_gpu_seconds"].get<double>(),
+                   2.0 * 3600 + 4.0 * 2400);
+  EXPECT_DOUBLE_EQ(row(steps[1], "/lab/b")["unallocated_gpu_seconds"].get<double>(), 4.0 * 1800);
+  // The whole period's figures are the steps' sums.
+  EXPECT_DOUBLE_EQ(row(r.value(), "/lab/a")["demand_gpu_seconds"].get<double>(), 2.0 * 6000);
+}
+
+TEST_F(ReportTest, AStepShorterThanAnHourOrTooManyStepsIsRefusedNamingStep) {
+  const core::Time t0 = now_;
+  auto r = budget_report(*store_, *ctl_->snapshot(), t0, t0 + core::kDay, "/", {}, 600);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().field, "step");
+  r = budget_report(*store_, *ctl_->snapshot(), t0, t0 + 300 * core::kDay, "/", {}, core::kHour);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().field, "step");
+  EXPECT_TRUE(
+      budget_report(*store_, *ctl_->snapshot(), t0, t0 + core::kDay, "/", {}, core::kHour).ok());
+}
+
 TEST_F(ReportTest, UsageEntriesAreTheLedgerClippedToThePeriod) {
   const core::Time t0 = now_;
   ASSERT_TRUE(

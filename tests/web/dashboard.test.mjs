@@ -22,11 +22,11 @@ if (!chromium) {
   console.log("SKIP: no chromium (apt-get install chromium, or set CHROMIUM=/path)");
   process.exit(SKIP);
 }
-let puppeteer;
+let playwright;
 try {
-  puppeteer = (await import("puppeteer-core")).default;
+  playwright = await import("playwright-core");
 } catch (e) {
-  console.error("puppeteer-core is not installed: run scripts/install-deps (npm ci in tests/web)");
+  console.error("playwright-core is not installed: run scripts/install-deps (npm ci in tests/web)");
   process.exit(1);
 }
 assert.ok(allotBin && existsSync(allotBin), "give the allot binary as the first argument");
@@ -114,16 +114,17 @@ try {
   assert.ok(events.some((e) => e.reason.includes(`job ${taker.id}`)),
     "the sweep's events name the job that preempted it: " + JSON.stringify(events));
 
-  browser = await puppeteer.launch({
+  browser = await playwright.chromium.launch({
     executablePath: chromium,
     headless: true,
     args: [...(process.getuid && process.getuid() === 0 ? ["--no-sandbox"] : []),
       "--disable-gpu", "--disable-dev-shm-usage"],
   });
-  page = await browser.newPage();
-  await page.setViewport({ width: 1400, height: 1000 });
+  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });
   page.on("pageerror", (e) => problems.push("page: " + e.message));
+  const reportReads = [];
+  page.on("request", (r) => { if (r.url().includes("/api/v1/report")) reportReads.push(r.url()); });
   // A refresh in flight when the test moves to another page is aborted, which is no fault.
   page.on("requestfailed", (r) => {
     if (r.failure()?.errorText !== "net::ERR_ABORTED") problems.push("request: " + r.url());
@@ -145,31 +146,33 @@ try {
         if (px[i + 3] > 200 && want.every((c, k) => Math.abs(px[i + k] - c) < 24)) ++near;
       }
       return { x: [...u.data[0]], near, width: canvas.width, height: canvas.height,
-        series: u.series.slice(1).map((s, i) => ({ label: s.label, values: [...u.data[i + 1]] })) };
+        series: u.series.slice(1).map((s, i) => ({ label: s.label, values: [...u.data[i + 1]] })),
+        legend: [...host.querySelectorAll(".u-legend .u-series .u-label")].map((l) => l.textContent) };
     }, colour);
-  // A stacked bar chart's own values per series (in the order given to it), from the running
-  // totals it draws (the last series first).
-  const ownValues = (c) => {
-    const bottomUp = [...c.series].reverse();
-    return Object.fromEntries(bottomUp.map((s, i) => [s.label, s.values.map((v, k) =>
-      +(v - (i ? bottomUp[i - 1].values[k] : 0)).toFixed(6))]));
-  };
-  const COLOUR = { allocated: "#2b6cb0", unallocated: "#d69e2e", plain: "#4a5568", share: "#c53030" };
+  // A stacked bar chart's own values per series, from the running totals it draws (the series
+  // in the order given to it, bottom of the stack first).
+  const ownValues = (c) => Object.fromEntries(c.series.map((s, i) => [s.label, s.values.map((v, k) =>
+    +(v - (i ? c.series[i - 1].values[k] : 0)).toFixed(6))]));
+  const COLOUR = { allocated: "#2b6cb0", unallocated: "#d69e2e", plain: "#4a5568", share: "#c53030",
+    demand: "#38a169" };
+  // Present in the page, visible or not (what puppeteer's waitForSelector waited for; Playwright
+  // waits for visible by default).
+  const present = (sel, timeout = 30000) => page.waitForSelector(sel, { state: "attached", timeout });
   const visit = async (path, sel) => {
     await page.goto(base + path);
-    await page.waitForSelector(sel, { timeout: 10000 });
+    await present(sel, 10000);
   };
 
   // Sign in: the form first, then the token, kept in this tab's sessionStorage.
   await visit("/", "#token");
   await shot("signin");
-  await page.type("#token", admin);
+  await page.locator("#token").pressSequentially(admin);
   await page.click("#signin");
-  await page.waitForSelector("#cluster", { timeout: 10000 });
+  await present("#cluster", 10000);
   assert.equal(await page.evaluate(() => document.cookie), "", "no cookie is set");
   // The event stream is open: pages refresh on changes, not every 5 s.
   await page.waitForFunction(() => document.getElementById("live").textContent === "live",
-    { timeout: 10000 });
+    undefined, { timeout: 10000 });
   assert.match(await text("#who"), /admin/);
 
   // Cluster: GPUs by state per model, and the queue by reason.
@@ -195,6 +198,9 @@ try {
   assert.deepEqual([own.allocated, own.unallocated, own.idle, own.draining, own.down],
     [[8], [0], [8], [0], [0]], JSON.stringify(byState.series));
   assert.ok(byState.near > 100, "the allocated bar is drawn: " + byState.near + " pixels");
+  // Its legend lists the stack bottom first (allocated at the bottom of each bar).
+  assert.deepEqual(byState.legend, ["Model", "allocated", "unallocated", "idle", "draining",
+    "down"], JSON.stringify(byState.legend));
   // Waiting jobs by reason: a bar per reason with the API's counts.
   const q0 = await call("/queue?limit=1");
   const byReason = await chart("queue-by-reason", COLOUR.plain);
@@ -204,7 +210,11 @@ try {
   assert.ok(byReason.near > 50, "the reason bars are drawn: " + byReason.near);
   // The four metrics day by day: 7 days, and today's occupancy a percentage above 0 (the train
   // job holds 8 GPUs).
-  await page.waitForSelector('#metrics-week div.chart', { timeout: 20000 });
+  await present('#metrics-week div.chart', 20000);
+  // One read of the history for them: the last hour, and the last 7 days with a step a day
+  // (not a read a day).
+  assert.deepEqual(reportReads.map((u) => new URL(u).searchParams.has("step")).sort(),
+    [false, true], "the cluster page reads /report twice: " + reportReads.join(" "));
   const metrics = await chart("metrics-week", "#d69e2e");
   assert.equal(metrics.x.length, 7, JSON.stringify(metrics.x));
   assert.deepEqual(metrics.series.map((m) => m.label),
@@ -226,12 +236,12 @@ try {
     name: "live", budget: "/lab/a", nodes: 2, gpus_per_node: 8 });
   const t0 = Date.now();
   await page.waitForFunction((id) => document.getElementById("waiting")?.textContent
-    .includes(`${id} live`), { timeout: 3000 }, late.id);
+    .includes(`${id} live`), late.id, { timeout: 3000 });
   const took = Date.now() - t0;
   assert.ok(took < 3000, `the queue page showed the new job after ${took} ms`);
   await call(`/jobs/${late.id}/cancel`, {});
   await page.waitForFunction((id) => !document.getElementById("waiting")?.textContent
-    .includes(`${id} live`), { timeout: 3000 }, late.id);
+    .includes(`${id} live`), late.id, { timeout: 3000 });
   await shot("queue");
   // Paged: one row of each list asked, and a link to more (the page shows 100 at first).
   await visit("/queue?limit=1", "#waiting");
@@ -252,7 +262,7 @@ try {
   // The agents report every 2 s here (--telemetry-ms 2000): several points, at distinct
   // times.
   await page.waitForFunction(() => document.querySelector('#spark-util div.chart')?.uplot
-    ?.data[1].length >= 3, { timeout: 30000 });
+    ?.data[1].length >= 3, undefined, { timeout: 30000 });
   const tel = await call(`/jobs/${taker.id}/telemetry`);
   assert.ok(tel.samples.length >= 3, JSON.stringify(tel));
   const util = await chart("util", COLOUR.allocated, "#spark-util");
@@ -287,7 +297,7 @@ try {
   await shot("job");
   await page.click(`#events a[href="/jobs/${taker.id}"]`);
   await page.waitForFunction((id) => document.querySelector("h1")?.textContent.startsWith(
-    `Job ${id} `), { timeout: 10000 }, taker.id);
+    `Job ${id} `), taker.id, { timeout: 10000 });
 
   // Nodes: both nodes' GPUs, coloured by state (the train job holds 8, the rest are idle).
   await visit("/nodes", ".node");
@@ -329,8 +339,53 @@ try {
   assert.ok(share && share.values.length === 7 && share.values.every((v) => v > 0 &&
     v === share.values[0]), "the share line: " + JSON.stringify(share));
   assert.ok((await chart("week", COLOUR.share)).near > 20, "the share line is drawn");
+  // Its demand a day (GPU-hours its running and waiting jobs asked for), and every bar, as the
+  // report of that day alone has them (the page read the week with a step a day).
+  const period = await page.$eval("#week", (e) => ({ from: Number(e.dataset.from),
+    step: Number(e.dataset.step) }));
+  assert.equal(period.step, 86400);
+  const demand = week.series.find((w) => w.label === "demand");
+  assert.ok(demand && demand.values.length === 7, "the demand line: " + JSON.stringify(week.series));
+  for (let i = 0; i < 7; ++i) {
+    const from = period.from + i * period.step;
+    const day = (await call(`/report?from=${from}&to=${from + period.step}`)).budgets
+      .find((b) => b.budget === "/lab/a");
+    const near = (a, b, what) => assert.ok(Math.abs(a - b) < 1e-6, `day ${i} ${what}: ${a} vs ${b}`);
+    near(demand.values[i], day.demand_gpu_seconds / 3600, "demand");
+    near(weekOwn["allocated GPU-h"][i], day.allocated_gpu_seconds / 3600, "allocated");
+    near(weekOwn["unallocated GPU-h"][i], day.unallocated_gpu_seconds / 3600, "unallocated");
+  }
+  // ann's jobs asked for 8 + 16 GPUs today: more than /lab/a held.
+  assert.ok(demand.values[6] > weekOwn["allocated GPU-h"][6] && demand.values[5] === 0,
+    "demand today only, above what it held: " + JSON.stringify(demand.values));
+  assert.ok((await chart("week", COLOUR.demand)).near > 20, "the demand line is drawn");
+  assert.deepEqual(week.legend, ["Day", "allocated GPU-h", "unallocated GPU-h", "its share a day",
+    "demand"]);
+  // The same over the last 24 hours by hour and the last 12 weeks by week: each bar and the
+  // demand as the report of that hour or week alone has them.
+  for (const [over, steps, step] of [["hours", 24, 3600], ["weeks", 12, 7 * 86400]]) {
+    await page.click(`#spans a[href$="over=${over}"]`);
+    await until(`the chart ${over}`, () => page.$eval("#week", (e) => Number(e.dataset.step)).then(
+      (s) => s === step && page.$('#week div.chart')));
+    const c = await chart("week", COLOUR.allocated);
+    assert.equal(c.x.length, steps, `${steps} ${over}`);
+    const from = await page.$eval("#week", (e) => Number(e.dataset.from));
+    const cOwn = ownValues({ series: c.series.filter((w) => w.label.endsWith("GPU-h")) });
+    const cDemand = c.series.find((w) => w.label === "demand").values;
+    for (const i of [steps - 2, steps - 1]) {
+      const r = (await call(`/report?from=${from + i * step}&to=${from + (i + 1) * step}`)).budgets
+        .find((b) => b.budget === "/lab/a");
+      const near = (a, b, what) => assert.ok(Math.abs(a - b) < 1e-6, `${over} ${i} ${what}: ${a} vs ${b}`);
+      near(cDemand[i], r.demand_gpu_seconds / 3600, "demand");
+      near(cOwn["allocated GPU-h"][i], r.allocated_gpu_seconds / 3600, "allocated");
+    }
+    assert.ok(cOwn["allocated GPU-h"][steps - 1] > 0 && cDemand[steps - 1] > 0,
+      `the last ${over} has usage and demand: ` + JSON.stringify(c.series));
+    await shot(`budget-${over}`);
+  }
+  await visit("/budgets?budget=/lab/a", "#week div.chart");
   // Each budget's rank in the fair-share order, and why, as GET /standing has it.
-  await page.waitForSelector("#ranks", { timeout: 10000 });
+  await present("#ranks", 10000);
   const standing = await call("/standing");
   const labA = standing.budgets.find((b) => b.budget === "/lab/a").clusters[0];
   const rankRow = await page.$$eval("#ranks tbody tr", (trs) => trs.map((t) =>
@@ -344,7 +399,7 @@ try {
   // The admin changes /lab/b's share: the page previews the new fractions, then saves it.
   const editor = 'input[aria-label="share of /lab/b"]';
   await page.click(editor, { clickCount: 3 });
-  await page.type(editor, "2");
+  await page.locator(editor).pressSequentially("2");
   const preview = await page.$eval(editor, (el) => el.parentElement.querySelector(".preview")
     .textContent);
   assert.ok(preview.includes("/lab/b: 20.0% → 33.3%") && preview.includes("/lab/a: 60.0% → 50.0%"),
@@ -360,7 +415,7 @@ try {
   await page.waitForFunction(() => [...document.querySelectorAll("#audit tbody tr")].some((tr) => {
     const c = [...tr.children].map((td) => td.textContent);
     return c[2] === "/lab/b" && c[3] === "share" && Number(c[5]) === 2;
-  }), { timeout: 15000 });
+  }), undefined, { timeout: 15000 });
   const auditRow = await page.$$eval("#audit tbody tr", (trs) => trs.map((t) =>
     [...t.children].map((c) => c.textContent)).find((r) => r[2] === "/lab/b" && r[3] === "share"));
   assert.equal(auditRow[1], "admin", "the audit names who changed it: " + auditRow);
@@ -369,12 +424,12 @@ try {
 
   // Me, as ann: her budget and her jobs.
   await page.click("#signout");
-  await page.waitForSelector("#token");
-  await page.type("#token", ann);
+  await present("#token");
+  await page.locator("#token").pressSequentially(ann);
   await page.click("#signin");
   // Signing in again shows the page the tab was on (budgets), now as ann sees it.
   await page.waitForFunction(() => document.getElementById("who").textContent.startsWith("ann") &&
-    document.getElementById("budgets"), { timeout: 10000 });
+    document.getElementById("budgets"), undefined, { timeout: 10000 });
   assert.ok(!(await text("#tree")).includes("/lab/b"), "ann does not see /lab/b");
   await visit("/me", "#my-jobs");
   assert.match(await text("#my-budgets"), /\/lab\/a/);
@@ -386,9 +441,9 @@ try {
 
   // A wrong token is refused with the API's reason, back at the form.
   await page.click("#signout");
-  await page.type("#token", "allot_wrong");
+  await page.locator("#token").pressSequentially("allot_wrong");
   await page.click("#signin");
-  await page.waitForSelector(".signin .error", { timeout: 10000 });
+  await present(".signin .error", 10000);
   problems.splice(0, problems.length, ...problems.filter((p) => !/401/.test(p)));
   assert.deepEqual(problems, [], "no console errors");
   console.log(`dashboard: every page checked; screenshots in ${artifacts}`);

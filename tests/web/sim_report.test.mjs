@@ -21,11 +21,11 @@ if (!chromium) {
   console.log("SKIP: no chromium (apt-get install chromium, or set CHROMIUM=/path)");
   process.exit(SKIP);
 }
-let puppeteer;
+let playwright;
 try {
-  puppeteer = (await import("puppeteer-core")).default;
+  playwright = await import("playwright-core");
 } catch (e) {
-  console.error("puppeteer-core is not installed: run scripts/install-deps (npm ci in tests/web)");
+  console.error("playwright-core is not installed: run scripts/install-deps (npm ci in tests/web)");
   process.exit(1);
 }
 assert.ok(allotBin && existsSync(allotBin), "give the allot binary as the first argument");
@@ -42,14 +42,13 @@ try {
   const html = readFileSync(report, "utf8");
   assert.ok(!/https?:\/\/(?!www\.w3\.org\/2000\/svg)/.test(html), "nothing downloaded");
 
-  browser = await puppeteer.launch({
+  browser = await playwright.chromium.launch({
     executablePath: chromium,
     headless: true,
     args: [...(process.getuid && process.getuid() === 0 ? ["--no-sandbox"] : []),
       "--disable-gpu", "--disable-dev-shm-usage"],
   });
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1280, height: 900 });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });
   page.on("pageerror", (e) => problems.push("page: " + e.message));
   page.on("requestfailed", (r) => problems.push("request: " + r.url()));

@@ -10,6 +10,7 @@ import { jobPage } from "./pages/job";
 import { nodesPage } from "./pages/nodes";
 import { budgetsPage } from "./pages/budgets";
 import { mePage } from "./pages/me";
+import type { Report } from "./types";
 
 const TOKEN_KEY = "allot.token";
 const REFRESH_MS = 5000; // without the event stream: every page polls this often
@@ -52,9 +53,9 @@ export async function api<T = any>(path: string, body?: unknown): Promise<T> {
   return (res.headers.get("Content-Type") || "").includes("json") ? res.json() : (res.text() as Promise<T>);
 }
 
-// Answers that cost the server a scan of history (/report, /usage over 100,000 jobs take
-// seconds): kept for maxAgeMs, and shared while in flight, so that the 5 s refresh does not
-// pile requests up behind one another.
+// Answers that cost the server a scan of history (/report, /standing, /advice over 100,000
+// jobs take seconds): kept for maxAgeMs, and shared while in flight, so that the 5 s refresh
+// does not pile requests up behind one another.
 const slow = new Map<string, { at: number; answer: Promise<unknown> }>();
 export function cached<T>(key: string, maxAgeMs: number, path: string): Promise<T> {
   const c = slow.get(key);
@@ -64,6 +65,11 @@ export function cached<T>(key: string, maxAgeMs: number, path: string): Promise<
   answer.catch(() => slow.delete(key));
   return answer;
 }
+
+// The last 7 days' report with a step a day (GET /report?step=86400: the whole week and each
+// day, from one read of the history), shared by the pages, read at most once in 5 minutes.
+export const weekReport = (): Promise<Report> =>
+  cached<Report>("report-week", 300000, "/report?step=86400");
 
 // The signed-in principal (GET /whoami), read once per sign-in.
 export interface Whoami { subject: string; role: string; scope?: string }

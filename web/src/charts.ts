@@ -32,9 +32,11 @@ export function destroyCharts(root: ParentNode): void {
 export interface BarSeries { key: string; label: string; values: number[] }
 
 // Bars over categories (GPU models, reasons, budgets, days), one bar per category with the
-// series stacked in it: each series is drawn from 0 to its running total, the last (tallest)
-// first, so that the earlier ones show over it. The legend and the tooltip give each series'
-// own value. `lines` are drawn as lines over the bars (a budget's share a day).
+// series stacked in it, the first at the bottom: each series is drawn from the running total
+// below it to its own running total, so that none covers another, and the legend lists them
+// as given, bottom of the stack first (uPlot's stacked charts read the same way). The legend
+// and the tooltip give each series' own value. `lines` are drawn as lines over the bars (a
+// budget's share and demand a day).
 export function bars(name: string, labels: string[], series: BarSeries[],
   { width = 560, height = 200, unit = "", lines = [] as BarSeries[], max = 0, xLabel = "" } = {}):
   ChartHost {
@@ -45,13 +47,18 @@ export function bars(name: string, labels: string[], series: BarSeries[],
     run = run.map((v, i) => v + (s.values[i] ?? 0));
     totals.push(run);
   }
-  const order = series.map((_, i) => i).reverse();
+  const zeros = labels.map(() => 0);
   const own = (si: number, i: number | null): string => {
     if (i === null) return "–";
-    const s = si <= order.length ? series[order[si - 1]!]! : lines[si - order.length - 1]!;
+    const s = si <= series.length ? series[si - 1]! : lines[si - series.length - 1]!;
     return `${+(s.values[i] ?? 0).toFixed(2)}${unit}`;
   };
-  const barPaths = uPlot.paths.bars!({ size: [0.7, 80], align: 0 });
+  // Data units (uPlot's BarsPathBuilderFacetUnit.ScaleValue; a const enum esbuild cannot read).
+  const inData = 1 as uPlot.Series.BarsPathBuilderFacetUnit;
+  const barPaths = (k: number): uPlot.Series.PathBuilder => uPlot.paths.bars!({
+    size: [0.7, 80], align: 0, disp: {
+      y0: { unit: inData, values: () => (k ? totals[k - 1]! : zeros) },
+      y1: { unit: inData, values: () => totals[k]! } } });
   const long = Math.max(0, ...labels.map((l) => l.length));
   return plot(name, {
     width, height: height + (long > 8 ? long * 4 : 0),
@@ -64,15 +71,15 @@ export function bars(name: string, labels: string[], series: BarSeries[],
     ],
     series: [
       { label: xLabel, value: (_u, v) => (v === null ? "–" : labels[v] ?? "") },
-      ...order.map((i) => ({ label: series[i]!.label, fill: colour(series[i]!.key),
-        stroke: colour(series[i]!.key), width: 0, paths: barPaths, points: { show: false },
+      ...series.map((s, k) => ({ label: s.label, fill: colour(s.key), stroke: colour(s.key),
+        width: 0, paths: barPaths(k), points: { show: false },
         value: (_u: uPlot, _v: number | null, si: number, idx: number | null) => own(si, idx) })),
-      ...lines.map((l) => ({ label: l.label, stroke: colour(l.key), width: 2, dash: [6, 4],
-        points: { show: false },
+      ...lines.map((l) => ({ label: l.label, stroke: colour(l.key), width: 2,
+        dash: l.key === "share" ? [6, 4] : undefined, points: { show: false },
         value: (_u: uPlot, _v: number | null, si: number, idx: number | null) => own(si, idx) })),
     ],
     legend: { show: true },
-  }, [labels.map((_, i) => i), ...order.map((i) => totals[i]!), ...lines.map((l) => l.values)]);
+  }, [labels.map((_, i) => i), ...totals, ...lines.map((l) => l.values)]);
 }
 
 export interface Point { t: number; v: number }

@@ -1,6 +1,11 @@
 // The API's answers, as far as the pages read them (docs/openapi.yaml has them all).
 export interface Report {
   scope: string;
+  from: number;
+  to: number;
+  // With ?step=: the report of each step of the period (without steps of its own).
+  step?: number;
+  steps?: Report[];
   availability: { value: number | null };
   occupancy: { value: number | null; allocated: number | null; unallocated: number | null };
   impact: { mean: number | null; min: number | null; min_budget?: string };
@@ -8,7 +13,7 @@ export interface Report {
   budgets: {
     budget: string; owed_gpu_seconds: number; allocated_gpu_seconds: number;
     unallocated_gpu_seconds: number; delivered_fraction: number | null; impact: number | null;
-    share_gpu_seconds: number;
+    share_gpu_seconds: number; demand_gpu_seconds: number;
   }[];
 }
 export interface ByModel {
@@ -55,6 +60,3 @@ export interface Budget {
   members?: string[]; owners?: string[];
 }
 export interface Budgets { budgets: Budget[] }
-export interface Usage {
-  rows: { budget: string; allocated_gpu_seconds?: number; unallocated_gpu_seconds?: number }[];
-}

@@ -2,10 +2,10 @@
 // each budget holds now (allocated vs unallocated GPUs), and owed vs delivered GPU-hours over the
 // last 7 days, each budget's rank in the fair-share order and why (GET /standing), and the audit
 // log of changes. Whoever may change a share edits it here, seeing the new fractions first.
-import { api, cached, me, type Whoami } from "../app";
+import { api, cached, me, weekReport, type Whoami } from "../app";
 import { h, table, num, gpus, hours, pct, later, when, fraction, type Child } from "../dom";
 import { bars } from "../charts";
-import type { Budget, Budgets, Gpus, Report, Usage } from "../types";
+import type { Budget, Budgets, Gpus, Report } from "../types";
 
 const parentOf = (p: string): string => (p.lastIndexOf("/") === 0 ? "/" : p.slice(0, p.lastIndexOf("/")));
 
@@ -70,27 +70,53 @@ function shareEditor(b: Budget, budgets: Budget[], onSaved: () => void): Child {
   return h("div", { class: "share-edit" }, input, " ", save, msg, preview);
 }
 
-// Allocated and unallocated GPU-hours of `path` each of the last 7 days (GET /usage, one request
-// a day, in the report's scope), against a seventh of its share of the last 7 days.
-async function lastWeek(path: string, report: Report, now: number): Promise<Child> {
-  const DAY = 86400;
-  const start = now - 7 * DAY;
-  const days = await Promise.all([...Array(7).keys()].map(async (i) => {
-    const from = start + i * DAY;
-    const u = await cached<Usage>(`usage-${i}`, 60000, `/usage?budget=` +
-      `${encodeURIComponent(report.scope)}&from=${from}&to=${from + DAY}`);
-    const row = u.rows.find((r) => r.budget === path);
-    return { label: new Date((from + DAY) * 1000).toISOString().slice(5, 10),
-      allocated: (row?.allocated_gpu_seconds || 0) / 3600,
-      unallocated: (row?.unallocated_gpu_seconds || 0) / 3600 };
-  }));
-  const r = report.budgets.find((b) => b.budget === path);
-  return h("div", { id: "week" }, h("h2", {}, `${path}: allocation vs usage, last 7 days`),
-    bars("week", days.map((d) => d.label), [
-      { key: "allocated", label: "allocated GPU-h", values: days.map((d) => d.allocated) },
-      { key: "unallocated", label: "unallocated GPU-h", values: days.map((d) => d.unallocated) }],
-    { unit: " GPU-h", xLabel: "Day", lines: r && r.share_gpu_seconds > 0 ? [{ key: "share",
-      label: "its share a day", values: days.map(() => r.share_gpu_seconds / 7 / 3600) }] : [] }));
+// The spans a budget's allocation vs usage is shown over: the last 24 hours by hour, the last
+// 7 days by day (the week's report the page reads anyway) and the last 12 weeks by week.
+const SPANS = {
+  hours: { title: "last 24 hours", step: 3600, steps: 24, label: (t: number) =>
+    new Date(t * 1000).toISOString().slice(11, 16) },
+  days: { title: "last 7 days", step: 86400, steps: 7, label: (t: number) =>
+    new Date(t * 1000).toISOString().slice(5, 10) },
+  weeks: { title: "last 12 weeks", step: 7 * 86400, steps: 12, label: (t: number) =>
+    new Date(t * 1000).toISOString().slice(5, 10) },
+} as const;
+type Span = keyof typeof SPANS;
+const spanOf = (v: string | null): Span => (v === "hours" || v === "weeks" ? v : "days");
+function spanReport(span: Span, now: number): Promise<Report> {
+  if (span === "days") return weekReport();
+  const { step, steps } = SPANS[span];
+  return cached<Report>(`report-${span}`, span === "hours" ? 60000 : 300000,
+    `/report?from=${now - step * steps}&to=${now}&step=${step}`);
+}
+
+// Allocation vs usage of `path` each step of the span (a report with steps): the allocated and
+// unallocated GPU-hours it held (stacked bars), its share of the available capacity and its
+// demand (GPU-hours its running and waiting jobs asked for) as lines.
+function allocationVsUsage(path: string, report: Report, span: Span): Child {
+  const points = (report.steps || []).map((d) => {
+    const row = d.budgets.find((r) => r.budget === path);
+    const gh = (v: number | undefined): number => (v || 0) / 3600;
+    return { label: SPANS[span].label(d.to),
+      allocated: gh(row?.allocated_gpu_seconds), unallocated: gh(row?.unallocated_gpu_seconds),
+      share: gh(row?.share_gpu_seconds), demand: gh(row?.demand_gpu_seconds) };
+  });
+  const shared = points.some((d) => d.share > 0);
+  const per = span === "hours" ? "an hour" : span === "days" ? "a day" : "a week";
+  const link = (k: Span): Child => (k === span ? h("strong", {}, SPANS[k].title)
+    : h("a", { href: `/budgets?budget=${encodeURIComponent(path)}&over=${k}` }, SPANS[k].title));
+  return h("div", { id: "week", "data-from": report.from, "data-step": report.step ?? 0 },
+    h("h2", {}, `${path}: allocation vs usage, ${SPANS[span].title}`),
+    h("p", { class: "muted", id: "spans" }, link("hours"), " · ", link("days"), " · ",
+      link("weeks")),
+    bars("week", points.map((d) => d.label), [
+      { key: "allocated", label: "allocated GPU-h", values: points.map((d) => d.allocated) },
+      { key: "unallocated", label: "unallocated GPU-h", values: points.map((d) => d.unallocated) }],
+    { unit: " GPU-h", xLabel: span === "hours" ? "Hour" : span === "days" ? "Day" : "Week",
+      width: span === "hours" ? 960 : 560,
+      lines: [
+        ...(shared ? [{ key: "share", label: `its share ${per}`, values: points.map((d) => d.share) }]
+          : []),
+        { key: "demand", label: "demand", values: points.map((d) => d.demand) }] }));
 }
 
 // Owed vs delivered over the last 7 days, per budget (GET /report).
@@ -171,7 +197,7 @@ function auditLog(a: Audit): Child {
 export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams): Promise<Node> {
   const [tree, g] = await Promise.all([api<Budgets>("/budgets"), api<Gpus>("/gpus")]);
   // The history (seconds over 100,000 jobs) comes later, read at most once in 5 minutes.
-  const report = cached<Report>("report-week", 300000, "/report");
+  const report = weekReport();
   const who = me();
   const list = tree.budgets;
   // The standing reads the last 7 days too: at most once a minute.
@@ -192,11 +218,11 @@ export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams)
   const holding = list.filter((b) => g.budgets[b.path] && b.path !== "/");
   const held = (key: "allocated_milli" | "unallocated_milli"): number[] =>
     holding.map((b) => g.budgets[b.path]![key] / 1000);
-  const weekOf = (r: Report): Promise<Child> => {
+  const span = spanOf(params.get("over"));
+  const chartOf = (r: Report): Child => {
     const chosen = params.get("budget") ||
       (r.budgets.find((b) => b.budget !== "/" && b.budget !== r.scope) || { budget: r.scope }).budget;
-    return r.budgets.some((b) => b.budget === chosen) ? lastWeek(chosen, r, g.time)
-      : Promise.resolve("");
+    return r.budgets.some((b) => b.budget === chosen) ? allocationVsUsage(chosen, r, span) : "";
   };
   return h("section", { id: "budgets" },
     h("h1", {}, "Budgets"),
@@ -209,7 +235,7 @@ export async function budgetsPage(_m: RegExpMatchArray, params: URLSearchParams)
     { unit: " GPUs", xLabel: "Budget" })
       : h("p", { class: "muted" }, "No budget holds GPUs now."),
     later(report, (r) => standing(r, list), "Loading owed vs delivered…"),
-    later(report.then(weekOf), (w) => w, "Loading the last 7 days…"),
+    later(spanReport(span, g.time), chartOf, `Loading the ${SPANS[span].title}…`),
     later(order, ranks, "Loading the fair-share order…"),
     later(advice, waste, "Loading the week's waste…"),
     audit ? later(audit, auditLog, "Loading the audit log…") : "");

@@ -1,13 +1,12 @@
 // Cluster: is the cluster healthy and busy, and why does work wait? The four metrics over the
 // last hour and the last 7 days (now, and day by day), GPUs by state per GPU model,
 // fragmentation (idle GPUs no waiting job can use), and the queue by reason.
-import { api, cached } from "../app";
+import { api, cached, weekReport } from "../app";
 import { h, pct, table, num, later, type Child } from "../dom";
 import { bars, lines } from "../charts";
 import type { Gpus, Queue, Report } from "../types";
 
 const STATES = ["allocated", "unallocated", "idle", "draining", "down"] as const;
-const DAY = 86400;
 
 function metricCards(title: string, r: Report): Child {
   return h("div", {}, h("h2", {}, title), h("div", { class: "cards" },
@@ -23,13 +22,10 @@ const card = (label: string, value: string, note: string): Child => h("div", { c
   h("div", { class: "label" }, label), h("div", { class: "value" }, value),
   h("div", { class: "muted" }, note));
 
-// The four metrics of each of the last 7 days (GET /report for each day, read at most once in
-// 5 minutes), as percentages; a day without GPU-time has no point.
-async function byDay(now: number): Promise<Child> {
-  const start = now - 7 * DAY;
-  const days = await Promise.all([...Array(7).keys()].map((i) =>
-    cached<Report>(`report-day-${i}`, 300000,
-      `/report?from=${start + i * DAY}&to=${start + (i + 1) * DAY}`)));
+// The four metrics of each of the last 7 days (the week's report, a step a day), as
+// percentages; a day without GPU-time has no point.
+function byDay(week: Report): Child {
+  const days = week.steps || [];
   const v = (x: number | null | undefined): number => (x === null || x === undefined ? NaN
     : 100 * x);
   const series = [
@@ -39,7 +35,7 @@ async function byDay(now: number): Promise<Child> {
     { key: "utilization", label: "Utilization", values: days.map((d) => v(d.utilization.value)) },
   ].map((s) => ({ ...s, values: s.values.map((x) => (Number.isNaN(x) ? null : x)) }));
   return h("div", { id: "metrics-week" }, h("h2", {}, "Day by day, last 7 days"),
-    lines("metrics-week", days.map((_, i) => start + (i + 1) * DAY), series,
+    lines("metrics-week", days.map((d) => d.to), series,
       { unit: "%", max: 100, width: 700 }));
 }
 
@@ -48,13 +44,13 @@ export async function clusterPage(): Promise<Node> {
   // The metrics read the history (seconds over 100,000 jobs): shown when they come, the last
   // hour read at most once a minute, the last 7 days once in 5.
   const hour = cached<Report>("report-hour", 60000, `/report?from=${g.time - 3600}&to=${g.time}`);
-  const week = cached<Report>("report-week", 300000, "/report");
+  const week = weekReport();
   const reasons = Object.entries(q.by_reason).sort((a, b) => b[1] - a[1]);
   return h("section", { id: "cluster" },
     h("h1", {}, "Cluster"),
     later(hour, (r) => metricCards("Last hour", r), "Loading the last hour's metrics…"),
     later(week, (r) => metricCards("Last 7 days", r), "Loading the last 7 days' metrics…"),
-    later(week.then(() => byDay(g.time)), (c) => c, "Loading the metrics day by day…"),
+    later(week, byDay, "Loading the metrics day by day…"),
     h("h2", {}, "GPUs by state"),
     g.by_model.length ? bars("gpus-by-state", g.by_model.map((m) => `${m.cluster} ${m.model}`),
       STATES.map((k) => ({ key: k, label: k, values: g.by_model.map((m) => m[k]) })),

@@ -1,6 +1,6 @@
 // Me: the signed-in person's budgets (where they may submit, what they manage), their standing
 // in them this week, and their jobs.
-import { api, cached, me } from "../app";
+import { api, me, weekReport } from "../app";
 import { h, table, num, hours, pct, when, later, type Child } from "../dom";
 import type { Budget, Budgets, Jobs, Report } from "../types";
 
@@ -9,7 +9,7 @@ export async function mePage(): Promise<Node> {
   const jobsQ = new URLSearchParams({ limit: "100", order: "desc" });
   if (who.role === "admin") jobsQ.set("owner", who.subject);
   const [tree, jobs] = await Promise.all([api<Budgets>("/budgets"), api<Jobs>("/jobs?" + jobsQ)]);
-  const report = cached<Report>("report-week", 300000, "/report");
+  const report = weekReport();
   const mine = tree.budgets.filter((b) => (b.members || []).includes(who.subject) ||
     (b.owners || []).includes(who.subject) || (who.scope && b.path === who.scope));
   const as = (b: Budget): string => ((b.owners || []).includes(who.subject) || b.path === who.scope ? "manager"
