@@ -96,6 +96,17 @@ bool write_stop_notice(const RunFiles& run, const StopRecord& r) {
                               std::to_string(r.kill_at_ms / 1000) + "\n");
 }
 
+bool write_notice_signal(const RunFiles& run, int signal) {
+  return write_atomically(run.path("notice_signal"), "signal " + std::to_string(signal) + "\n");
+}
+
+int read_notice_signal(const RunFiles& run) {
+  auto f = read_fields(run.path("notice_signal"));
+  if (!f) return 0;
+  const auto n = number(*f, "signal");
+  return n > 0 && n < 65 ? static_cast<int>(n) : 0;
+}
+
 std::optional<PidRecord> read_pid_record(const RunFiles& run) {
   auto f = read_fields(run.path("pid"));
   if (!f) return std::nullopt;
@@ -138,7 +149,7 @@ bool has_run_records(const RunFiles& run) {
 }
 
 void remove_run_records(const RunFiles& run) {
-  for (const char* f : {"pid", "exit", "stop"}) unlink(run.path(f).c_str());
+  for (const char* f : {"pid", "exit", "stop", "notice_signal"}) unlink(run.path(f).c_str());
 }
 
 }  // namespace allot::agent

@@ -53,12 +53,16 @@ bool write_stop_record(const RunFiles& run, const StopRecord& r);
 // The warning a job gets before a stop with notice: the file $ALLOT_STOP_NOTICE names, holding
 // "term_at <epoch s>" and "kill_at <epoch s>" lines.
 bool write_stop_notice(const RunFiles& run, const StopRecord& r);
+// The signal the job named in ALLOT_STOP_SIGNAL (a number), kept beside the run so that an
+// agent that restarts still warns the job with it; 0 when there is none.
+bool write_notice_signal(const RunFiles& run, int signal);
+int read_notice_signal(const RunFiles& run);
 std::optional<PidRecord> read_pid_record(const RunFiles& run);
 std::optional<ExitRecord> read_exit_record(const RunFiles& run);
 std::optional<StopRecord> read_stop_record(const RunFiles& run);
 // Whether the run left a record of its start or its end (a forgotten run has neither: only logs).
 bool has_run_records(const RunFiles& run);
-// Removes the pid, exit and stop records (the logs stay).
+// Removes the pid, exit, stop and notice-signal records (the logs stay).
 void remove_run_records(const RunFiles& run);
 
 std::int64_t epoch_ms();

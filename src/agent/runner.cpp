@@ -335,6 +335,7 @@ struct Runner::Impl {
     r.status.stdout_path = files.path("stdout");
     r.status.stderr_path = files.path("stderr");
     if (auto p = read_pid_record(files)) take(r, *p);
+    r.notice_signal = read_notice_signal(files);
     if (auto s = read_stop_record(files)) {
       r.status.stop_requested = true;
       r.status.phase = RunPhase::Stopping;
@@ -439,6 +440,10 @@ core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
   env["ALLOT_STOP_NOTICE"] = files.path("stop_notice");
   if (auto s = env.find("ALLOT_STOP_SIGNAL"); s != env.end())
     r.notice_signal = stop_signal(s->second);
+  // Kept beside the run: an agent restarted before the stop still warns with it.
+  if (r.notice_signal > 0 && !write_notice_signal(files, r.notice_signal)) {
+    return core::Error{"state_dir", "cannot write " + files.path("notice_signal")};
+  }
   auto pid = spawn_process({impl_->shim, impl_->shim_argv(spec, files.dir, command),
                             impl_->environment(env), -1, files.path("shim.log")});
   if (!pid.ok()) return pid.error();

@@ -265,6 +265,28 @@ TEST_F(RunnerTest, StopWithNoticeWarnsAndWaitsBeforeTerm) {
   EXPECT_TRUE(s.stop_requested);
 }
 
+// The job's ALLOT_STOP_SIGNAL outlives the agent: a runner that recovered the run still warns
+// the job with it.
+TEST_F(RunnerTest, StopWithNoticeAfterTheAgentRestartedStillSendsTheJobsSignal) {
+  {
+    Runner first(options_);
+    LaunchSpec spec = sh(1,
+                         "trap 'touch warned' USR2; trap 'touch termed; exit 0' TERM; touch ready; "
+                         "while :; do sleep 0.05; done");
+    spec.env["ALLOT_STOP_SIGNAL"] = "SIGUSR2";
+    launch(first, spec);
+    ASSERT_TRUE(wait_file("ready"));
+  }
+  Runner second(options_);
+  ASSERT_TRUE(find(second.recover(), {1, 1}));
+  second.stop({1, 1}, milliseconds(2000), milliseconds(400));
+  ASSERT_TRUE(wait_file("warned")) << "the recovered run was warned with its own signal";
+  EXPECT_FALSE(fs::exists(dir_ + "/termed"));
+  RunStatus s = wait_exit(second, {1, 1});
+  EXPECT_TRUE(fs::exists(dir_ + "/termed"));
+  EXPECT_EQ(s.exit_code, 0);
+}
+
 TEST_F(RunnerTest, StopWithNoticeWithoutASignalOnlyWritesTheNotice) {
   Runner runner(options_);
   // USR1's default action would end the job: without ALLOT_STOP_SIGNAL nothing is sent.
