@@ -1,0 +1,108 @@
+// The fragmentation measure and the fragmentation-aware placement (docs/policy.md section 14), on
+// small nodes computed by hand.
+#include "core/fragmentation.h"
+
+#include <gtest/gtest.h>
+
+namespace allot::core {
+namespace {
+
+FragNode node(std::vector<Milli> free, std::int64_t cpu = 10000, std::int64_t mem = 1000,
+              std::string model = "T4") {
+  return FragNode{std::move(model), std::move(free), cpu, mem};
+}
+
+FragRequest req(int gpus, Milli milli, std::int64_t cpu = 0, std::int64_t mem = 0) {
+  FragRequest r;
+  r.gpus = gpus;
+  r.milli = milli;
+  r.cpu_milli = cpu;
+  r.memory_mib = mem;
+  return r;
+}
+
+TEST(Fragmentation, AFractionCannotUseTheGpusWithLessRoomThanItAsks) {
+  const FragNode n = node({1000, 500, 200, 0});
+  EXPECT_EQ(fragmentation(n, req(1, 300)), 200);   // only the 200 left on GPU 2
+  EXPECT_EQ(fragmentation(n, req(1, 500)), 200);   // 500 is room enough for 500
+  EXPECT_EQ(fragmentation(n, req(1, 600)), 700);   // GPUs 1 and 2
+  EXPECT_EQ(fragmentation(n, req(1, 1000)), 700);  // a whole GPU: only GPU 0 is whole
+}
+
+TEST(Fragmentation, ARequestThatDoesNotFitCannotUseAnyOfTheNode) {
+  const FragNode n = node({1000, 500, 200, 0});
+  EXPECT_EQ(fragmentation(n, req(2, 1000)), 1700);          // one whole GPU, two asked
+  EXPECT_EQ(fragmentation(n, req(1, 300, 20000)), 1700);    // too little CPU
+  EXPECT_EQ(fragmentation(n, req(1, 300, 0, 2000)), 1700);  // too little memory
+  FragRequest v100 = req(1, 300);
+  v100.models = {"V100M16", "V100M32"};
+  EXPECT_EQ(fragmentation(n, v100), 1700);  // a model the node does not have
+  v100.models.push_back("T4");
+  EXPECT_EQ(fragmentation(n, v100), 200);
+  EXPECT_EQ(fragmentation(n, req(0, 0, 1000)), 1700);  // CPU only: uses no GPU
+}
+
+TEST(Fragmentation, OfAWorkloadIsTheExpectedValue) {
+  const FragNode n = node({1000, 500, 200, 0});
+  const std::vector<WorkloadShare> w = {
+      {req(1, 300), 0.5}, {req(1, 1000), 0.25}, {req(2, 1000), 0.25}};
+  // 0.5 x 200 + 0.25 x 700 + 0.25 x 1700
+  EXPECT_DOUBLE_EQ(fragmentation(n, w), 700.0);
+  EXPECT_DOUBLE_EQ(fragmentation(node({0, 0}), w), 0.0);  // nothing free, nothing fragmented
+}
+
+TEST(FragmentationAwarePlacement, PicksTheChoiceThatFragmentsLeastNotTheTightestGpu) {
+  // Workload: every pod asks for half a GPU. Node 0 has 600 free on its GPU, node 1 a whole GPU.
+  const std::vector<WorkloadShare> w = {{req(1, 500), 1.0}};
+  const std::vector<FragNode> nodes = {node({600}), node({1000})};
+  // 200 on node 0 leaves 400 (< 500: fragmentation 0 -> 400); on node 1 it leaves 800 (still 0).
+  // Best fit would take node 0's fuller GPU; the gradient rule takes node 1.
+  auto c = least_fragmenting(nodes, req(1, 200), w);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->node, 1u);
+  EXPECT_EQ(c->gpus, std::vector<int>{0});
+  EXPECT_DOUBLE_EQ(c->increase, 0.0);
+  // 100 on node 0 leaves 500, usable by the workload: no rise there either, and node 0 is lower.
+  c = least_fragmenting(nodes, req(1, 100), w);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->node, 0u);
+}
+
+TEST(FragmentationAwarePlacement, ChoosesAGpuWithinANodeAndCanLowerFragmentation) {
+  const std::vector<WorkloadShare> w = {{req(1, 500), 1.0}};
+  // Before: GPU 1's 400 is fragmentation (400). 300 on GPU 1 leaves 100 (-300); on GPU 0 it
+  // leaves 700 and 400 (+0). A fragment that is filled counts as a fall.
+  const std::vector<FragNode> nodes = {node({1000, 400})};
+  auto c = least_fragmenting(nodes, req(1, 300), w);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->gpus, std::vector<int>{1});
+  EXPECT_DOUBLE_EQ(c->increase, -300.0);
+  // The same with the caller's record of the node's fragmentation.
+  const std::vector<double> before = {fragmentation(nodes[0], w)};
+  EXPECT_DOUBLE_EQ(before[0], 400.0);
+  auto d = least_fragmenting(nodes, req(1, 300), w, before);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->gpus, c->gpus);
+  EXPECT_DOUBLE_EQ(d->increase, c->increase);
+}
+
+TEST(FragmentationAwarePlacement, WholeGpusAndNowhereToGo) {
+  const std::vector<WorkloadShare> w = {{req(1, 1000), 0.5}, {req(4, 1000), 0.5}};
+  // Two whole GPUs on a 4-GPU empty node (before 0, after: 0.5 x 0 + 0.5 x 2000 = 1000) or on a
+  // node with exactly two left (before 0.5 x 2000 = 1000, after 0): the second.
+  const std::vector<FragNode> nodes = {node({1000, 1000, 1000, 1000}), node({0, 1000, 0, 1000})};
+  auto c = least_fragmenting(nodes, req(2, 1000), w);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->node, 1u);
+  EXPECT_EQ(c->gpus, (std::vector<int>{1, 3}));
+  EXPECT_DOUBLE_EQ(c->increase, -1000.0);
+  EXPECT_FALSE(least_fragmenting(nodes, req(8, 1000), w));
+  EXPECT_FALSE(least_fragmenting(nodes, req(1, 100, 50000), w));  // no node has the CPU
+  const FragNode taken = after(nodes[1], req(2, 1000, 300, 10), c->gpus);
+  EXPECT_EQ(taken.gpu_free, (std::vector<Milli>{0, 0, 0, 0}));
+  EXPECT_EQ(taken.cpu_free, 9700);
+  EXPECT_EQ(taken.memory_free, 990);
+}
+
+}  // namespace
+}  // namespace allot::core
