@@ -301,8 +301,10 @@ std::string fragmentation_table(const FragResult& r) {
   std::string out = t.render();
   const auto ps = placements_of(r);
   if (std::find(ps.begin(), ps.end(), "fgd") != ps.end() && !loads.empty()) {
-    // FGD's unallocated capacity against the best other rule's, at each load.
+    // FGD's unallocated capacity against the best other rule's, at each load from 100% (below,
+    // every rule has placed nearly everything).
     for (double l : loads) {
+      if (l < 1.0 - 1e-9) continue;
       double best = -1;
       std::string who;
       for (const std::string& p : ps) {
