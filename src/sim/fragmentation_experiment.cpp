@@ -154,6 +154,9 @@ FragRun run_one(const FragExperimentSpec& spec, const std::vector<core::Workload
       allocated += asked;
     } else {
       ++run.failed_pods;
+      ++(r.gpus == 0           ? run.failed_cpu_only
+         : r.milli < kWholeGpu ? run.failed_shared
+                               : run.failed_whole);
       if (asked > 0 && run.first_failure < 0) {
         run.first_failure = static_cast<double>(arrived) / static_cast<double>(capacity);
       }
@@ -346,6 +349,9 @@ std::string fragmentation_json(const FragResult& r, const std::string& source) {
                     {"seed", run.seed},
                     {"arrived_pods", run.arrived_pods},
                     {"failed_pods", run.failed_pods},
+                    {"failed_shared", run.failed_shared},
+                    {"failed_whole", run.failed_whole},
+                    {"failed_cpu_only", run.failed_cpu_only},
                     {"first_failure", run.first_failure},
                     {"final_unallocated", run.curve.empty() ? 1.0 : run.curve.back().unallocated}});
   }

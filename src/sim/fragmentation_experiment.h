@@ -38,6 +38,8 @@ struct FragRun {
   std::uint64_t seed = 0;
   std::vector<FragPoint> curve;  // after each arrival
   std::size_t arrived_pods = 0, failed_pods = 0;
+  // Failed pods by kind: a share of one GPU, whole GPUs, CPU only.
+  std::size_t failed_shared = 0, failed_whole = 0, failed_cpu_only = 0;
   double first_failure = -1;  // arrived fraction at the first failed GPU pod; -1: none
 };
 
