@@ -285,7 +285,7 @@ std::string fragmentation_table(const FragResult& r) {
   const auto loads = table_loads(r);
   std::vector<std::string> header = {"unallocated GPU capacity at arrived"};
   for (double l : loads) header.push_back(fmt(100 * l) + "%");
-  header.push_back("first failure");
+  header.emplace_back("first failure");
   TextTable t(header);
   for (const std::string& p : placements_of(r)) {
     std::vector<std::string> row = {p};

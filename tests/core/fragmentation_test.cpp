@@ -37,7 +37,7 @@ TEST(Fragmentation, ARequestThatDoesNotFitCannotUseAnyOfTheNode) {
   FragRequest v100 = req(1, 300);
   v100.models = {"V100M16", "V100M32"};
   EXPECT_EQ(fragmentation(n, v100), 1700);  // a model the node does not have
-  v100.models.push_back("T4");
+  v100.models.emplace_back("T4");
   EXPECT_EQ(fragmentation(n, v100), 200);
   EXPECT_EQ(fragmentation(n, req(0, 0, 1000)), 1700);  // CPU only: uses no GPU
 }
