@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/fragmentation_placement.h"
+
 namespace allot::core {
 namespace {
 
@@ -21,7 +23,7 @@ FragRequest req(int gpus, Milli milli, std::int64_t cpu = 0, std::int64_t mem = 
   return r;
 }
 
-TEST(Fragmentation, AFractionCannotUseTheGpusWithLessRoomThanItAsks) {
+TEST(FragmentationMeasure, AFractionCannotUseTheGpusWithLessRoomThanItAsks) {
   const FragNode n = node({1000, 500, 200, 0});
   EXPECT_EQ(fragmentation(n, req(1, 300)), 200);   // only the 200 left on GPU 2
   EXPECT_EQ(fragmentation(n, req(1, 500)), 200);   // 500 is room enough for 500
@@ -29,7 +31,7 @@ TEST(Fragmentation, AFractionCannotUseTheGpusWithLessRoomThanItAsks) {
   EXPECT_EQ(fragmentation(n, req(1, 1000)), 700);  // a whole GPU: only GPU 0 is whole
 }
 
-TEST(Fragmentation, ARequestThatDoesNotFitCannotUseAnyOfTheNode) {
+TEST(FragmentationMeasure, ARequestThatDoesNotFitCannotUseAnyOfTheNode) {
   const FragNode n = node({1000, 500, 200, 0});
   EXPECT_EQ(fragmentation(n, req(2, 1000)), 1700);          // one whole GPU, two asked
   EXPECT_EQ(fragmentation(n, req(1, 300, 20000)), 1700);    // too little CPU
@@ -42,7 +44,7 @@ TEST(Fragmentation, ARequestThatDoesNotFitCannotUseAnyOfTheNode) {
   EXPECT_EQ(fragmentation(n, req(0, 0, 1000)), 1700);  // CPU only: uses no GPU
 }
 
-TEST(Fragmentation, OfAWorkloadIsTheExpectedValue) {
+TEST(FragmentationMeasure, OfAWorkloadIsTheExpectedValue) {
   const FragNode n = node({1000, 500, 200, 0});
   const std::vector<WorkloadShare> w = {
       {req(1, 300), 0.5}, {req(1, 1000), 0.25}, {req(2, 1000), 0.25}};
@@ -102,6 +104,55 @@ TEST(FragmentationAwarePlacement, WholeGpusAndNowhereToGo) {
   EXPECT_EQ(taken.gpu_free, (std::vector<Milli>{0, 0, 0, 0}));
   EXPECT_EQ(taken.cpu_free, 9700);
   EXPECT_EQ(taken.memory_free, 990);
+}
+
+TEST(RecentRequests, KeepsTheLastSingleNodeRequestsAsShares) {
+  RecentRequests recent(4);
+  recent.note(Shape{1, 1, 500});
+  recent.note(Shape{2, 8, kWholeGpu});  // a gang: not a request one node can serve
+  recent.note(Shape{1, 1, 500});
+  recent.note(Shape{1, 2, kWholeGpu});
+  recent.note(Shape{1, 1, 300});
+  recent.note(Shape{1, 1, 300});  // the first 500 falls out of the window of 4
+  EXPECT_EQ(recent.size(), 4u);
+  const auto w = recent.workload();
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0].request.milli, 500);
+  EXPECT_DOUBLE_EQ(w[0].probability, 0.25);
+  EXPECT_EQ(w[1].request.gpus, 2);
+  EXPECT_DOUBLE_EQ(w[1].probability, 0.25);
+  EXPECT_EQ(w[2].request.milli, 300);
+  EXPECT_DOUBLE_EQ(w[2].probability, 0.5);
+}
+
+TEST(FragmentationAwarePlacement, OnTheSchedulersPoolItDiffersFromBestFit) {
+  GpuPool pool;
+  for (NodeId id = 0; id < 2; ++id) {
+    Node n;
+    n.id = id;
+    n.spec.gpus = 1;
+    pool.add_node(n);
+  }
+  pool.take({GpuSlot{0, 0, 400}});  // node 0: 600 free on its GPU; node 1: a whole GPU
+  RecentRequests recent;
+  for (int k = 0; k < 3; ++k) recent.note(Shape{1, 1, 500});
+  const Shape share{1, 1, 200};
+  // Best fit: the fullest partly used GPU (node 0), leaving 400 that no 500 request can use.
+  auto best = pool.find(0, share, {}, nullptr, true);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->front().node, 0u);
+  // The gradient rule: node 1 (800 left, still usable), as the hand computation above says.
+  const std::vector<NodeId> candidates = {0, 1};
+  const auto w = recent.workload();
+  auto frag = least_fragmenting_placement(pool, candidates, share, {}, w);
+  ASSERT_TRUE(frag);
+  ASSERT_EQ(frag->size(), 1u);
+  EXPECT_EQ(frag->front(), (GpuSlot{1, 0, 200}));
+  pool.set_schedulable(1, false);  // an unschedulable node is no candidate
+  frag = least_fragmenting_placement(pool, candidates, share, {}, w);
+  ASSERT_TRUE(frag);
+  EXPECT_EQ(frag->front().node, 0u);
+  EXPECT_FALSE(least_fragmenting_placement(pool, candidates, Shape{2, 1, kWholeGpu}, {}, w));
 }
 
 }  // namespace
