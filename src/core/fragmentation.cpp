@@ -20,6 +20,21 @@ Milli free_total(const FragNode& node) {
 
 }  // namespace
 
+std::vector<WorkloadShare> shares_of(std::span<const FragRequest> requests) {
+  std::vector<WorkloadShare> out;
+  for (const FragRequest& r : requests) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const WorkloadShare& w) { return w.request == r; });
+    if (it == out.end()) {
+      out.push_back({r, 1});
+    } else {
+      it->probability += 1;
+    }
+  }
+  for (WorkloadShare& w : out) w.probability /= static_cast<double>(requests.size());
+  return out;
+}
+
 bool fits(const FragNode& node, const FragRequest& request) {
   if (node.cpu_free < request.cpu_milli || node.memory_free < request.memory_mib) return false;
   if (request.gpus == 0) return true;

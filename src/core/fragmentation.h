@@ -37,6 +37,10 @@ struct WorkloadShare {
   double probability = 0;
 };
 
+// `requests` as a workload: identical requests grouped, each with its share of them, in order of
+// first appearance. Empty for no requests.
+std::vector<WorkloadShare> shares_of(std::span<const FragRequest> requests);
+
 // A node's free resources.
 struct FragNode {
   std::string model;

@@ -1,8 +1,6 @@
 // The fragmentation-aware rule on the scheduler's GPU pool (see fragmentation_placement.h).
 #include "core/fragmentation_placement.h"
 
-#include <algorithm>
-
 namespace allot::core {
 namespace {
 
@@ -22,18 +20,8 @@ void RecentRequests::note(const Shape& shape) {
 }
 
 std::vector<WorkloadShare> RecentRequests::workload() const {
-  std::vector<WorkloadShare> out;
-  for (const FragRequest& r : window_) {
-    auto it = std::find_if(out.begin(), out.end(),
-                           [&](const WorkloadShare& w) { return w.request == r; });
-    if (it == out.end()) {
-      out.push_back({r, 1});
-    } else {
-      it->probability += 1;
-    }
-  }
-  for (WorkloadShare& w : out) w.probability /= static_cast<double>(window_.size());
-  return out;
+  const std::vector<FragRequest> window(window_.begin(), window_.end());
+  return shares_of(window);
 }
 
 std::optional<Placement> least_fragmenting_placement(const GpuPool& pool,

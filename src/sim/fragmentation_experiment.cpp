@@ -212,20 +212,11 @@ const std::vector<std::string>& fragmentation_placements() {
 }
 
 std::vector<core::WorkloadShare> target_workload(const std::vector<core::FragRequest>& pods) {
-  std::vector<core::WorkloadShare> out;
-  std::size_t gpu_pods = 0;
+  std::vector<core::FragRequest> gpu_pods;
   for (const FragRequest& p : pods) {
-    if (p.gpus == 0) continue;
-    ++gpu_pods;
-    auto it = std::find_if(out.begin(), out.end(),
-                           [&](const core::WorkloadShare& w) { return w.request == p; });
-    if (it == out.end()) {
-      out.push_back({p, 1});
-    } else {
-      it->probability += 1;
-    }
+    if (p.gpus > 0) gpu_pods.push_back(p);
   }
-  for (auto& w : out) w.probability /= static_cast<double>(gpu_pods);
+  auto out = core::shares_of(gpu_pods);
   // Most frequent first (stable: ties in trace order), as FGD lists its typical pods.
   std::stable_sort(out.begin(), out.end(),
                    [](const auto& a, const auto& b) { return a.probability > b.probability; });
