@@ -34,6 +34,8 @@ void usage(FILE* out) {
       "  --seed N               first seed (default 1)\n"
       "  --runs N               seeds per placement: N, N+1, ... (default 3)\n"
       "  --arrive-until PCT     stop once arrived GPU demand is PCT%% of capacity (default 130)\n"
+      "  --gpus-only            pods ask for no CPU or memory (the nodes' then never run out),\n"
+      "                         as allot's scheduler, which places GPUs only, sees them\n"
       "  --strict               fail on the first bad record (default: skip and count)\n"
       "  --out DIR              write report.json, report.html and fragmentation.csv\n");
 }
@@ -58,7 +60,7 @@ int sim_fragmentation_main(int argc, char** argv) {
   sim::FragExperimentSpec spec;
   spec.placements = sim::fragmentation_placements();
   long long seed = 1, runs = 3;
-  bool strict = false;
+  bool strict = false, gpus_only = false;
   auto bad = [](const std::string& what) {
     std::fprintf(stderr, "allot sim fragmentation: %s\n", what.c_str());
     return 2;
@@ -69,8 +71,8 @@ int sim_fragmentation_main(int argc, char** argv) {
       usage(stdout);
       return 0;
     }
-    if (a == "--strict") {
-      strict = true;
+    if (a == "--strict" || a == "--gpus-only") {
+      (a == "--strict" ? strict : gpus_only) = true;
       continue;
     }
     if (a != "--workload" && a != "--nodes" && a != "--placements" && a != "--seed" &&
@@ -130,6 +132,9 @@ int sim_fragmentation_main(int argc, char** argv) {
     std::fprintf(stderr, "  skipped %s\n", diag.skipped()[k].message().c_str());
   }
   spec.pods = std::move(pods.value());
+  if (gpus_only) {
+    for (core::FragRequest& r : spec.pods) r.cpu_milli = r.memory_mib = 0;
+  }
   spec.nodes = std::move(cluster.value());
   std::fprintf(stderr,
                "allot sim fragmentation: %zu pods read (%zu skipped), %zu GPU nodes; %zu "
