@@ -163,6 +163,17 @@ TEST_F(SimCliLab, FragmentationExperimentWritesTheCurve) {
   EXPECT_EQ(first.rfind("fgd,1,1,", 0), 0u) << first;
   EXPECT_TRUE(std::filesystem::exists(dir_ / "report.html"));
 
+  // --gpus-only: pods without CPU or memory, so fewer kinds of request (only GPUs and shares).
+  const auto gpus_dir = dir_ / "gpus-only";
+  const Ran g =
+      run("fragmentation --workload " + data + "/openb_pods_sample_800.csv --nodes " + data +
+          "/openb_nodes_every20.csv --runs 1 --gpus-only --out " + gpus_dir.string());
+  ASSERT_EQ(g.status, 0) << g.output;
+  const auto kinds = rep["workload_kinds"].get<int>();
+  const auto gpu_kinds = read_json(gpus_dir / "report.json")["workload_kinds"].get<int>();
+  EXPECT_GT(gpu_kinds, 0);
+  EXPECT_LT(gpu_kinds, kinds);
+
   const Ran flag = run("fragmentation --workload " + data + "/openb_pods_sample_800.csv --load 2");
   EXPECT_EQ(flag.status, 2);
   EXPECT_NE(flag.output.find("unknown flag '--load'"), std::string::npos) << flag.output;
