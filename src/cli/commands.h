@@ -7,6 +7,7 @@ namespace allot::cli {
 
 int demo_main(int argc, char** argv);
 int sim_main(int argc, char** argv);  // src/cli/sim_command.cpp, on the simulator in src/sim
+int sim_fragmentation_main(int argc, char** argv);  // src/cli/sim_fragmentation.cpp
 
 int server_main(int argc, char** argv);  // src/cli/server_command.cpp: the control plane
 int up_main(int argc, char** argv);

@@ -30,6 +30,7 @@ void usage(FILE* out) {
   std::fprintf(
       out,
       "usage: allot sim [sweep] --workload FILE [--cluster FILE] [options]\n"
+      "       allot sim fragmentation --workload FILE [options]  (allot sim fragmentation -h)\n"
       "\n"
       "Simulates a cluster on a workload with the real scheduling core, for several policies,\n"
       "and reports availability, occupancy, impact and utilization (docs/simulator.md).\n"
@@ -194,6 +195,9 @@ bool write_file(const std::filesystem::path& p, const std::string& text) {
 }  // namespace
 
 int sim_main(int argc, char** argv) {
+  if (argc > 1 && !std::strcmp(argv[1], "fragmentation")) {
+    return sim_fragmentation_main(argc - 1, argv + 1);
+  }
   int i = 1;
   const bool sweep = argc > 1 && !std::strcmp(argv[1], "sweep");
   if (sweep) ++i;

@@ -140,6 +140,50 @@ TEST_F(SimCliLab, DebugFirstSwitchOverridesEveryPreset) {
   EXPECT_NE(bad.output.find("--debug-first"), std::string::npos) << bad.output;
 }
 
+// `allot sim fragmentation` end to end on the openb sample: the table, the three files, and a
+// clear refusal of a flag it does not take and of an unknown placement.
+TEST_F(SimCliLab, FragmentationExperimentWritesTheCurve) {
+  const std::string data = ALLOT_TEST_DATA_DIR;
+  const Ran r = run("fragmentation --workload " + data + "/openb_pods_sample_800.csv --nodes " +
+                    data + "/openb_nodes_every20.csv --runs 2 --placements fgd,best-fit " +
+                    "--arrive-until 110 --out " + dir_.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("unallocated GPU capacity at arrived"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at 110% arrived: fgd leaves"), std::string::npos) << r.output;
+  const auto rep = read_json(dir_ / "report.json");
+  EXPECT_EQ(rep["experiment"], "fragmentation");
+  EXPECT_EQ(rep["gpu_capacity"], 314);
+  EXPECT_EQ(rep["runs"].size(), 4u);
+  EXPECT_EQ(rep["table"][0]["placement"], "fgd");
+  std::ifstream csv(dir_ / "fragmentation.csv");
+  std::string header, first;
+  std::getline(csv, header);
+  std::getline(csv, first);
+  EXPECT_EQ(header, "placement,seed,arrived_pct,unallocated_pct");
+  EXPECT_EQ(first.rfind("fgd,1,1,", 0), 0u) << first;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "report.html"));
+
+  // --gpus-only: pods without CPU or memory, so fewer kinds of request (only GPUs and shares).
+  const auto gpus_dir = dir_ / "gpus-only";
+  const Ran g =
+      run("fragmentation --workload " + data + "/openb_pods_sample_800.csv --nodes " + data +
+          "/openb_nodes_every20.csv --runs 1 --gpus-only --out " + gpus_dir.string());
+  ASSERT_EQ(g.status, 0) << g.output;
+  const auto kinds = rep["workload_kinds"].get<int>();
+  const auto gpu_kinds = read_json(gpus_dir / "report.json")["workload_kinds"].get<int>();
+  EXPECT_GT(gpu_kinds, 0);
+  EXPECT_LT(gpu_kinds, kinds);
+
+  const Ran flag = run("fragmentation --workload " + data + "/openb_pods_sample_800.csv --load 2");
+  EXPECT_EQ(flag.status, 2);
+  EXPECT_NE(flag.output.find("unknown flag '--load'"), std::string::npos) << flag.output;
+  const Ran bad = run("fragmentation --workload " + data + "/openb_pods_sample_800.csv --nodes " +
+                      data + "/openb_nodes_every20.csv --placements fgd,random");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("placements: unknown placement 'random'"), std::string::npos)
+      << bad.output;
+}
+
 }  // namespace
 
 // Without --quiet the progress goes to stderr, one line per policy, and changes nothing else: the

@@ -1,0 +1,51 @@
+// The fragmentation-aware rule on the scheduler's GPU pool (see fragmentation_placement.h).
+#include "core/fragmentation_placement.h"
+
+namespace allot::core {
+namespace {
+
+FragRequest request_of(const Shape& shape) {
+  FragRequest r;
+  r.gpus = shape.gpus_per_node;
+  r.milli = shape.gpu_milli;
+  return r;
+}
+
+}  // namespace
+
+void RecentRequests::note(const Shape& shape) {
+  if (shape.nodes != 1 || capacity_ == 0) return;
+  window_.push_back(request_of(shape));
+  while (window_.size() > capacity_) window_.pop_front();
+}
+
+std::vector<WorkloadShare> RecentRequests::workload() const {
+  const std::vector<FragRequest> window(window_.begin(), window_.end());
+  return shares_of(window);
+}
+
+std::optional<Placement> least_fragmenting_placement(const GpuPool& pool,
+                                                     std::span<const NodeId> candidates,
+                                                     const Shape& shape,
+                                                     const std::vector<GpuModelId>& models,
+                                                     std::span<const WorkloadShare> workload) {
+  if (shape.nodes != 1) return std::nullopt;
+  std::vector<FragNode> nodes;
+  std::vector<NodeId> ids;
+  for (NodeId n : candidates) {
+    if (!pool.schedulable(n) || !pool.could_ever_fit(n, shape, models)) continue;
+    FragNode f;
+    for (int g = 0; g < pool.gpu_count(n); ++g) f.gpu_free.push_back(pool.free_milli(n, g));
+    nodes.push_back(std::move(f));
+    ids.push_back(n);
+  }
+  const auto choice = least_fragmenting(nodes, request_of(shape), workload);
+  if (!choice) return std::nullopt;
+  Placement p;
+  for (int g : choice->gpus) {
+    p.push_back(GpuSlot{ids[choice->node], static_cast<std::uint16_t>(g), shape.gpu_milli});
+  }
+  return p;
+}
+
+}  // namespace allot::core
