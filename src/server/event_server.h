@@ -28,7 +28,10 @@ struct EventServerOptions {
   // While more than this is waiting to be sent on a connection (its client does not read), the
   // connection's next request is not started and nothing more is read from it.
   std::size_t max_unsent = 1 << 20;
-  int keep_alive_seconds = 5;     // an idle connection closes after this
+  // An idle connection closes after this: longer than an agent waits between its calls
+  // (heartbeats every 5 s, telemetry every 10 s), so that a request is never sent on a
+  // connection the server is closing (an idle connection costs only its descriptor here).
+  int keep_alive_seconds = 15;
   int read_timeout_seconds = 30;  // a request still incomplete after this closes its connection
   // At most; start() lowers it to what the process's descriptor limit (RLIMIT_NOFILE, raised to
   // its hard limit) leaves after a quarter kept for the rest of the process.
