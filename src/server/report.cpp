@@ -214,12 +214,11 @@ core::Result<json> budget_report(const store::Store& store, const Snapshot& snap
                                  const std::vector<store::LedgerEntry>& entries,
                                  core::Duration step) {
   const auto& tree = *snap.budgets;
-  std::size_t leaves = 0;
+  std::size_t leaves = 0, in_scope = 0;
   for (core::BudgetId id = 0; id < tree.size(); ++id) {
-    if (tree.valid(id) && tree.is_leaf(id) && id != tree.root() &&
-        path_within(tree.node(id).path, scope)) {
-      ++leaves;
-    }
+    if (!tree.valid(id) || !path_within(tree.node(id).path, scope)) continue;
+    ++in_scope;
+    if (tree.is_leaf(id) && id != tree.root()) ++leaves;
   }
   {
     std::set<std::string> clusters;
@@ -240,6 +239,16 @@ core::Result<json> budget_report(const store::Store& store, const Snapshot& snap
   if (step != 0 && (to - from + step - 1) / step > kMaxReportSteps) {
     return core::Error{"step", "a report has at most " + std::to_string(kMaxReportSteps) +
                                    " steps: ask for a longer step or a shorter period"};
+  }
+  // Each step repeats every budget in scope: bounded like the hourly values above.
+  if (step != 0 &&
+      static_cast<std::size_t>((to - from + step - 1) / step) * std::max<std::size_t>(1, in_scope) >
+          kMaxReportStepBudgets) {
+    return core::Error{"step", "a report's steps hold at most " +
+                                   std::to_string(kMaxReportStepBudgets) + " budget entries (" +
+                                   std::to_string(in_scope) +
+                                   " budgets in scope): ask for a longer step, a shorter period "
+                                   "or a narrower budget"};
   }
   const auto d = load(store, from, to, scope, entries);
   auto out = report_of(store, snap, d, from, to, scope);

@@ -21,6 +21,8 @@ constexpr std::size_t kMaxReportValues = std::size_t{8} << 20;
 // A report with steps (GET /report?step=): each step at least an hour, at most this many.
 constexpr core::Duration kMinReportStep = core::kHour;
 constexpr core::Duration kMaxReportSteps = 1000;
+// And at most this many budget entries over all its steps (steps x budgets in scope).
+constexpr std::size_t kMaxReportStepBudgets = 100000;
 
 // The ledger's entries over [from, to) plus the open segments of jobs running `now`, each
 // clipped to [from, to): what GET /usage and GET /report count.

@@ -198,6 +198,19 @@ TEST_F(ReportTest, AStepShorterThanAnHourOrTooManyStepsIsRefusedNamingStep) {
   EXPECT_EQ(r.error().field, "step");
   EXPECT_TRUE(
       budget_report(*store_, *ctl_->snapshot(), t0, t0 + core::kDay, "/", {}, core::kHour).ok());
+  // Steps x budgets in scope is bounded too: 1,000 hourly steps over 100 budgets and more are
+  // refused (each step repeats every budget), the same steps over a narrower scope are not.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(ctl_->set_budget("/many/b" + std::to_string(i), 1.0, std::nullopt, "root").ok());
+  }
+  ctl_->sync();
+  r = budget_report(*store_, *ctl_->snapshot(), t0, t0 + 1000 * core::kHour, "/", {}, core::kHour);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().field, "step");
+  EXPECT_NE(r.error().reason.find("budgets in scope"), std::string::npos) << r.error().reason;
+  EXPECT_TRUE(budget_report(*store_, *ctl_->snapshot(), t0, t0 + 1000 * core::kHour, "/lab", {},
+                            core::kHour)
+                  .ok());
 }
 
 TEST_F(ReportTest, UsageEntriesAreTheLedgerClippedToThePeriod) {
