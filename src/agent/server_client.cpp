@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 
 namespace allot::agent {
@@ -18,9 +19,20 @@ struct ServerClient::Impl {
   std::atomic<bool> cancelled{false};
   std::mutex mu;  // guards cli's replacement against cancel() from another thread
   std::unique_ptr<httplib::Client> cli;
+  std::chrono::steady_clock::time_point last_answer{};
+
+  // Over HTTPS the client cannot tell that the server closed an idle connection (the TLS close
+  // alert reads as data to cpp-httplib's liveness check), and a request sent on it fails. So an
+  // https connection idle longer than this goes, and the request takes a fresh one: the server
+  // closes idle ones after 5 s (docs/api.md), and the heartbeat comes every 5 s.
+  static constexpr std::chrono::seconds kTlsIdle{2};
 
   httplib::Client& client() {
     std::lock_guard lk(mu);
+    if (cli && urls[current].rfind("https://", 0) == 0 &&
+        std::chrono::steady_clock::now() - last_answer > kTlsIdle) {
+      cli.reset();
+    }
     if (!cli) {
       cli = std::make_unique<httplib::Client>(urls[current]);
       cli->set_connection_timeout(2);
@@ -68,6 +80,7 @@ struct ServerClient::Impl {
     Reply out = finish(send(client()));
     // A standby did not act on the request: send it to the leader it named, once.
     if (follow_leader(out)) out = finish(send(client()));
+    last_answer = std::chrono::steady_clock::now();
     return out;
   }
 

@@ -217,11 +217,9 @@ core::Result<int> ApiServer::start() {
   // closed after this many requests (the client reconnects and queues again) so that more
   // connections than workers (node agents polling every second) are all served in turn.
   svr.set_keep_alive_max_count(o.keep_alive_requests);
-  // An idle connection holds a worker here, so it closes soon: 3 s, under the agents' period
-  // between calls (heartbeats every 5 s), so that an agent finds it closed already and
-  // reconnects, rather than sending on it as the server closes it (at 5 s, the heartbeat's own
-  // period, some heartbeats were lost that way).
-  svr.set_keep_alive_timeout(3);
+  // An idle connection holds a worker here, so it closes soon. (A client cannot see that a TLS
+  // connection was closed: the agent drops its own after 2 s idle, ServerClient.)
+  svr.set_keep_alive_timeout(5);
   svr.set_read_timeout(30, 0);
   svr.set_tcp_nodelay(true);
   int port =

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 namespace allot::agent {
@@ -89,6 +92,42 @@ TEST(ServerList, AStandbyWithoutALeaderSendsTheNextRequestToTheNextServer) {
   EXPECT_EQ(first.status, 503);
   EXPECT_TRUE(client.get("/api/v1/x").ok());
   EXPECT_EQ(other.hits, 1);
+}
+
+// Over HTTPS a client cannot tell that the server closed its idle connection: a request sent on
+// it failed ("Read"). The agent drops an https connection idle past 2 s, so a request after the
+// server's keep-alive (3 s here) goes on a fresh one and is answered.
+TEST(ServerClientTls, ARequestAfterTheServersKeepAliveIsAnswered) {
+  char tmpl[] = "/tmp/allot-tls-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, cert = dir + "/cert.pem", key = dir + "/key.pem";
+  ASSERT_EQ(
+      std::system(("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
+                   " -days 1 -subj /CN=127.0.0.1 -addext "
+                   "subjectAltName=IP:127.0.0.1 >/dev/null 2>&1")
+                      .c_str()),
+      0);
+  httplib::SSLServer svr(cert.c_str(), key.c_str());
+  ASSERT_TRUE(svr.is_valid());
+  std::atomic<int> hits{0};
+  svr.Get(".*", [&](const httplib::Request&, httplib::Response& res) {
+    ++hits;
+    res.set_content(R"({"ok": true})", "application/json");
+  });
+  svr.set_keep_alive_timeout(3);
+  const int port = svr.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { svr.listen_after_bind(); });
+  while (!svr.is_running()) std::this_thread::yield();
+  ServerClient client({"https://127.0.0.1:" + std::to_string(port), "token", cert, false});
+  EXPECT_TRUE(client.get("/api/v1/x").ok());
+  EXPECT_TRUE(client.get("/api/v1/x").ok()) << "at once: the same connection";
+  std::this_thread::sleep_for(std::chrono::milliseconds(4000));  // the server closed it at 3 s
+  const auto late = client.get("/api/v1/x");
+  EXPECT_TRUE(late.ok()) << late.error;
+  EXPECT_EQ(hits, 3);
+  svr.stop();
+  t.join();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
