@@ -197,8 +197,17 @@ void ApiServer::Impl::submit(const httplib::Request& req, EventServer::Reply rep
     // Every task of an array waits: each counts. Reserved here, handed over once written (or
     // given back when the submission is refused after all).
     const std::int64_t tasks_asked = gate.array ? std::ssize(gate.array->indices) : 1;
-    auto waiting_hold =
-        limited ? reserve_waiting(p.subject, limits, waiting_in, tasks_asked) : nullptr;
+    std::shared_ptr<WaitingHold> waiting_hold;
+    try {
+      if (limited) waiting_hold = reserve_waiting(p.subject, limits, waiting_in, tasks_asked);
+    } catch (const HttpError& e) {
+      // A retry of a submission that was accepted (its answer lost) is answered with the job it
+      // made, even at the cap: the write below finds the key taken and says which job it is.
+      if (e.status != 429 || pj.idempotency_key.empty() ||
+          !store->job_by_key(p.subject, pj.idempotency_key)) {
+        throw;
+      }
+    }
     // No look-up first: the store's unique (owner, key) index refuses a second job with the
     // key, and only then is the existing job read (a retried submit is the rare case). An array
     // is one write of all its tasks: task i > 0 has the key "KEY[i]".

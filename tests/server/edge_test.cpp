@@ -435,6 +435,28 @@ TEST(SubmitLimitsApi, RateAndWaitingJobsPerUser) {
   EXPECT_EQ(submit(ann).status, 201);
 }
 
+// At the cap, a retry of an accepted submission (same idempotency key: its answer was lost) is
+// answered with the job it made, not refused; a new submission is.
+TEST(SubmitLimitsApi, ARetryAtTheWaitingCapGetsItsJob) {
+  TempDir dir;
+  ApiOptions o;
+  o.submit_limits = {0, 1, 1};  // no rate limit; 1 waiting
+  Harness h(dir.file("allot.db"), o);
+  ASSERT_EQ(
+      h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"share", 1}, {"members", {"ann"}}}).status,
+      200);
+  const auto ann = h.token("ann", "user");
+  const auto first = raw_request(h.port(), post_request("/api/v1/jobs", ann, job("once").dump()));
+  ASSERT_EQ(first.status, 201) << first.head;
+  const auto again = raw_request(h.port(), post_request("/api/v1/jobs", ann, job("once").dump()));
+  EXPECT_EQ(again.status, 200) << again.head;
+  EXPECT_EQ(again.body["id"], first.body["id"]);
+  const auto other = raw_request(h.port(), post_request("/api/v1/jobs", ann, job("other").dump()));
+  EXPECT_EQ(other.status, 429) << other.head;
+  h.sync();
+  EXPECT_EQ(h.store().count_jobs(), 1);
+}
+
 // Many connections of one user submitting at once, while the scheduler publishes new views:
 // exactly the cap is accepted, never one more (the count once lagged by a job accepted while a
 // view was being made).
