@@ -122,6 +122,7 @@ std::shared_ptr<WaitingHold> ApiServer::Impl::reserve_waiting(const std::string&
                     30};
   }
   std::vector<std::string> keys;
+  keys.reserve(caps.size());
   for (const auto& c : caps) keys.push_back(c.key);
   return std::make_shared<WaitingHold>(quota, std::move(keys), n);
 }
