@@ -275,14 +275,15 @@ struct EventServer::Impl {
   // A stream's connection: what was pushed to it, sent as far as the socket takes it, pulling
   // again each time the output drains (pull() does not take what was pushed while the output
   // was full, and nothing else would ask again: EPOLLOUT is armed only while output is unsent).
-  // False if the connection is closed.
+  // A pull on drained output takes everything and puts the stream back where the next push
+  // wakes the loop, so a few rounds are enough however fast pushes come. False if closed.
   bool pump(Loop& l, Conn& c) {
     pull(c);
-    do {
+    for (int round = 0; round < 4; ++round) {
       if (!flush(l, c)) return false;
-      if (unsent(c) > 0) return true;  // EPOLLOUT brings it back here
-    } while (pull(c));
-    return true;
+      if (unsent(c) > 0 || !pull(c)) return true;  // EPOLLOUT, or the next push, brings it back
+    }
+    return flush(l, c);
   }
 
   // Sends what is queued; false if the connection is closed or closing (nothing more is served
