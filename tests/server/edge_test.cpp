@@ -435,17 +435,30 @@ TEST(SubmitLimitsApi, RateAndWaitingJobsPerUser) {
   EXPECT_EQ(submit(ann).status, 201);
 }
 
+// A server with these submission limits, a budget /lab/a, and ann, a member, with a token.
+struct AnnsServer {
+  explicit AnnsServer(SubmitLimits limits) : h(dir.file("allot.db"), with(limits)) {
+    EXPECT_EQ(
+        h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"share", 1}, {"members", {"ann"}}}).status,
+        200);
+    ann = h.token("ann", "user");
+  }
+  static ApiOptions with(SubmitLimits limits) {
+    ApiOptions o;
+    o.submit_limits = limits;
+    return o;
+  }
+  TempDir dir;
+  Harness h;
+  std::string ann;
+};
+
 // At the cap, a retry of an accepted submission (same idempotency key: its answer was lost) is
 // answered with the job it made, not refused; a new submission is.
 TEST(SubmitLimitsApi, ARetryAtTheWaitingCapGetsItsJob) {
-  TempDir dir;
-  ApiOptions o;
-  o.submit_limits = {0, 1, 1};  // no rate limit; 1 waiting
-  Harness h(dir.file("allot.db"), o);
-  ASSERT_EQ(
-      h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"share", 1}, {"members", {"ann"}}}).status,
-      200);
-  const auto ann = h.token("ann", "user");
+  AnnsServer server({0, 1, 1});  // no rate limit; 1 waiting
+  auto& h = server.h;
+  const auto& ann = server.ann;
   const auto first = raw_request(h.port(), post_request("/api/v1/jobs", ann, job("once").dump()));
   ASSERT_EQ(first.status, 201) << first.head;
   const auto again = raw_request(h.port(), post_request("/api/v1/jobs", ann, job("once").dump()));
@@ -461,14 +474,9 @@ TEST(SubmitLimitsApi, ARetryAtTheWaitingCapGetsItsJob) {
 // exactly the cap is accepted, never one more (the count once lagged by a job accepted while a
 // view was being made).
 TEST(SubmitLimitsApi, ConcurrentSubmissionsGetExactlyTheWaitingCap) {
-  TempDir dir;
-  ApiOptions o;
-  o.submit_limits = {0, 1, 25};  // no rate limit; 25 waiting
-  Harness h(dir.file("allot.db"), o);
-  ASSERT_EQ(
-      h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"share", 1}, {"members", {"ann"}}}).status,
-      200);
-  const auto ann = h.token("ann", "user");
+  AnnsServer server({0, 1, 25});  // no rate limit; 25 waiting
+  auto& h = server.h;
+  const auto& ann = server.ann;
   std::atomic<int> accepted{0}, refused{0}, other{0};
   std::vector<std::thread> clients;
   for (int t = 0; t < 8; ++t) {
