@@ -263,6 +263,7 @@ void Controller::cycle(bool explain) {
     for (const auto& g : s.placement) a.rec.milli += g.milli;
     a.rec.runs += 1;
     set_placement(a);
+    if (a.nodes && a.nodes->size() > 1) a.unstarted.insert(a.nodes->begin(), a.nodes->end());
     std::string reason = std::string(s.allocated ? "allocated" : "unallocated") +
                          unallocated_because(a.spec, s) +
                          (s.allowance_until > now
@@ -425,7 +426,7 @@ void Controller::publish() {
       AssignedRun ar;
       ar.job = id;
       ar.run = a.rec.runs;
-      ar.state = a.rec.state;
+      ar.state = st == JobStatus::Running && a.unstarted.count(node) ? "starting" : a.rec.state;
       ar.gpus = a.per_node[r].first;
       ar.milli = a.per_node[r].second;
       ar.spec = a.spec_json;

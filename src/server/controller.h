@@ -233,7 +233,11 @@ class Controller {
     std::shared_ptr<const std::vector<std::string>> nodes;
     std::vector<std::pair<std::vector<int>, std::int64_t>> per_node;  // same order as nodes
     std::set<std::string> exited_ok;  // nodes of a gang that reported exit 0 (this run)
-    std::set<std::string> stopped;    // nodes that confirmed the stop (this run, preempting)
+    // Nodes of a gang that have not yet said this run started (filled at placement; empty
+    // after a restart): their assignment says "starting" even once another node made the job
+    // running, so that a node that sees the run late launches it rather than report it lost.
+    std::set<std::string> unstarted;
+    std::set<std::string> stopped;  // nodes that confirmed the stop (this run, preempting)
   };
   // A run that ended here (cancelled, or preempting across a restart) while its agents may still
   // run it: until each of its nodes reports it gone (or `until` passes), it is in those nodes'

@@ -55,6 +55,7 @@ void Controller::set_placement(Active& a) {
   a.per_node.clear();
   a.exited_ok.clear();
   a.stopped.clear();
+  a.unstarted.clear();
   auto slots = json::parse(a.rec.placement_json, nullptr, false);
   if (slots.is_array()) {
     for (const auto& g : slots) {

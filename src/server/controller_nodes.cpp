@@ -56,6 +56,8 @@ ReportOutcome Controller::agent_report(const std::string& node, JobId id, int ru
     const std::string how = signal ? "killed by signal " + std::to_string(*signal)
                                    : "exited with code " + std::to_string(code);
     if (event == "started") {
+      // Another node of the gang may have made the job running already.
+      if (a.unstarted.erase(node) > 0) dirty_ = true;           // its assignment says running now
       if (st != JobStatus::Starting) return {a.rec.state, ""};  // repeated, or another node's
       // The contract runs from the processes' start, not from the placement.
       if (sched_.job_running(id, now).ok()) {

@@ -714,6 +714,28 @@ TEST(TelemetryFlags, SmallestFitAndRules) {
   EXPECT_TRUE(telemetry_flags(t, spec, cat).empty());
 }
 
+// A gang's node that has not said its part started is told "starting" even once another node
+// made the job running: seen late (an agent that polls), the run is launched there, not reported
+// lost (which ended the whole gang: found by the multi-host test).
+TEST_F(Agent, AGangNodeThatHasNotStartedIsStillToldToStart) {
+  auto t1 = node("n1");
+  auto t2 = node("n2");
+  auto b = job("g", "/lab/a", 8);
+  b["nodes"] = 2;
+  const auto id = submit(b);
+  h->sync();
+  EXPECT_EQ(assignments("n1", t1).body["run"][0]["state"], "starting");
+  EXPECT_EQ(report("n1", t1, {{"job", id}, {"run", 1}, {"event", "started"}}).status, 200);
+  h->sync();
+  EXPECT_EQ(state(id), "running");
+  EXPECT_EQ(assignments("n1", t1).body["run"][0]["state"], "running");
+  EXPECT_EQ(assignments("n2", t2).body["run"][0]["state"], "starting") << "n2 has not started";
+  EXPECT_EQ(report("n2", t2, {{"job", id}, {"run", 1}, {"event", "started"}}).status, 200);
+  h->sync();
+  EXPECT_EQ(assignments("n2", t2).body["run"][0]["state"], "running");
+  EXPECT_EQ(state(id), "running");
+}
+
 TEST_F(Agent, LogsAreAppendedByOffsetAndReadBack) {
   auto t1 = node("n1");
   auto t2 = node("n2");
