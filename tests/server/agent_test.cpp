@@ -46,6 +46,14 @@ class Agent : public ::testing::Test {
   std::string state(JobId id) {
     return h->get("/api/v1/jobs/" + std::to_string(id)).body["state"].get<std::string>();
   }
+  // A job of 8 GPUs on each of 2 nodes, placed (the loop has run).
+  JobId submit_gang(const std::string& key) {
+    auto b = job(key, "/lab/a", 8);
+    b["nodes"] = 2;
+    const auto id = submit(b);
+    h->sync();
+    return id;
+  }
   JobId submit(json body) {
     auto r = h->post("/api/v1/jobs", body);
     EXPECT_EQ(r.status, 201) << r.body.dump();
@@ -720,10 +728,7 @@ TEST(TelemetryFlags, SmallestFitAndRules) {
 TEST_F(Agent, AGangNodeThatHasNotStartedIsStillToldToStart) {
   auto t1 = node("n1");
   auto t2 = node("n2");
-  auto b = job("g", "/lab/a", 8);
-  b["nodes"] = 2;
-  const auto id = submit(b);
-  h->sync();
+  const auto id = submit_gang("g");
   EXPECT_EQ(assignments("n1", t1).body["run"][0]["state"], "starting");
   EXPECT_EQ(report("n1", t1, {{"job", id}, {"run", 1}, {"event", "started"}}).status, 200);
   h->sync();
@@ -739,10 +744,7 @@ TEST_F(Agent, AGangNodeThatHasNotStartedIsStillToldToStart) {
 TEST_F(Agent, LogsAreAppendedByOffsetAndReadBack) {
   auto t1 = node("n1");
   auto t2 = node("n2");
-  auto b = job("l", "/lab/a", 8);
-  b["nodes"] = 2;
-  const auto id = submit(b);
-  h->sync();
+  const auto id = submit_gang("l");
   const std::string rank0 = assignments("n1", t1).body["run"][0]["nodes"][0].get<std::string>();
   const auto tok0 = rank0 == "n1" ? t1 : t2;
   const auto other = rank0 == "n1" ? "n2" : "n1";
