@@ -10,7 +10,7 @@
 #include <cstdio>
 
 #include "cli_run.h"
-#include "cluster.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
@@ -30,16 +30,7 @@ std::string block_of(const std::string& text, std::uint64_t id) {
 }
 
 TEST(AdviceEndToEnd, AdviseNamesUnderUsersIdleAndStarvedJobsButNotAFullyUsedOne) {
-  Cluster c({"--advice-min-seconds", "6"});
-  struct Keep {  // the logs stay behind when the test fails
-    Cluster& c;
-    ~Keep() {
-      if (::testing::Test::HasFailure()) {
-        c.keep();
-        std::fprintf(stderr, "logs of the failed test: %s\n", c.dir().c_str());
-      }
-    }
-  } keep{c};
+  TestCluster c({"--advice-min-seconds", "6"});
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 8, {"--telemetry-ms", "1000"});

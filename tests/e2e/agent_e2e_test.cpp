@@ -6,23 +6,11 @@
 #include <set>
 #include <thread>
 
-#include "cluster.h"
 #include "proxy.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
-
-// A cluster whose directory (logs of every process) stays behind when the test fails.
-class TestCluster : public Cluster {
- public:
-  using Cluster::Cluster;
-  ~TestCluster() {
-    if (::testing::Test::HasFailure()) {
-      keep();
-      std::fprintf(stderr, "logs of the failed test: %s\n", dir().c_str());
-    }
-  }
-};
 
 // Short leases so that partitions play out in seconds: an agent gives its jobs up after 2 s
 // without the server; the server declares a node down after 8 s of silence.
