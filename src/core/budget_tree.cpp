@@ -28,6 +28,8 @@ BudgetTree::BudgetTree() {
   root.name = "";
   root.path = "/";
   nodes_.push_back(root);
+  parents_.push_back(kNoBudget);
+  live_.push_back(1);
 }
 
 Result<BudgetId> BudgetTree::add(BudgetId parent, std::string_view name, double share) {
@@ -50,6 +52,8 @@ Result<BudgetId> BudgetTree::add(BudgetId parent, std::string_view name, double 
   n.share = share;
   n.depth = nodes_[parent].depth + 1;
   nodes_[parent].children.push_back(n.id);
+  parents_.push_back(n.parent);
+  live_.push_back(1);
   nodes_.push_back(std::move(n));
   ++version_;
   return nodes_.back().id;
@@ -108,6 +112,7 @@ Status BudgetTree::remove(BudgetId id) {
   if (!valid(id) || id == root()) return Error{"budget", "no such budget"};
   if (!is_leaf(id)) return Error{"budget", "only a budget without children can be removed"};
   nodes_[id].removed = true;
+  live_[id] = 0;
   ++version_;
   return ok_status();
 }

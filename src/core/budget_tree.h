@@ -50,9 +50,11 @@ class BudgetTree {
 
   std::optional<BudgetId> find(std::string_view path) const;
   const BudgetNode& node(BudgetId id) const { return nodes_.at(id); }
+  // node(id).parent, from a dense array: the walks up a path (funding, ranking) read only this.
+  BudgetId parent(BudgetId id) const { return parents_[id]; }
   std::size_t size() const { return nodes_.size(); }
   bool is_leaf(BudgetId id) const;
-  bool valid(BudgetId id) const { return id < nodes_.size() && !nodes_[id].removed; }
+  bool valid(BudgetId id) const { return id < live_.size() && live_[id]; }
   // Root first, then down to `id`.
   std::vector<BudgetId> path_to(BudgetId id) const;
   // Weight of `id` for `cluster` (its per-cluster share if set, else its share).
@@ -71,6 +73,8 @@ class BudgetTree {
 
  private:
   std::vector<BudgetNode> nodes_;
+  std::vector<BudgetId> parents_;  // nodes_[i].parent (a node's parent never changes)
+  std::vector<char> live_;         // !nodes_[i].removed
   std::uint64_t version_ = 1;
 };
 

@@ -37,7 +37,7 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
     if (s.mask[g.node] && s.reserved_by[g.node] != j.spec.id) r.on_reserved = true;
   }
   const MilliGpuSeconds m = total_milli(r.placement);
-  for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+  for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.parent(cur)) {
     if (allocated) {
       s.projected[cur] += m * j.spec.min_runtime;
     } else {

@@ -99,9 +99,9 @@ class Scheduler::Selector {
       own_key_[b] = key_for(b);
       active_[b].insert(own_key_[b]);
     }
-    for (BudgetId cur = b; cur != tree_.root(); cur = tree_.node(cur).parent) {
+    for (BudgetId cur = b; cur != tree_.root(); cur = tree_.parent(cur)) {
       if (!in_parent_[cur]) continue;
-      auto& siblings = active_[tree_.node(cur).parent];
+      auto& siblings = active_[tree_.parent(cur)];
       siblings.erase(key_[cur]);
       key_[cur] = key_for(cur);
       siblings.insert(key_[cur]);
@@ -125,7 +125,7 @@ class Scheduler::Selector {
   void unlink(BudgetId cur) {
     active_[cur].erase(own_key_[cur]);
     for (BudgetId b = cur; b != tree_.root() && active_[b].empty();) {
-      const BudgetId parent = tree_.node(b).parent;
+      const BudgetId parent = tree_.parent(b);
       active_[parent].erase(key_[b]);
       in_parent_[b] = 0;
       b = parent;
@@ -138,9 +138,9 @@ class Scheduler::Selector {
   }
 
   void link_up(BudgetId b) {
-    for (BudgetId cur = b; cur != tree_.root() && !in_parent_[cur]; cur = tree_.node(cur).parent) {
+    for (BudgetId cur = b; cur != tree_.root() && !in_parent_[cur]; cur = tree_.parent(cur)) {
       key_[cur] = key_for(cur);
-      active_[tree_.node(cur).parent].insert(key_[cur]);
+      active_[tree_.parent(cur)].insert(key_[cur]);
       in_parent_[cur] = 1;
     }
   }

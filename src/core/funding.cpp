@@ -42,7 +42,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
     const Time contract_end = j.run.allocated_since + j.spec.min_runtime;
     if (!j.run.allocated || contract_end <= now_) continue;
     const MilliGpuSeconds rest = milli * (contract_end - now_);
-    for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+    for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.parent(cur)) {
       s.projected[cur] += rest;
     }
   }
@@ -96,7 +96,7 @@ bool Scheduler::within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli mi
                                 bool empty_exempt, BudgetId* limiting) const {
   const auto& rates = rate_[s.cluster];
   bool ok = true;
-  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
+  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.parent(b)) {
     const double cap = factor * fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
     const Milli held = b < rates.size() ? rates[b] : 0;
     const bool exempt =
@@ -119,7 +119,7 @@ bool Scheduler::within_allocation(const ClusterScratch& s, BudgetId leaf, MilliG
   bool ok = true;
   // Walking up, the last budget found out of allocation is the highest one. The root is the whole
   // cluster: its limit is physical and placement enforces it.
-  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.node(b).parent) {
+  for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.parent(b)) {
     if (static_cast<double>(s.projected[b] + cost) > config_.allocation_limit * s.allocation[b]) {
       *limiting = b;
       ok = false;
@@ -181,7 +181,7 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
         continue;
       }
       BudgetId over = kNoBudget;
-      for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.node(b).parent) {
+      for (BudgetId b = j.spec.budget; b != budgets_.root(); b = budgets_.parent(b)) {
         if (static_cast<double>(s.projected[b]) > config_.allocation_limit * s.allocation[b]) {
           over = b;  // ends at the highest budget over allocation
         }
@@ -206,7 +206,7 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
       j.run.allocated_since = now_;
       j.run.protected_until = protection_end(j);
       charge_rate(j, +1);
-      for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+      for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.parent(cur)) {
         s.projected[cur] += m * j.spec.min_runtime;
       }
       out.class_changes.push_back(ClassChange{id, true, j.run.protected_until, kNoBudget});

@@ -236,7 +236,7 @@ void Scheduler::charge_rate(const JobEntry& j, Milli sign) {
   const Milli m = sign * total_milli(j.run.placement);
   auto& rates = rate_[j.run.cluster];
   if (rates.size() < budgets_.size()) rates.resize(budgets_.size(), 0);
-  for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+  for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.parent(cur)) {
     rates[cur] += m;
   }
 }
@@ -300,7 +300,7 @@ Status Scheduler::job_stopped(JobId id, Time now) {
 void Scheduler::record_usage(ClusterId cluster, BudgetId leaf, Time from, Time to, Milli rate) {
   if (cluster >= clusters_.size() || !budgets_.valid(leaf)) return;
   refresh_fractions();
-  for (BudgetId cur = leaf; cur != kNoBudget; cur = budgets_.node(cur).parent) {
+  for (BudgetId cur = leaf; cur != kNoBudget; cur = budgets_.parent(cur)) {
     usage_[cluster].add(cur, from, to, rate);
   }
 }
