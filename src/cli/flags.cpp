@@ -329,8 +329,11 @@ std::vector<CommandSpec> build() {
         {"max", "R", "replicas at most (default: --min, at least 1)"},
         {"min-runtime", "DURATION",
          "the protected replicas' contract (default: the server's maximum)"},
-        {"ready-path", "PATH", "an HTTP path a ready replica answers 200 on, e.g. /health"},
-        {"ready-command", "COMMAND", "a shell command that succeeds once a replica is ready"},
+        {"ready-path", "PATH",
+         "an HTTP path a ready replica answers 200 on, e.g. /health (kept and shown; not yet "
+         "checked: a replica counts as available once it runs)"},
+        {"ready-command", "COMMAND",
+         "a shell command that succeeds once a replica is ready (kept; not yet run)"},
         {"memory-high", "F", "scale out above this fraction of GPU memory used (default 0.8)"},
         {"memory-low", "F", "scale in below this fraction of GPU memory used (default 0.3)"},
         {"load-high", "X", "scale out above this reported load per replica (default: off)"},

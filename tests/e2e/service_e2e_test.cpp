@@ -79,8 +79,8 @@ TEST(ServiceEndToEnd, ScalesOutAndInOnMemoryPressureAndTheMinimumIsNeverPreempte
   EXPECT_NE(show.out.find("1 -> 2  out: GPU memory"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("2 -> 3  out: GPU memory"), std::string::npos) << show.out;
   // The replicas are jobs that name their service.
-  auto ls = cli(c, "show " + std::to_string(protected_job) + " --json");
-  EXPECT_NE(ls.out.find("\"service\": \"chat\""), std::string::npos) << ls.out;
+  auto one = cli(c, "show " + std::to_string(protected_job));
+  EXPECT_NE(one.out.find("service    chat (protected replica"), std::string::npos) << one.out;
 
   // 6 of 8 GPUs held: a funded 4-GPU job of /lab/b takes an elastic replica's GPUs, never the
   // protected replica's.
