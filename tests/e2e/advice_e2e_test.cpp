@@ -9,15 +9,10 @@
 #include <array>
 #include <cstdio>
 
-#include "cli_run.h"
-#include "cluster.h"
+#include "admin_session.h"
 
 namespace allot::e2e {
 namespace {
-
-CliRun cli(const Cluster& c, const std::string& args) {
-  return run_allot(args, "ALLOT_ADDR=" + c.url() + " ALLOT_TOKEN=" + c.admin());
-}
 
 // The line block of job `id` in `allot advise`'s text ("" if it is not named).
 std::string block_of(const std::string& text, std::uint64_t id) {
@@ -31,15 +26,7 @@ std::string block_of(const std::string& text, std::uint64_t id) {
 
 TEST(AdviceEndToEnd, AdviseNamesUnderUsersIdleAndStarvedJobsButNotAFullyUsedOne) {
   Cluster c({"--advice-min-seconds", "6"});
-  struct Keep {  // the logs stay behind when the test fails
-    Cluster& c;
-    ~Keep() {
-      if (::testing::Test::HasFailure()) {
-        c.keep();
-        std::fprintf(stderr, "logs of the failed test: %s\n", c.dir().c_str());
-      }
-    }
-  } keep{c};
+  KeepLogsOnFailure keep{c};
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 8, {"--telemetry-ms", "1000"});
@@ -93,7 +80,7 @@ TEST(AdviceEndToEnd, AdviseNamesUnderUsersIdleAndStarvedJobsButNotAFullyUsedOne)
   };
   const bool found = eventually(
       [&] {
-        r = cli(c, "advise");
+        r = admin_cli(c, "advise");
         return r.code == 0 && named(small2, "oversized-memory") &&
                named(small1, "oversized-memory") && named(idle, "idle") &&
                named(starved, "starved");
@@ -114,15 +101,15 @@ TEST(AdviceEndToEnd, AdviseNamesUnderUsersIdleAndStarvedJobsButNotAFullyUsedOne)
   EXPECT_NE(block_of(r.out, small2).find("1 GPU would hold it"), std::string::npos) << r.out;
   EXPECT_NE(block_of(r.out, small1).find("MIG "), std::string::npos) << r.out;
   // The JSON and the job's own `show` carry the same advice.
-  auto j = cli(c, "advise --json --budget /lab/a");
+  auto j = admin_cli(c, "advise --json --budget /lab/a");
   ASSERT_EQ(j.code, 0) << j.out;
   auto report = json::parse(j.out, nullptr, false);
   ASSERT_TRUE(report.is_object()) << j.out;
   EXPECT_EQ(report["jobs"].size(), 4u) << j.out;
-  auto show = cli(c, "show " + std::to_string(starved));
+  auto show = admin_cli(c, "show " + std::to_string(starved));
   EXPECT_NE(show.out.find("advice:\n  starved: "), std::string::npos) << show.out;
   // Bad input: a clear error naming the flag, no crash.
-  auto bad = cli(c, "advise --days x");
+  auto bad = admin_cli(c, "advise --days x");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("days"), std::string::npos) << bad.out;
 }
