@@ -129,9 +129,10 @@ int show(const Args& a, const Conn& c) {
     for (const auto& n : x.value("nodes", json::array())) {
       nodes += (nodes.empty() ? "" : ",") + n.get<std::string>();
     }
-    rows.push_back({std::to_string(x["job"].get<long long>()), x["tier"], x["state"],
-                    x["allocated"].get<bool>() ? "allocated" : "unallocated",
-                    nodes.empty() ? "-" : nodes});
+    rows.push_back(
+        {std::to_string(x["job"].get<long long>()) + (x.value("replacing", false) ? " (old)" : ""),
+         x["tier"], x["state"], x["allocated"].get<bool>() ? "allocated" : "unallocated",
+         nodes.empty() ? "-" : nodes});
   }
   std::printf("\n");
   if (rows.empty()) {
@@ -172,6 +173,17 @@ int cmd_serve(const Args& a, const Conn& c) {
     std::printf("service %s: %d to %d replicas, %d wanted\n", r["name"].get<std::string>().c_str(),
                 r["spec"]["min_replicas"].get<int>(), r["spec"]["max_replicas"].get<int>(),
                 r["desired"].get<int>());
+    return kOk;
+  }
+  if (sub == "restart") {
+    auto r = request(c, "POST", path_of(a.pos.at(1)) + "/restart");
+    if (a.has("json")) {
+      std::printf("%s\n", r.dump(2).c_str());
+      return kOk;
+    }
+    std::printf("service %s: %d replicas to replace, one at a time ('allot serve show %s')\n",
+                r["name"].get<std::string>().c_str(), r["restarting"].get<int>(),
+                r["name"].get<std::string>().c_str());
     return kOk;
   }
   if (sub == "delete") {

@@ -376,6 +376,16 @@ std::vector<CommandSpec> build() {
                1,
                false,
                "allot serve scale chat --min 2 --max 8"});
+  c.push_back({"serve restart",
+               "NAME",
+               "Rolling restart: each replica is replaced by a new one, one at a time, and "
+               "stopped only once its replacement runs (as many replicas available throughout; "
+               "it waits while no GPU is free for the new one).",
+               {},
+               1,
+               1,
+               false,
+               "allot serve restart chat"});
   c.push_back({"serve delete",
                "NAME",
                "Delete a service: its replicas are stopped (cancelled).",

@@ -128,6 +128,18 @@ void ApiServer::Impl::install_service_routes() {
           send(res, 200, shown(name));
         });
 
+  route("POST", "/api/v1/services/{name}/restart",
+        [this, visible, shown](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          not_agent(p);
+          parse_body(req, {}, true);
+          std::string name = req.matches[1];
+          visible(p, name);
+          auto r = ctl->restart_service(name, acting(p));
+          if (!r.ok()) check(r.error(), 404);
+          send(res, 200, shown(name));
+        });
+
   route("DELETE", "/api/v1/services/{name}",
         [this, visible](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);

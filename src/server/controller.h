@@ -238,6 +238,10 @@ class Controller {
                                                    std::optional<int> max_replicas,
                                                    const std::string& by);
   core::Result<store::ServiceRecord> delete_service(const std::string& name, const std::string& by);
+  // A rolling restart: each replica running now is replaced by a new one, one at a time, each
+  // old one stopped only once its replacement runs (make before break).
+  core::Result<store::ServiceRecord> restart_service(const std::string& name,
+                                                     const std::string& by);
   // The load a service reports (POST /services/NAME/load): its total, in its own unit.
   Status service_load(const std::string& name, double load);
 
@@ -324,6 +328,7 @@ class Controller {
     ServiceSpec spec;
     ServiceState state;
     std::map<JobId, bool> replicas;  // its jobs not ended: true for a protected one
+    std::set<JobId> stale;           // of those, the ones a rolling restart is replacing
     std::optional<double> load;      // its latest report
     Time load_at = 0;
     std::optional<double> memory;  // the last measured memory pressure

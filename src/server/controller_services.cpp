@@ -2,6 +2,7 @@
 // scaling and deleting them, and the reconciler that keeps each one's replicas as wanted.
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 
 #include "server/controller.h"
@@ -128,16 +129,21 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
                          (ended->run_start == 0 || ended->updated_at - ended->run_start < 60);
       s.quick_ends = quick ? s.quick_ends + 1 : 0;
       if (quick) s.replace_after = now + replace_delay(s.quick_ends);
+      s.stale.erase(it->first);
       it = s.replicas.erase(it);
       changed = true;
     }
-    int protected_n = 0, elastic_n = 0, running = 0;
+    // Per tier (0: elastic, 1: protected): replicas not being replaced, and those that are.
+    std::array<int, 2> fresh{0, 0}, stale{0, 0};
+    int running = 0, fresh_waiting = 0;
     double mem_sum = 0;
     int mem_n = 0;
     for (const auto& [id, prot] : s.replicas) {
-      (prot ? protected_n : elastic_n) += 1;
       const auto& a = active_.at(id);
-      if (a.rec.state != "running") continue;
+      const bool is_running = a.rec.state == "running";
+      (s.stale.count(id) ? stale : fresh)[prot] += 1;
+      if (!s.stale.count(id) && !is_running) ++fresh_waiting;
+      if (!is_running) continue;
       ++running;
       if (!measure) continue;
       if (auto m = replica_memory(a, now)) {
@@ -161,40 +167,62 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
         changed = true;
       }
     }
-    const int want_protected = s.spec.min_replicas;
-    const int want_elastic = std::max(0, s.state.desired - s.spec.min_replicas);
-    // Over what is wanted: the newest go first, waiting ones before running ones.
-    auto trim = [&](bool prot, int over, const std::string& why) {
-      std::vector<JobId> order;
-      for (auto it = s.replicas.rbegin(); it != s.replicas.rend(); ++it) {
-        if (it->second == prot && active_.at(it->first).rec.state != "running") {
-          order.push_back(it->first);
+    const std::array<int, 2> want{std::max(0, s.state.desired - s.spec.min_replicas),
+                                  s.spec.min_replicas};
+    // Cancels `over` replicas of a tier, of those being replaced or not: waiting ones before
+    // running ones, the newest first (of those being replaced, the oldest).
+    auto trim = [&](bool prot, bool of_stale, int over, const std::string& why) {
+      std::vector<JobId> order;  // waiting ones, then running ones; newest first (old: oldest)
+      for (const bool waiting : {true, false}) {
+        std::vector<JobId> part;
+        for (const auto& [id, p] : s.replicas) {
+          if (p == prot && s.stale.count(id) == (of_stale ? 1u : 0u) &&
+              (active_.at(id).rec.state != "running") == waiting) {
+            part.push_back(id);
+          }
         }
-      }
-      for (auto it = s.replicas.rbegin(); it != s.replicas.rend(); ++it) {
-        if (it->second == prot && active_.at(it->first).rec.state == "running") {
-          order.push_back(it->first);
-        }
+        if (!of_stale) std::reverse(part.begin(), part.end());
+        order.insert(order.end(), part.begin(), part.end());
       }
       for (int i = 0; i < over && i < static_cast<int>(order.size()); ++i) {
-        cancel_in_loop(active_.at(order[static_cast<std::size_t>(i)]), why, now, batch);
-        s.replicas.erase(order[static_cast<std::size_t>(i)]);
+        const JobId id = order[static_cast<std::size_t>(i)];
+        cancel_in_loop(active_.at(id), why, now, batch);
+        s.replicas.erase(id);
+        s.stale.erase(id);
+        (of_stale ? stale : fresh)[prot] -= 1;
         changed = true;
       }
     };
-    if (protected_n > want_protected) {
-      trim(true, protected_n - want_protected,
+    if (fresh[1] > want[1]) {
+      trim(true, false, fresh[1] - want[1],
            "service " + name + ": more protected replicas than its minimum (" +
-               std::to_string(want_protected) + ")");
+               std::to_string(want[1]) + ")");
     }
-    if (elastic_n > want_elastic) {
-      trim(false, elastic_n - want_elastic,
+    if (fresh[0] > want[0]) {
+      trim(false, false, fresh[0] - want[0],
            "service " + name + " scaled in to " + std::to_string(s.state.desired) + " replicas");
     }
+    // A rolling restart: an old replica goes only once every new one runs and its tier has one
+    // more than it wants (make before break: as many replicas available as before), one a cycle.
+    if (!s.stale.empty() && fresh_waiting == 0) {
+      for (const bool prot : {true, false}) {
+        if (stale[prot] > 0 && fresh[prot] + stale[prot] > want[prot]) {
+          trim(prot, true, 1, "service " + name + ": rolling restart, replaced by a new replica");
+          break;
+        }
+      }
+    }
     if (now < s.replace_after) continue;
-    for (int i = protected_n; i < want_protected; ++i) submit_replica(s, true, now, batch);
-    for (int i = elastic_n; i < want_elastic; ++i) submit_replica(s, false, now, batch);
-    if (protected_n < want_protected || elastic_n < want_elastic) changed = true;
+    for (const bool prot : {true, false}) {
+      // During a rolling restart one new replica at a time, once the last one runs.
+      const int need = want[prot] - fresh[prot];
+      const int n = s.stale.empty() ? need : std::min(need, 1 - fresh_waiting);
+      for (int i = 0; i < n; ++i) submit_replica(s, prot, now, batch);
+      if (n > 0) {
+        changed = true;
+        fresh_waiting += n;
+      }
+    }
   }
   if (changed) {
     dirty_ = true;
@@ -212,7 +240,8 @@ void Controller::publish_services() {
               {"updated", s.rec.updated},
               {"spec", service_to_json(s.spec)},
               {"desired", s.state.desired},
-              {"running", s.running}};
+              {"running", s.running},
+              {"restarting", s.stale.size()}};
     json replicas = json::array();
     for (const auto& [id, prot] : s.replicas) {
       // One that ended since the last reconcile is left out (it is replaced at the next).
@@ -221,6 +250,7 @@ void Controller::publish_services() {
       const auto& a = it->second;
       json r = {{"job", id},
                 {"tier", prot ? "protected" : "elastic"},
+                {"replacing", s.stale.count(id) > 0},
                 {"state", a.rec.state},
                 {"allocated", a.rec.allocated}};
       if (a.rec.protected_until > 0) r["protected_until"] = a.rec.protected_until;
@@ -349,6 +379,33 @@ core::Result<store::ServiceRecord> Controller::delete_service(const std::string&
     publish_services();
     publish();
     return rec;
+  });
+}
+
+core::Result<store::ServiceRecord> Controller::restart_service(const std::string& name,
+                                                               const std::string& by) {
+  return call<core::Result<store::ServiceRecord>>([&]() -> core::Result<store::ServiceRecord> {
+    auto it = services_.find(name);
+    if (it == services_.end()) return Error{"name", "no service " + name};
+    auto& s = it->second;
+    const Time now = options_.clock();
+    for (const auto& [id, prot] : s.replicas) s.stale.insert(id);
+    const Time last = s.state.last_scale;
+    record_decision(s.state,
+                    {now, s.state.desired, s.state.desired,
+                     "rolling restart by " + by + ": " + std::to_string(s.stale.size()) +
+                         " replicas replaced one at a time, each stopped once its "
+                         "replacement runs",
+                     std::nullopt, std::nullopt},
+                    service_limits_);
+    s.state.last_scale = last;  // not the autoscaler's: its cool-down does not start again
+    s.rec.state_json = state_to_json(s.state).dump();
+    s.rec.updated = now;
+    write({op::PutService{s.rec}});
+    dirty_ = true;
+    publish_services();
+    publish();
+    return s.rec;
   });
 }
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "harness.h"
 
 namespace allot::server {
@@ -344,6 +346,51 @@ TEST_F(Services, TheMinimumIsNeverPreemptedTheElasticReplicasAre) {
   // The service still wants two: its elastic replica waits for room.
   EXPECT_EQ(s["desired"], 2);
   EXPECT_EQ(s["replicas"].size(), 2u) << s.dump();
+}
+
+TEST_F(Services, RollingRestartReplacesEachReplicaWithAsManyAvailable) {
+  h->add_sim_nodes(1);
+  ASSERT_EQ(h->post("/api/v1/services", service("chat", 1, 2)).status, 201);
+  h->sync();
+  memory("chat", 0.9);
+  h->sync();
+  h->sync();
+  auto s = show("chat");
+  ASSERT_EQ(s["running"], 2) << s.dump();
+  std::set<long long> old;
+  for (const auto& x : s["replicas"]) old.insert(x["job"].get<long long>());
+  auto r = h->post("/api/v1/services/chat/restart", json::object());
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["restarting"], 2);
+  EXPECT_EQ(h->post("/api/v1/services/nope/restart", json::object()).status, 404);
+  EXPECT_EQ(h->post("/api/v1/services/chat/restart", {{"now", true}}).status, 400);
+  memory("chat", 0.5);  // between the watermarks: no scaling meanwhile
+  auto running = [](const json& v) {
+    int n = 0;
+    for (const auto& x : v["replicas"]) n += x["state"] == "running";
+    return n;
+  };
+  int cycles = 0;
+  for (; cycles < 12 && show("chat")["restarting"] != 0; ++cycles) {
+    h->advance(1);
+    h->sync();
+    s = show("chat");
+    EXPECT_GE(running(s), 2) << "cycle " << cycles << ": " << s.dump();  // make before break
+    EXPECT_LE(s["replicas"].size(), 3u) << s.dump();                     // one new at a time
+  }
+  s = show("chat");
+  EXPECT_EQ(s["restarting"], 0) << s.dump();
+  EXPECT_GE(cycles, 2);  // one at a time: not both in one cycle
+  EXPECT_EQ(running(s), 2);
+  EXPECT_EQ(count(s, "protected", "running"), 1) << s.dump();
+  EXPECT_EQ(count(s, "elastic", "running"), 1) << s.dump();
+  for (const auto& x : s["replicas"]) EXPECT_FALSE(old.count(x["job"].get<long long>())) << s;
+  for (auto id : old) {
+    EXPECT_EQ(h->get("/api/v1/jobs/" + std::to_string(id)).body["state"], "cancelled");
+  }
+  EXPECT_NE(s["decisions"].back()["reason"].get<std::string>().find("rolling restart by"),
+            std::string::npos)
+      << s.dump();
 }
 
 TEST_F(Services, ScalesOnTheLoadItReports) {
