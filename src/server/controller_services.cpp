@@ -117,7 +117,9 @@ std::optional<std::pair<double, int>> Controller::replica_memory(const Active& a
 
 void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
   bool changed = false;
-  for (auto& [name, s] : services_) {
+  for (auto& entry : services_) {
+    const std::string& name = entry.first;  // not a structured binding: the lambdas use them
+    ServiceRt& s = entry.second;
     // Replicas that ended since: replaced below, no sooner than a crash loop allows.
     for (auto it = s.replicas.begin(); it != s.replicas.end();) {
       if (active_.count(it->first)) {

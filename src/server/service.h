@@ -45,7 +45,7 @@ struct Autoscale {
   core::Duration load_max_age = 120;
 };
 
-struct ServiceSpec {
+struct ServiceSpec {  // NOLINT(bugprone-exception-escape): misreads nlohmann::json's noexcept move
   std::string name;
   std::string budget;
   int min_replicas = 1;
