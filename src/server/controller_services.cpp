@@ -130,7 +130,7 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
       const bool quick = ended && ended->state == "failed" &&
                          (ended->run_start == 0 || ended->updated_at - ended->run_start < 60);
       s.quick_ends = quick ? s.quick_ends + 1 : 0;
-      if (quick) s.replace_after = now + replace_delay(s.quick_ends);
+      if (quick) s.replace_after = ended->updated_at + replace_delay(s.quick_ends);
       s.stale.erase(it->first);
       it = s.replicas.erase(it);
       changed = true;

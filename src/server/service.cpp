@@ -238,6 +238,10 @@ json replica_job(const ServiceSpec& s, bool protected_tier) {
   j["min_runtime"] = protected_tier ? s.contract : 0;
   j["service"] = s.name;
   j["service_tier"] = protected_tier ? "protected" : "elastic";
+  // Set by the server (ALLOT_* are refused in a request's env): the replica knows its service.
+  if (!j.contains("env") || !j["env"].is_object()) j["env"] = json::object();
+  j["env"]["ALLOT_SERVICE"] = s.name;
+  j["env"]["ALLOT_SERVICE_TIER"] = protected_tier ? "protected" : "elastic";
   return j;
 }
 

@@ -76,7 +76,8 @@ core::Result<ServiceSpec> service_from_json(const nlohmann::json& j);
 core::Status check_replicas(int min_replicas, int max_replicas, const ServiceLimits& limits = {});
 
 // The canonical job spec of one replica: the template with the tier's minimum runtime and the
-// service's name ("service") and the replica's tier ("service_tier": protected or elastic).
+// service's name ("service") and the replica's tier ("service_tier": protected or elastic), also
+// in its environment (ALLOT_SERVICE, ALLOT_SERVICE_TIER).
 nlohmann::json replica_job(const ServiceSpec& s, bool protected_tier);
 
 // One scale decision, as `allot serve show` lists it.

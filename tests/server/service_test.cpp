@@ -393,6 +393,49 @@ TEST_F(Services, RollingRestartReplacesEachReplicaWithAsManyAvailable) {
       << s.dump();
 }
 
+TEST_F(Services, AReplicaThatFailsAtOnceIsReplacedAfterABackOff) {
+  store::NodeRecord n;  // a real node: its agent (the test) reports what its jobs do
+  n.name = "gpu1";
+  n.cluster = "local";
+  n.model = "H100";
+  n.gpus = 8;
+  ASSERT_TRUE(h->ctl().register_node(n).ok());
+  ASSERT_EQ(h->post("/api/v1/services", service("chat", 1, 1)).status, 201);
+  h->sync();
+  auto fail_replica = [&] {
+    auto s = show("chat");
+    EXPECT_EQ(s["replicas"].size(), 1u) << s.dump();
+    if (s["replicas"].empty()) return -1LL;
+    const auto id = s["replicas"][0]["job"].get<long long>();
+    const int run = h->get("/api/v1/jobs/" + std::to_string(id)).body["runs"].get<int>();
+    EXPECT_EQ(h->ctl().agent_report("gpu1", id, run, "started", std::nullopt, std::nullopt).error,
+              "");
+    h->advance(2);
+    EXPECT_EQ(h->ctl().agent_report("gpu1", id, run, "exited", 1, std::nullopt).state, "failed");
+    return id;
+  };
+  // The replica's processes see which service they serve.
+  auto j =
+      h->get("/api/v1/jobs/" + std::to_string(show("chat")["replicas"][0]["job"].get<long long>()));
+  EXPECT_EQ(j.body["spec"]["env"]["ALLOT_SERVICE"], "chat") << j.body.dump();
+  const auto first = fail_replica();
+  h->sync();
+  EXPECT_TRUE(show("chat")["replicas"].empty());  // failed within a minute: 5 s back-off
+  h->advance(4);
+  h->sync();
+  EXPECT_TRUE(show("chat")["replicas"].empty());
+  h->advance(1);
+  h->sync();
+  const auto second = fail_replica();
+  EXPECT_NE(second, first);
+  h->advance(5);  // the second quick failure in a row: 10 s
+  h->sync();
+  EXPECT_TRUE(show("chat")["replicas"].empty());
+  h->advance(5);
+  h->sync();
+  EXPECT_EQ(show("chat")["replicas"].size(), 1u);
+}
+
 TEST_F(Services, ScalesOnTheLoadItReports) {
   h->add_sim_nodes(1);
   auto body = service("asr", 1, 3);
