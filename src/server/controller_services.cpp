@@ -21,6 +21,16 @@ core::Duration replace_delay(int quick_ends) {
   return std::min<core::Duration>(d, 300);
 }
 
+// Keeps a decision that is not the autoscaler's (a person's): its cool-down does not start again.
+void note_decision(ScaleDecision d, ServiceState& state, store::ServiceRecord& rec,
+                   const ServiceLimits& limits) {
+  const Time last = state.last_scale;
+  rec.updated = d.at;
+  record_decision(state, std::move(d), limits);
+  state.last_scale = last;
+  rec.state_json = state_to_json(state).dump();
+}
+
 }  // namespace
 
 void Controller::cancel_in_loop(Active& a, const std::string& reason, Time now, WriteBatch& batch) {
@@ -344,13 +354,8 @@ core::Result<store::ServiceRecord> Controller::scale_service(const std::string& 
         "set by " + by + ": " + std::to_string(mn) + " to " + std::to_string(mx) + " replicas",
         std::nullopt,
         std::nullopt};
-    // Not a decision of the autoscaler: the cool-down does not start again.
-    const Time last = s.state.last_scale;
-    record_decision(s.state, std::move(d), service_limits_);
-    s.state.last_scale = last;
     s.rec.spec_json = service_to_json(s.spec).dump();
-    s.rec.state_json = state_to_json(s.state).dump();
-    s.rec.updated = now;
+    note_decision(std::move(d), s.state, s.rec, service_limits_);
     write({op::PutService{s.rec}});
     dirty_ = true;
     publish_services();
@@ -392,17 +397,11 @@ core::Result<store::ServiceRecord> Controller::restart_service(const std::string
     auto& s = it->second;
     const Time now = options_.clock();
     for (const auto& [id, prot] : s.replicas) s.stale.insert(id);
-    const Time last = s.state.last_scale;
-    record_decision(s.state,
-                    {now, s.state.desired, s.state.desired,
-                     "rolling restart by " + by + ": " + std::to_string(s.stale.size()) +
-                         " replicas replaced one at a time, each stopped once its "
-                         "replacement runs",
-                     std::nullopt, std::nullopt},
-                    service_limits_);
-    s.state.last_scale = last;  // not the autoscaler's: its cool-down does not start again
-    s.rec.state_json = state_to_json(s.state).dump();
-    s.rec.updated = now;
+    note_decision({now, s.state.desired, s.state.desired,
+                   "rolling restart by " + by + ": " + std::to_string(s.stale.size()) +
+                       " replicas replaced one at a time, each stopped once its replacement runs",
+                   std::nullopt, std::nullopt},
+                  s.state, s.rec, service_limits_);
     write({op::PutService{s.rec}});
     dirty_ = true;
     publish_services();

@@ -149,6 +149,18 @@ class Services : public ::testing::Test {
       }
     }
   }
+  // Service "chat" (1 to 2 replicas of `gpus` GPUs) scaled out to two running replicas by
+  // memory pressure: what the autoscaler left.
+  json two_running(int gpus) {
+    EXPECT_EQ(h->post("/api/v1/services", service("chat", 1, 2, gpus)).status, 201);
+    h->sync();
+    memory("chat", 0.9);
+    h->sync();
+    h->sync();
+    auto s = show("chat");
+    EXPECT_EQ(s["running"], 2) << s.dump();
+    return s;
+  }
   static int count(const json& s, const std::string& tier, const std::string& state) {
     int n = 0;
     for (const auto& r : s["replicas"]) n += r["tier"] == tier && r["state"] == state;
@@ -319,14 +331,7 @@ TEST_F(Services, KeepsReplicasScalesOnMemoryAndExplainsEachDecision) {
 
 TEST_F(Services, TheMinimumIsNeverPreemptedTheElasticReplicasAre) {
   h->add_sim_nodes(1);  // 8 GPUs
-  auto body = service("chat", 1, 2, 4);
-  ASSERT_EQ(h->post("/api/v1/services", body).status, 201);
-  h->sync();
-  memory("chat", 0.9);
-  h->sync();
-  h->sync();
-  auto s = show("chat");
-  ASSERT_EQ(s["running"], 2) << s.dump();
+  auto s = two_running(4);
   // Another budget's funded 4-GPU job on the full node: it preempts the elastic replica, never
   // the protected one.
   json big = {{"idempotency_key", "b1"}, {"budget", "/lab/b"},         {"gpus", 4},
@@ -350,13 +355,7 @@ TEST_F(Services, TheMinimumIsNeverPreemptedTheElasticReplicasAre) {
 
 TEST_F(Services, RollingRestartReplacesEachReplicaWithAsManyAvailable) {
   h->add_sim_nodes(1);
-  ASSERT_EQ(h->post("/api/v1/services", service("chat", 1, 2)).status, 201);
-  h->sync();
-  memory("chat", 0.9);
-  h->sync();
-  h->sync();
-  auto s = show("chat");
-  ASSERT_EQ(s["running"], 2) << s.dump();
+  auto s = two_running(1);
   std::set<long long> old;
   for (const auto& x : s["replicas"]) old.insert(x["job"].get<long long>());
   auto r = h->post("/api/v1/services/chat/restart", json::object());
