@@ -211,7 +211,10 @@ void Agent::step() {
   send_reports();
   if (now >= next_heartbeat_) {
     send_heartbeat();
-    next_heartbeat_ = now + o_.heartbeat;
+    // At least three heartbeats per lease, whatever --heartbeat-ms says: while a watch is held
+    // and nothing else is sent, they are what keeps the lease (a server may give a short one).
+    const std::chrono::milliseconds third{std::max(1, lease_seconds_) * 1000 / 3};
+    next_heartbeat_ = now + std::min(o_.heartbeat, third);
   }
   if (now >= next_telemetry_) {
     if (next_telemetry_ != Clock::time_point{}) send_telemetry();
@@ -332,7 +335,27 @@ void Agent::fetch_and_reconcile() {
     return;
   }
   assigned_ = std::move(parsed.value());
+  restate_started(*assigned_);
   reconcile_with(*assigned_);
+}
+
+// The server says "starting" for a run that has started here and that this agent reported
+// started: the server does not know it (it restarted, and which nodes of a gang started is not
+// stored), so the report goes again. Once per answer of the server, never for a run ended here.
+void Agent::restate_started(const Assignments& a) {
+  for (const auto& run : a.run) {
+    if (run.state != "starting") continue;
+    auto rec = records_.find(run.key);
+    auto st = status_.find(run.key);
+    if (rec == records_.end() || st == status_.end() || !rec->second.started_reported ||
+        rec->second.fenced || st->second.phase == RunPhase::Exited) {
+      continue;
+    }
+    rec->second.started_reported = false;
+    save_record(rec->second);
+    say("job " + key_name(run.key) +
+        ": the server does not know it started here (it restarted?): saying so again");
+  }
 }
 
 void Agent::reconcile_with(const Assignments& a) {

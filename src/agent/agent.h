@@ -101,6 +101,7 @@ class Agent {
   bool try_register();
   void sample_gpus();
   void fetch_and_reconcile();
+  void restate_started(const Assignments& a);
   void reconcile_with(const Assignments& a);
   void launch(const Assignment& a);
   void ship_logs();

@@ -9,10 +9,15 @@
 #include <array>
 #include <cstdio>
 
-#include "admin_session.h"
+#include "cli_run.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
+
+CliRun cli(const Cluster& c, const std::string& args) {
+  return run_allot(args, "ALLOT_ADDR=" + c.url() + " ALLOT_TOKEN=" + c.admin());
+}
 
 // The line block of job `id` in `allot advise`'s text ("" if it is not named).
 std::string block_of(const std::string& text, std::uint64_t id) {
@@ -25,8 +30,7 @@ std::string block_of(const std::string& text, std::uint64_t id) {
 }
 
 TEST(AdviceEndToEnd, AdviseNamesUnderUsersIdleAndStarvedJobsButNotAFullyUsedOne) {
-  Cluster c({"--advice-min-seconds", "6"});
-  KeepLogsOnFailure keep{c};
+  TestCluster c({"--advice-min-seconds", "6"});
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 8, {"--telemetry-ms", "1000"});
@@ -80,7 +84,7 @@ TEST(AdviceEndToEnd, AdviseNamesUnderUsersIdleAndStarvedJobsButNotAFullyUsedOne)
   };
   const bool found = eventually(
       [&] {
-        r = admin_cli(c, "advise");
+        r = cli(c, "advise");
         return r.code == 0 && named(small2, "oversized-memory") &&
                named(small1, "oversized-memory") && named(idle, "idle") &&
                named(starved, "starved");
@@ -101,15 +105,15 @@ TEST(AdviceEndToEnd, AdviseNamesUnderUsersIdleAndStarvedJobsButNotAFullyUsedOne)
   EXPECT_NE(block_of(r.out, small2).find("1 GPU would hold it"), std::string::npos) << r.out;
   EXPECT_NE(block_of(r.out, small1).find("MIG "), std::string::npos) << r.out;
   // The JSON and the job's own `show` carry the same advice.
-  auto j = admin_cli(c, "advise --json --budget /lab/a");
+  auto j = cli(c, "advise --json --budget /lab/a");
   ASSERT_EQ(j.code, 0) << j.out;
   auto report = json::parse(j.out, nullptr, false);
   ASSERT_TRUE(report.is_object()) << j.out;
   EXPECT_EQ(report["jobs"].size(), 4u) << j.out;
-  auto show = admin_cli(c, "show " + std::to_string(starved));
+  auto show = cli(c, "show " + std::to_string(starved));
   EXPECT_NE(show.out.find("advice:\n  starved: "), std::string::npos) << show.out;
   // Bad input: a clear error naming the flag, no crash.
-  auto bad = admin_cli(c, "advise --days x");
+  auto bad = cli(c, "advise --days x");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("days"), std::string::npos) << bad.out;
 }

@@ -6,23 +6,11 @@
 #include <set>
 #include <thread>
 
-#include "cluster.h"
 #include "proxy.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
-
-// A cluster whose directory (logs of every process) stays behind when the test fails.
-class TestCluster : public Cluster {
- public:
-  using Cluster::Cluster;
-  ~TestCluster() {
-    if (::testing::Test::HasFailure()) {
-      keep();
-      std::fprintf(stderr, "logs of the failed test: %s\n", dir().c_str());
-    }
-  }
-};
 
 // Short leases so that partitions play out in seconds: an agent gives its jobs up after 2 s
 // without the server; the server declares a node down after 8 s of silence.
@@ -429,6 +417,57 @@ TEST(EndToEnd, AGangJobRunsOnEveryNodeWithItsRankAndRendezvous) {
     }
     return true;
   })) << "a rank of the failed gang is still running";
+}
+
+// A server may give a lease shorter than the agent's --heartbeat-ms (here 2 s against 5 s).
+// While its watch is held and nothing else happens, heartbeats alone keep the lease: the agent
+// sends at least three per lease, so a quiet job outlives many leases.
+TEST(EndToEnd, AQuietJobOutlivesLeasesShorterThanTheHeartbeatPeriod) {
+  TestCluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8);
+  const auto q = c.submit({{"budget", "/lab/a"},
+                           {"gpus_per_node", 8},
+                           {"min_runtime", 60},
+                           {"command", c.marked("q", "sleep 6; exit 0")}});
+  ASSERT_TRUE(c.wait_state(q, "succeeded", 30000ms)) << c.history(q);
+  EXPECT_EQ(c.job(q)["runs"], 1);
+  EXPECT_EQ(slurp(c.agent_log("n1")).find("no contact with the server"), std::string::npos)
+      << slurp(c.agent_log("n1"));
+}
+
+// The server dies while a gang runs on two nodes. Restarted, it no longer knows which nodes
+// started their part; each agent says so again, and the gang ends as it would have: once per
+// rank, one run.
+TEST(EndToEnd, AServerRestartedUnderARunningGangLearnsItsNodesStartedAndRunsNothingTwice) {
+  TestCluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8);
+  c.start_agent("n2", 8);
+  const auto g = c.submit({{"budget", "/lab/a"},
+                           {"nodes", 2},
+                           {"gpus_per_node", 8},
+                           {"min_runtime", 60},
+                           {"command", c.marked("rg", "echo $ALLOT_NODE >> " + c.out("rg.") +
+                                                          "$ALLOT_NODE_RANK; sleep 4; exit 0")}});
+  ASSERT_TRUE(eventually([&] {
+    return std::filesystem::exists(c.out("rg.0")) && std::filesystem::exists(c.out("rg.1"));
+  })) << c.history(g);
+  ASSERT_TRUE(eventually([&] { return c.state(g) == "running"; })) << c.history(g);
+  c.kill_server(SIGKILL);
+  std::this_thread::sleep_for(700ms);
+  c.start_server();
+  ASSERT_TRUE(c.wait_state(g, "succeeded", 40000ms)) << c.history(g);
+  EXPECT_EQ(c.job(g)["runs"], 1);
+  for (const char* rank : {"rg.0", "rg.1"}) {
+    EXPECT_EQ(lines_of(c.out(rank)).size(), 1u) << rank << " ran more than once";
+  }
+  for (const char* n : {"n1", "n2"}) {
+    EXPECT_NE(slurp(c.agent_log(n)).find("does not know it started here"), std::string::npos)
+        << n << " did not say again that its part started";
+  }
 }
 
 TEST(EndToEnd, TelemetryReachesTheServerPerJob) {

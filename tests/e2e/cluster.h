@@ -139,6 +139,7 @@ class Cluster {
   const std::string& dir() const { return dir_; }
   void keep() { keep_ = true; }  // leave the directory (logs) for a person to read
   std::string out(const std::string& name) const { return dir_ + "/out/" + name; }
+  std::string agent_log(const std::string& name) const { return dir_ + "/agent-" + name + ".log"; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
   void start_server() {
@@ -215,7 +216,7 @@ class Cluster {
     argv.insert(argv.end(), flags.begin(), flags.end());
     auto& p = agents_[name];
     p = std::make_unique<Process>();
-    p->start(argv, dir_ + "/agent-" + name + ".log");
+    p->start(argv, agent_log(name));
     if (!eventually([&] {
           auto n = get("/api/v1/nodes/" + name);
           return n.status == 200 && n.body.value("health", "") == "healthy";

@@ -20,10 +20,10 @@
 
 #include "../store/postgres_cluster.h"
 #include "cli_run.h"
-#include "cluster.h"
 #include "kept_jobs.h"
 #include "store/postgres_store.h"
 #include "submit_storm.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
@@ -70,7 +70,7 @@ TEST(HighAvailability, KillingTheLeaderRepeatedlyDuringAStormLosesNothingAndRuns
   if (uri.empty()) GTEST_SKIP() << PostgresCluster::get().skip_reason();
   const std::vector<std::string> flags = {
       "--store", uri, "--lease-seconds", "15", "--node-timeout-seconds", "30"};
-  Cluster c(flags);  // server A: the Cluster's own
+  TestCluster c(flags);  // server A: the Cluster's own
   c.start_server();
   ASSERT_TRUE(eventually([&] { return health(c.port()).value("role", "") == "leader"; }, 10000ms))
       << health(c.port()).dump();
@@ -223,7 +223,7 @@ TEST(HighAvailability, AFrozenLeaderIsReplacedAndExitsWhenResumedAndTheCliFollow
   const std::string uri = fresh_postgres();
   if (uri.empty()) GTEST_SKIP() << PostgresCluster::get().skip_reason();
   const std::vector<std::string> flags = {"--store", uri};
-  Cluster c(flags);
+  TestCluster c(flags);
   c.start_server();
   ASSERT_TRUE(eventually([&] { return health(c.port()).value("role", "") == "leader"; }, 10000ms));
   c.budget("/lab/a", 1);

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cluster.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
@@ -203,8 +203,8 @@ class Hostile : public ::testing::Test {
   }
 
   // Small limits, so that one user reaches them in a few requests.
-  Cluster c{{"--submit-rate", "1", "--submit-burst", "5", "--max-waiting-jobs", "3",
-             "--max-connections-per-address", "32"}};
+  TestCluster c{{"--submit-rate", "1", "--submit-burst", "5", "--max-waiting-jobs", "3",
+                 "--max-connections-per-address", "32"}};
   std::string ann;
   std::uint64_t blocker = 0;
   long baseline_rss = 0;

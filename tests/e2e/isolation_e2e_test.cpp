@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cluster.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
@@ -65,7 +65,7 @@ TEST(Isolation, AJobCannotReachAnotherUsersJobNorTheAgentsOrServersSecrets) {
   if (::getpwnam("carol"))
     GTEST_SKIP() << "an account 'carol' exists here: cannot show a missing one";
 
-  Cluster c;
+  TestCluster c;
   c.start_server();
   ASSERT_EQ(c.post("/api/v1/budgets",
                    {{"path", "/lab"}, {"share", 1}, {"members", {"ann", "bob", "carol"}}})

@@ -9,10 +9,10 @@
 
 #include "../store/postgres_cluster.h"
 #include "cli_run.h"
-#include "cluster.h"
 #include "kept_jobs.h"
 #include "store/postgres_store.h"
 #include "submit_storm.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
@@ -34,7 +34,7 @@ TEST(PostgresEndToEnd, KillNineDuringASubmitStormLosesNoAcknowledgedJobAndAllRun
 #else
   const int kRounds = 4;
 #endif
-  Cluster c({"--store", uri, "--lease-seconds", "3", "--node-timeout-seconds", "20"});
+  TestCluster c({"--store", uri, "--lease-seconds", "3", "--node-timeout-seconds", "20"});
   c.start_server();
   c.budget("/lab/a", 1);
   c.start_agent("n1", 8);
@@ -80,7 +80,7 @@ TEST(PostgresEndToEnd, KillNineDuringASubmitStormLosesNoAcknowledgedJobAndAllRun
 TEST(PostgresEndToEnd, AStoreCopiedFromSqliteServesTheSameJobsWhichThenRun) {
   const std::string uri = fresh_postgres();
   if (uri.empty()) GTEST_SKIP() << PostgresCluster::get().skip_reason();
-  Cluster c;
+  TestCluster c;
   c.start_server();  // on SQLite: <dir>/allot.db
   c.budget("/lab/a", 1);
   std::vector<std::uint64_t> ids;

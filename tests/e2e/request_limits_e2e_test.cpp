@@ -5,7 +5,7 @@
 // again once its bucket refills.
 #include <gtest/gtest.h>
 
-#include "cluster.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
@@ -50,8 +50,8 @@ class RequestLimits : public ::testing::Test {
   }
 
   // A burst of 10 and one a second per user; 5 and one a second per address without a token.
-  Cluster c{{"--request-rate", "1", "--request-burst", "10", "--unauthenticated-rate", "1",
-             "--unauthenticated-burst", "5"}};
+  TestCluster c{{"--request-rate", "1", "--request-burst", "10", "--unauthenticated-rate", "1",
+                 "--unauthenticated-burst", "5"}};
   std::string ann, bob;
 };
 

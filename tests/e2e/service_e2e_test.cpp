@@ -8,14 +8,18 @@
 #include <cstdio>
 #include <set>
 
-#include "admin_session.h"
+#include "cli_run.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
 
+CliRun cli(const Cluster& c, const std::string& args) {
+  return run_allot(args, "ALLOT_ADDR=" + c.url() + " ALLOT_TOKEN=" + c.admin());
+}
+
 TEST(ServiceEndToEnd, ScalesOutAndInOnMemoryPressureAndTheMinimumIsNeverPreempted) {
-  Cluster c;
-  KeepLogsOnFailure keep{c};
+  TestCluster c;
   c.start_server();
   c.budget("/lab/a", 1);
   c.budget("/lab/b", 1);
@@ -27,9 +31,9 @@ TEST(ServiceEndToEnd, ScalesOutAndInOnMemoryPressureAndTheMinimumIsNeverPreempte
     }
   };
   memory(20000);  // about 25% of 81559 MiB: between nothing and the low watermark
-  auto r = admin_cli(c,
-                     "serve create chat --budget /lab/a --gpus 2 --min 1 --max 3 --cooldown 1s "
-                     "--min-runtime 1h -- /bin/sh -c 'sleep 600'");
+  auto r = cli(c,
+               "serve create chat --budget /lab/a --gpus 2 --min 1 --max 3 --cooldown 1s "
+               "--min-runtime 1h -- /bin/sh -c 'sleep 600'");
   ASSERT_EQ(r.code, 0) << r.out;
   json s;
   auto service = [&] {
@@ -61,12 +65,12 @@ TEST(ServiceEndToEnd, ScalesOutAndInOnMemoryPressureAndTheMinimumIsNeverPreempte
   EXPECT_NE(s["decisions"][0]["reason"].get<std::string>().find("out: GPU memory"),
             std::string::npos)
       << s.dump();
-  auto show = admin_cli(c, "serve show chat");
+  auto show = cli(c, "serve show chat");
   EXPECT_EQ(show.code, 0) << show.out;
   EXPECT_NE(show.out.find("1 -> 2  out: GPU memory"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("2 -> 3  out: GPU memory"), std::string::npos) << show.out;
   // The replicas are jobs that name their service.
-  auto one = admin_cli(c, "show " + std::to_string(protected_job));
+  auto one = cli(c, "show " + std::to_string(protected_job));
   EXPECT_NE(one.out.find("service    chat (protected replica"), std::string::npos) << one.out;
 
   // 6 of 8 GPUs held: a funded 4-GPU job of /lab/b takes an elastic replica's GPUs, never the
@@ -98,10 +102,10 @@ TEST(ServiceEndToEnd, ScalesOutAndInOnMemoryPressureAndTheMinimumIsNeverPreempte
   EXPECT_EQ(c.state(train), "running");
 
   // Deleted: its replica is stopped.
-  r = admin_cli(c, "serve delete chat");
+  r = cli(c, "serve delete chat");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(c.wait_state(protected_job, "cancelled")) << c.history(protected_job);
-  r = admin_cli(c, "serve list");
+  r = cli(c, "serve list");
   EXPECT_NE(r.out.find("no services"), std::string::npos) << r.out;
 }
 

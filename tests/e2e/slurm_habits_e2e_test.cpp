@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
-#include "cluster.h"
+#include "test_cluster.h"
 
 namespace allot::e2e {
 namespace {
@@ -20,12 +20,6 @@ class Habits : public ::testing::Test {
     c.start_server();
     c.budget("/lab/a", 1);
     c.start_agent("n1", 8);
-  }
-  void TearDown() override {
-    if (HasFailure()) {
-      c.keep();
-      std::fprintf(stderr, "logs of the failed test: %s\n", c.dir().c_str());
-    }
   }
   // Runs `allot args...` as the administrator against the cluster's server.
   Out allot(const std::vector<std::string>& args) {
@@ -61,7 +55,7 @@ class Habits : public ::testing::Test {
     return j.contains("array_job_id") ? j["array_job_id"].get<std::uint64_t>()
                                       : j.value("id", std::uint64_t{0});
   }
-  Cluster c{{"--stop-grace-seconds", "1"}};
+  TestCluster c{{"--stop-grace-seconds", "1"}};
 };
 
 TEST_F(Habits, HoldThenReleaseThenRun) {

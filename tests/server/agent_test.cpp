@@ -741,6 +741,31 @@ TEST_F(Agent, AGangNodeThatHasNotStartedIsStillToldToStart) {
   EXPECT_EQ(state(id), "running");
 }
 
+// Which nodes of a running gang started is not stored: after a restart every node is told
+// "starting" until it says "started" again, so that a node that never saw the run launches it
+// rather than report it lost (and end the whole gang).
+TEST_F(Agent, AfterARestartAGangNodeIsToldToStartUntilItSaysItStarted) {
+  auto t1 = node("n1");
+  auto t2 = node("n2");
+  const auto id = submit_gang("r");
+  EXPECT_EQ(report("n1", t1, {{"job", id}, {"run", 1}, {"event", "started"}}).status, 200);
+  h->sync();
+  ASSERT_EQ(state(id), "running");
+  ASSERT_EQ(assignments("n1", t1).body["run"][0]["state"], "running");
+  ASSERT_EQ(assignments("n2", t2).body["run"][0]["state"], "starting");
+  h->restart();
+  EXPECT_EQ(state(id), "running");
+  EXPECT_EQ(assignments("n2", t2).body["run"][0]["state"], "starting") << "it never started";
+  EXPECT_EQ(assignments("n1", t1).body["run"][0]["state"], "starting") << "not known any more";
+  EXPECT_EQ(report("n1", t1, {{"job", id}, {"run", 1}, {"event", "started"}}).status, 200);
+  h->sync();
+  EXPECT_EQ(assignments("n1", t1).body["run"][0]["state"], "running");
+  EXPECT_EQ(assignments("n2", t2).body["run"][0]["state"], "starting");
+  EXPECT_EQ(state(id), "running");
+  const auto runs = h->get("/api/v1/jobs/" + std::to_string(id)).body["runs"];
+  EXPECT_EQ(runs, 1) << "a repeated start report starts nothing";
+}
+
 TEST_F(Agent, LogsAreAppendedByOffsetAndReadBack) {
   auto t1 = node("n1");
   auto t2 = node("n2");
