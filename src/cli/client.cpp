@@ -34,7 +34,7 @@ bool is_client_command(const std::string& cmd) {
   static const std::vector<std::string> cmds = {
       "submit", "ls",      "show",    "why",      "cancel", "budget", "nodes",
       "drain",  "undrain", "cordon",  "uncordon", "report", "token",  "logs",
-      "me",     "hold",    "release", "advise",   "limits"};
+      "me",     "hold",    "release", "advise",   "limits", "serve"};
   return std::find(cmds.begin(), cmds.end(), cmd) != cmds.end();
 }
 
@@ -54,8 +54,8 @@ int client_main(int argc, char** argv) {
   }
   // budget and token have subcommands, each with its own flags; the first word names it.
   std::string sub;
-  if (cmd == "budget" || cmd == "token") {
-    const std::string fallback = cmd == "budget" ? "tree" : "ls";
+  if (cmd == "budget" || cmd == "token" || cmd == "serve") {
+    const std::string fallback = cmd == "budget" ? "tree" : cmd == "serve" ? "list" : "ls";
     if (words.empty() || words[0].rfind("-", 0) == 0) {
       const bool help = !words.empty() && (words[0] == "--help" || words[0] == "-h");
       if (help) {
@@ -73,6 +73,7 @@ int client_main(int argc, char** argv) {
       sub = fallback;
     } else {
       sub = words[0] == "remove" ? "rm" : words[0];
+      if (cmd == "serve" && (sub == "ls" || sub == "rm")) sub = sub == "ls" ? "list" : "delete";
       words.erase(words.begin());
     }
     if (!find_command(cmd, sub)) {
@@ -116,6 +117,7 @@ int client_main(int argc, char** argv) {
   if (cmd == "limits") return client::cmd_limits(a, c);
   if (cmd == "logs") return client::cmd_logs(a, c);
   if (cmd == "me") return client::cmd_me(a, c);
+  if (cmd == "serve") return client::cmd_serve(a, c);
   die(kUsage, "unknown command '" + cmd + "'");
 }
 

@@ -94,6 +94,7 @@ bool natural_less(const std::string& a, const std::string& b);  // "n2" < "n10"
 int cmd_node_op(const Args& a, const Conn& c, const std::string& op);
 int cmd_token(const Args& a, const Conn& c);
 int cmd_limits(const Args& a, const Conn& c);
-int cmd_me(const Args& a, const Conn& c);  // client_standing.cpp
+int cmd_me(const Args& a, const Conn& c);     // client_standing.cpp
+int cmd_serve(const Args& a, const Conn& c);  // client_services.cpp: allot serve SUBCOMMAND
 
 }  // namespace allot::cli::client

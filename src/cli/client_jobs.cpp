@@ -477,6 +477,11 @@ int cmd_show(const Args& a, const Conn& c) {
     std::printf("  %-10s task %d of array %llu\n", "array", r.value("array_index", 0),
                 r["array_job_id"].get<unsigned long long>());
   }
+  if (const auto& spec = r["spec"]; spec.is_object() && spec.contains("service")) {
+    const std::string svc = spec.value("service", "");
+    std::printf("  %-10s %s (%s replica: 'allot serve show %s')\n", "service", svc.c_str(),
+                spec.value("service_tier", "").c_str(), svc.c_str());
+  }
   std::printf("  %-10s %s\n", "spec", r["spec"].dump().c_str());
   if (r.contains("placement") && r["placement"].is_array() && !r["placement"].empty()) {
     std::map<std::string, std::string> per_node;  // node -> "0,1,2"

@@ -314,6 +314,95 @@ std::vector<CommandSpec> build() {
                0,
                false,
                "allot advise --budget /lab/nlp"});
+  c.push_back(
+      {"serve create",
+       "NAME --budget PATH [options] -- COMMAND ARGS...",
+       "Run an inference service: replicas of COMMAND kept alive by the server. The first "
+       "--min replicas are protected like a contract (allocated when the budget can fund "
+       "--min-runtime, never preempted inside it, replaced when they end); replicas above it "
+       "are unallocated and preemptible. The autoscaler moves the count between --min and --max "
+       "on the replicas' GPU memory use and on the load the service reports.",
+       {{"budget", "PATH", "the budget that pays (required)"},
+        {"gpus", "N", "GPUs per replica, on one node (default 1)"},
+        {"gpu-milli", "M", "a fraction of one GPU per replica, in thousandths (1-1000)"},
+        {"min", "R", "replicas always kept, protected (default 1)"},
+        {"max", "R", "replicas at most (default: --min, at least 1)"},
+        {"min-runtime", "DURATION",
+         "the protected replicas' contract (default: the server's maximum)"},
+        {"ready-path", "PATH",
+         "an HTTP path a ready replica answers 200 on, e.g. /health (kept and shown; not yet "
+         "checked: a replica counts as available once it runs)"},
+        {"ready-command", "COMMAND",
+         "a shell command that succeeds once a replica is ready (kept; not yet run)"},
+        {"memory-high", "F", "scale out above this fraction of GPU memory used (default 0.8)"},
+        {"memory-low", "F", "scale in below this fraction of GPU memory used (default 0.3)"},
+        {"load-high", "X", "scale out above this reported load per replica (default: off)"},
+        {"load-low", "X", "scale in below this reported load per replica"},
+        {"cooldown", "DURATION", "at least this long between two scale decisions (default 60s)"},
+        {"model", "MODEL", "the GPU model, e.g. H100 (default: any)"},
+        {"cluster", "NAME", "the cluster (default: any)"},
+        {"env", "NAME=VALUE", "an environment variable (repeatable)", {}, false, true},
+        {"workdir", "DIR", "the directory replicas start in, on a path the nodes share"},
+        {"memory", "SIZE", "host memory per replica, e.g. 64G"},
+        {"cpus", "N", "CPU cores per replica"},
+        {"container", "IMAGE", "run in this container image"}},
+       1,
+       1,
+       true,
+       "allot serve create chat --budget /lab/nlp --gpu-milli 500 --min 1 --max 4 -- ./serve.sh"});
+  c.push_back({"serve list",
+               "",
+               "The services you may see: replicas wanted, running, and the figures the "
+               "autoscaler reads.",
+               {},
+               0,
+               0,
+               false,
+               "allot serve list"});
+  c.push_back({"serve show",
+               "NAME",
+               "One service: its replicas (tier, job, state) and its recent scale decisions "
+               "with their reasons and figures.",
+               {},
+               1,
+               1,
+               false,
+               "allot serve show chat"});
+  c.push_back({"serve scale",
+               "NAME [--min R] [--max R]",
+               "Change the replicas a service keeps (--min, protected) and may have (--max).",
+               {{"min", "R", "replicas always kept, protected"}, {"max", "R", "replicas at most"}},
+               1,
+               1,
+               false,
+               "allot serve scale chat --min 2 --max 8"});
+  c.push_back({"serve restart",
+               "NAME",
+               "Rolling restart: each replica is replaced by a new one, one at a time, and "
+               "stopped only once its replacement runs (as many replicas available throughout; "
+               "it waits while no GPU is free for the new one).",
+               {},
+               1,
+               1,
+               false,
+               "allot serve restart chat"});
+  c.push_back({"serve delete",
+               "NAME",
+               "Delete a service: its replicas are stopped (cancelled).",
+               {},
+               1,
+               1,
+               false,
+               "allot serve delete chat"});
+  c.push_back({"serve load",
+               "NAME VALUE",
+               "Report a service's load (requests/s or p90 latency: the unit of its --load-high) "
+               "for its autoscaler; services post it to POST /api/v1/services/NAME/load.",
+               {},
+               2,
+               2,
+               false,
+               "allot serve load chat 120"});
   c.push_back({"token ls", "", "The API tokens (admins).", {}, 0, 0, false, "allot token ls"});
   c.push_back(
       {"token create",

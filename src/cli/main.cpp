@@ -31,6 +31,7 @@ void usage(FILE* out) {
       "  me       your budgets' standing: share, usage, rank, owed vs delivered (like sshare)\n"
       "  report   the four metrics and owed/delivered per budget\n"
       "  advise   right-sizing advice: jobs whose GPUs sat idle, starved or too big\n"
+      "  serve    create, list, show, scale, restart, delete, load: inference services\n"
       "  token    ls, create, revoke\n"
       "  limits   submission limits: the server's, and a user's own (admins)\n"
       "  completion  bash|zsh: a shell completion script (source <(allot completion bash))\n"

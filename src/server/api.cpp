@@ -59,6 +59,7 @@ void ApiServer::Impl::install() {
   install_usage_routes();
   install_advice_routes();
   install_standing_routes();
+  install_service_routes();
   install_agent_routes();
   install_agent_log_routes();
   install_token_routes();

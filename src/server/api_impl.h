@@ -342,6 +342,7 @@ struct ApiServer::Impl {
   void install_node_routes();       // api_nodes.cpp
   void install_usage_routes();      // api_usage.cpp: usage and report
   void install_advice_routes();     // api_advice.cpp: right-sizing advice from telemetry
+  void install_service_routes();    // api_services.cpp: inference services
   void install_standing_routes();   // api_standing.cpp: each budget's standing (allot me)
   void install_agent_routes();      // api_agent.cpp: the agent protocol
   void install_agent_log_routes();  // api_logs.cpp: agents uploading logs

@@ -114,6 +114,7 @@ core::ClusterId Controller::cluster_id(const std::string& name) {
 Status Controller::start() {
   if (auto st = validate(options_); !st.ok()) return st;
   rebuild();
+  rebuild_services();
   for (const auto& o : options_.observers) o->rebuilt(store_);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "allot-loop");
@@ -203,6 +204,7 @@ void Controller::cycle(bool explain) {
   core::CycleOptions copts;
   copts.explain_all = explain;
   std::erase_if(vacating_, [&](const auto& v) { return v.second.until <= now; });
+  reconcile_services(now, batch, explain);
   gate(now, batch);
   auto res = sched_.cycle(now, copts);
   ++cycles_;
@@ -299,6 +301,7 @@ void Controller::cycle(bool explain) {
     explained_at_ = now;
     cluster_states_ = res.clusters;
     standing_ = standings();
+    publish_services();  // its replicas' states
   }
   write(std::move(batch));
   dirty_ = false;
@@ -318,6 +321,7 @@ void Controller::publish() {
   s->why = why_;
   s->explained_at = explained_at_;
   s->standing = standing_;
+  s->services = services_view_;
   if (!budgets_snap_ || budgets_snap_version_ != sched_.budgets().version()) {
     budgets_snap_ = std::make_shared<const core::BudgetTree>(sched_.budgets());
     budgets_snap_version_ = sched_.budgets().version();

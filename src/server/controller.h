@@ -29,6 +29,7 @@
 #include "server/feasibility.h"
 #include "server/lifecycle.h"
 #include "server/observer.h"
+#include "server/service.h"
 #include "server/standing.h"
 #include "store/store.h"
 
@@ -138,6 +139,10 @@ struct Snapshot {
   std::map<std::string, std::int64_t> waiting_by_owner_in;
   // Each budget's standing, computed with the explanations (server/standing.h). Shared.
   std::shared_ptr<const StandingTable> standing;
+  // Every service (server/service.h) as `allot serve show` gives it, by name: its request, its
+  // replicas and the scale decisions. Rebuilt with the explanations and on each service change.
+  std::shared_ptr<const std::map<std::string, nlohmann::json>> services =
+      std::make_shared<const std::map<std::string, nlohmann::json>>();
   std::uint64_t version = 0;  // one more for each snapshot published
   // How many submissions (Controller::submitted()) the loop had taken in: those numbered up to
   // this are in the counts above (or have left the queue already).
@@ -223,6 +228,23 @@ class Controller {
   // Runs a cycle now and returns once its snapshot is published.
   void sync();
 
+  // Inference services (controller_services.cpp): each change is persisted and shown in the
+  // snapshot published before the call returns. create refuses a name in use (field "name");
+  // the others refuse an unknown name (field "name"). delete cancels the service's replicas.
+  core::Result<store::ServiceRecord> create_service(const ServiceSpec& spec,
+                                                    const std::string& owner);
+  core::Result<store::ServiceRecord> scale_service(const std::string& name,
+                                                   std::optional<int> min_replicas,
+                                                   std::optional<int> max_replicas,
+                                                   const std::string& by);
+  core::Result<store::ServiceRecord> delete_service(const std::string& name, const std::string& by);
+  // A rolling restart: each replica running now is replaced by a new one, one at a time, each
+  // old one stopped only once its replacement runs (make before break).
+  core::Result<store::ServiceRecord> restart_service(const std::string& name,
+                                                     const std::string& by);
+  // The load a service reports (POST /services/NAME/load): its total, in its own unit.
+  Status service_load(const std::string& name, double load);
+
  private:
   struct Active {
     store::JobRecord rec;
@@ -299,6 +321,36 @@ class Controller {
   void tell_jobs_on_node(const store::NodeRecord& n, const std::string& was, Time now,
                          store::WriteBatch& batch);
   void revive(const std::string& name);
+
+  // A service as the loop keeps it (controller_services.cpp).
+  struct ServiceRt {
+    store::ServiceRecord rec;
+    ServiceSpec spec;
+    ServiceState state;
+    std::map<JobId, bool> replicas;  // its jobs not ended: true for a protected one
+    std::set<JobId> stale;           // of those, the ones a rolling restart is replacing
+    std::optional<double> load;      // its latest report
+    Time load_at = 0;
+    std::optional<double> memory;  // the last measured memory pressure
+    int running = 0;               // replicas running at the last reconcile
+    Time replace_after = 0;        // replicas that ended at once are replaced no sooner
+    int quick_ends = 0;            // replicas in a row that ended within a minute
+  };
+  // Keeps each service's replicas as wanted, before the core decides: submits the missing ones
+  // (protected first), cancels those over what is wanted (elastic ones, waiting ones first) and
+  // takes the autoscaler's decision (`measure`: on the explaining cycles, once a second).
+  void reconcile_services(Time now, store::WriteBatch& batch, bool measure);
+  void submit_replica(ServiceRt& s, bool protected_tier, Time now, store::WriteBatch& batch);
+  void cancel_in_loop(Active& a, const std::string& reason, Time now, store::WriteBatch& batch);
+  // The mean fraction of GPU memory used on a running replica's GPUs, from its nodes' latest
+  // telemetry; nullopt when none is fresh.
+  std::optional<std::pair<double, int>> replica_memory(const Active& a, Time now) const;
+  void rebuild_services();
+  void publish_services();
+  std::map<std::string, ServiceRt> services_;
+  std::shared_ptr<const std::map<std::string, nlohmann::json>> services_view_ =
+      std::make_shared<const std::map<std::string, nlohmann::json>>();
+  ServiceLimits service_limits_;
 
   // Set at construction, then only read (from any thread).
   store::Store& store_;  // thread-safe itself

@@ -15,6 +15,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api_logs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_nodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_tokens.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/api_services.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_usage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api_views.cpp
@@ -27,6 +28,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/controller_jobs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_nodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_restore.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/controller_services.cpp
   ${CMAKE_CURRENT_LIST_DIR}/controller_standing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/edge.cpp
   ${CMAKE_CURRENT_LIST_DIR}/event_log.cpp
@@ -45,6 +47,7 @@ set(ALLOT_SERVER_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/quota.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/request_limits.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/service.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shape_history.cpp
   ${CMAKE_CURRENT_LIST_DIR}/standby.cpp
   ${CMAKE_CURRENT_LIST_DIR}/standing.cpp

@@ -142,6 +142,17 @@ PgStatement write_statement(const WriteOp& w) {
               "DO UPDATE SET limits = excluded.limits";
           st.sql = &sql;
           st.params.all(o.record.user, o.record.limits);
+        } else if constexpr (std::is_same_v<T, op::PutService>) {
+          static const std::string sql =
+              "INSERT INTO services (name, owner, budget, spec_json, state_json, created, "
+              "updated, removed) VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (name) DO UPDATE "
+              "SET owner = excluded.owner, budget = excluded.budget, spec_json = "
+              "excluded.spec_json, state_json = excluded.state_json, created = excluded.created, "
+              "updated = excluded.updated, removed = excluded.removed";
+          const auto& v = o.service;
+          st.sql = &sql;
+          st.params.all(v.name, v.owner, v.budget, v.spec_json, v.state_json, v.created, v.updated,
+                        std::int64_t{v.removed ? 1 : 0});
         } else {
           static const std::string none = "SELECT 1";  // AddTelemetry: apply_telemetry
           st.sql = &none;

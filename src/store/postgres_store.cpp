@@ -302,6 +302,16 @@ class PostgresStore final : public Store {
                });
   }
 
+  std::vector<ServiceRecord> services() const override {
+    return all(query("SELECT name, owner, budget, spec_json, state_json, created, updated FROM "
+                     "services WHERE removed = 0 ORDER BY name",
+                     {}),
+               [](const PgResult& r, int i) {
+                 return ServiceRecord{r.text(i, 0), r.text(i, 1),    r.text(i, 2),    r.text(i, 3),
+                                      r.text(i, 4), r.integer(i, 5), r.integer(i, 6), false};
+               });
+  }
+
   std::vector<UserLimitsRecord> user_limits() const override {
     return all(
         query("SELECT user_name, limits FROM user_limits WHERE limits <> '' ORDER BY user_name",

@@ -180,6 +180,19 @@ CREATE TABLE user_limits (
   limits TEXT NOT NULL
 );
 )sql",
+    // 12: inference services (server/service.h): the request and what the server decided.
+    R"sql(
+CREATE TABLE services (
+  name TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  budget TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  state_json TEXT NOT NULL,
+  created BIGINT NOT NULL,
+  updated BIGINT NOT NULL,
+  removed INTEGER NOT NULL DEFAULT 0
+);
+)sql",
 };
 
 }  // namespace

@@ -443,6 +443,22 @@ class SqliteStore final : public Store {
         });
   }
 
+  std::vector<ServiceRecord> services() const override {
+    return rows(
+        "SELECT name, owner, budget, spec_json, state_json, created, updated FROM services "
+        "WHERE removed = 0 ORDER BY name",
+        [](sqlite3_stmt* st) {
+          return ServiceRecord{col_text(st, 0),
+                               col_text(st, 1),
+                               col_text(st, 2),
+                               col_text(st, 3),
+                               col_text(st, 4),
+                               sqlite3_column_int64(st, 5),
+                               sqlite3_column_int64(st, 6),
+                               false};
+        });
+  }
+
   std::vector<UserLimitsRecord> user_limits() const override {
     return rows("SELECT user_name, limits FROM user_limits WHERE limits <> '' ORDER BY user_name",
                 [](sqlite3_stmt* st) {
@@ -752,6 +768,16 @@ class SqliteStore final : public Store {
                 "INSERT INTO user_limits (user_name, limits) VALUES (?,?) ON CONFLICT(user_name) "
                 "DO UPDATE SET limits = excluded.limits");
             bind_args(st, o.record.user, o.record.limits);
+          } else if constexpr (std::is_same_v<T, op::PutService>) {
+            const auto& v = o.service;
+            st = wconn_.prepare(
+                "INSERT INTO services (name, owner, budget, spec_json, state_json, created, "
+                "updated, removed) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+                "owner = excluded.owner, budget = excluded.budget, spec_json = "
+                "excluded.spec_json, state_json = excluded.state_json, created = "
+                "excluded.created, updated = excluded.updated, removed = excluded.removed");
+            bind_args(st, v.name, v.owner, v.budget, v.spec_json, v.state_json, v.created,
+                      v.updated, v.removed);
           }
         },
         w);

@@ -167,6 +167,21 @@ struct NodeHealthEvent {
   std::string reason;
 };
 
+// An inference service (server/service.h): replicated jobs the server keeps alive. `spec_json`
+// is the validated request (the replicas' job template, min/max replicas, readiness, autoscaling);
+// `state_json` what the server decided since (the replicas it wants, recent scale decisions).
+// A deleted service's row stays, removed, until a service of the same name replaces it.
+struct ServiceRecord {
+  std::string name;
+  std::string owner;
+  std::string budget;
+  std::string spec_json = "{}";
+  std::string state_json = "{}";
+  Time created = 0;
+  Time updated = 0;
+  bool removed = false;
+};
+
 // A job's measured use, summed from its agents' telemetry posts. One row per run and one with
 // run 0 for the whole job. Means are kept as sums weighted by samples (or GPU-seconds).
 struct TelemetryRecord {
@@ -263,12 +278,16 @@ struct AddTelemetry {
 struct PutUserLimits {
   UserLimitsRecord record;
 };
+// Creates or replaces a service (by name).
+struct PutService {
+  ServiceRecord service;
+};
 }  // namespace op
 
 using WriteOp =
     std::variant<op::InsertJob, op::UpdateJob, op::AddEvent, op::PutBudget, op::AddAudit,
                  op::PutNode, op::TouchNode, op::PutToken, op::RevokeToken, op::AddLedger,
-                 op::AddNodeHealth, op::AddTelemetry, op::PutUserLimits>;
+                 op::AddNodeHealth, op::AddTelemetry, op::PutUserLimits, op::PutService>;
 using WriteBatch = std::vector<WriteOp>;
 
 struct JobQuery {
@@ -313,6 +332,8 @@ class Store {
   virtual std::vector<AuditEntry> audit(const std::string& path_prefix, int limit) const = 0;
   // The users with submission limits of their own, by name.
   virtual std::vector<UserLimitsRecord> user_limits() const = 0;
+  // Every service not removed, by name.
+  virtual std::vector<ServiceRecord> services() const = 0;
 
   virtual std::vector<NodeRecord> nodes() const = 0;
   virtual std::optional<NodeRecord> node(const std::string& name) const = 0;

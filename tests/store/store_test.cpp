@@ -285,6 +285,29 @@ TEST_P(StoreTest, BudgetsAuditNodesTokensLedger) {
   EXPECT_EQ(u[0].limits, R"({"max_waiting":60})");
   ASSERT_TRUE(s->write({op::PutUserLimits{{"bob", ""}}}).ok());
   ASSERT_EQ(s->user_limits().size(), 1u);
+  // Services: created, replaced by name, removed (a removed one is no longer listed, and its
+  // name may be used again).
+  EXPECT_TRUE(s->services().empty());
+  store::ServiceRecord svc{"chat", "ann", "/lab", R"({"min_replicas":1})", "{}", 100, 100, false};
+  ASSERT_TRUE(s->write({op::PutService{svc}}).ok());
+  svc.state_json = R"({"desired":2})";
+  svc.updated = 130;
+  ASSERT_TRUE(s->write({op::PutService{svc}, op::PutService{{"asr", "bob", "/lab"}}}).ok());
+  auto services = s->services();
+  ASSERT_EQ(services.size(), 2u);
+  EXPECT_EQ(services[1].name, "chat");  // by name
+  EXPECT_EQ(services[1].owner, "ann");
+  EXPECT_EQ(services[1].spec_json, R"({"min_replicas":1})");
+  EXPECT_EQ(services[1].state_json, R"({"desired":2})");
+  EXPECT_EQ(services[1].created, 100);
+  EXPECT_EQ(services[1].updated, 130);
+  svc.removed = true;
+  ASSERT_TRUE(s->write({op::PutService{svc}}).ok());
+  ASSERT_EQ(s->services().size(), 1u);
+  EXPECT_EQ(s->services()[0].name, "asr");
+  svc.removed = false;
+  ASSERT_TRUE(s->write({op::PutService{svc}}).ok());
+  EXPECT_EQ(s->services().size(), 2u);
   auto a = s->audit("/lab", 10);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].new_value, "3");  // newest first
@@ -351,6 +374,7 @@ TEST_P(StoreTest, MigratesAVersionOneDatabase) {
                           "ALTER TABLE jobs DROP COLUMN array_limit",
                           "ALTER TABLE budgets DROP COLUMN default_min_runtime",
                           "DROP TABLE user_limits",
+                          "DROP TABLE services",
                           "INSERT INTO job_events VALUES (1, 100, '', 'pending', 'submitted')",
                           "UPDATE schema_version SET version = 1"}) {
     raw_exec(sql);

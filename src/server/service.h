@@ -1,0 +1,119 @@
+// Inference services (docs/policy.md §15): a named, long-running, replicated job the server keeps
+// alive. Each replica is an ordinary job the controller submits from the service's job template:
+// the first min_replicas are *protected* (they ask the service's contract as their minimum
+// runtime, so a funded budget runs them allocated and nothing preempts them inside it), the rest
+// are *elastic* (minimum runtime 0: unallocated, preemptible). The autoscaler moves the number of
+// replicas wanted between min and max on GPU memory pressure and on a load figure the service
+// reports, with hysteresis (two watermarks) and a cool-down; each decision is kept with its reason.
+//
+// This file holds the request's validation and canonical form, and the scale decision, which is
+// a pure function of the figures it is given.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/types.h"
+#include "server/job_spec.h"
+
+namespace allot::server {
+
+struct ServiceLimits {
+  int max_replicas = 64;  // per service
+  std::size_t max_services = 256;
+  std::size_t max_decisions = 20;  // kept per service, newest last
+  std::size_t max_ready = 1024;    // readiness path or command, characters
+};
+
+struct Autoscale {
+  // Mean fraction of GPU memory used on the running replicas' GPUs: above `memory_high` one more
+  // replica, below `memory_low` one fewer (0 < low < high <= 1).
+  double memory_high = 0.8;
+  double memory_low = 0.3;
+  // The service's reported load per running replica (requests/s, or p90 latency in ms: whatever
+  // the service posts; POST /services/NAME/load): above `load_high` out, below `load_low` in.
+  // 0 and 0: the signal is not used.
+  double load_high = 0;
+  double load_low = 0;
+  core::Duration cooldown = 60;  // seconds between two scale decisions of the service
+  // A reported load older than this is ignored (the service stopped reporting).
+  core::Duration load_max_age = 120;
+};
+
+struct ServiceSpec {  // NOLINT(bugprone-exception-escape): misreads nlohmann::json's noexcept move
+  std::string name;
+  std::string budget;
+  int min_replicas = 1;
+  int max_replicas = 1;
+  core::Duration contract = 0;  // protected replicas' minimum runtime
+  std::string ready_path;       // an HTTP path the replica answers 200 on when ready
+  std::vector<std::string> ready_command;
+  Autoscale autoscale;
+  // The replicas' canonical job spec (server/job_spec.h), with "min_runtime" left to the tier.
+  nlohmann::json job;
+};
+
+// A service's request: {"name", "budget", "job": {a job body without name or budget},
+// "min_replicas", "max_replicas", "ready_path" | "ready_command", "autoscale": {...}}. Unknown
+// fields are refused; every error names its field ("job.command", "autoscale.memory_high").
+// The job's "min_runtime" is the protected replicas' contract (default: the policy's maximum).
+core::Result<ServiceSpec> parse_service_request(
+    const nlohmann::json& body, const core::GpuCatalog& catalog,
+    const std::map<std::string, core::ClusterId>& clusters, const core::BudgetTree& budgets,
+    const core::PolicyConfig& policy, const std::vector<NodeShape>& nodes,
+    const ServiceLimits& limits = {});
+
+nlohmann::json service_to_json(const ServiceSpec& s);
+// The canonical JSON back (as the store keeps it).
+core::Result<ServiceSpec> service_from_json(const nlohmann::json& j);
+
+// Checks new min/max replicas against a spec; the error names the field.
+core::Status check_replicas(int min_replicas, int max_replicas, const ServiceLimits& limits = {});
+
+// The canonical job spec of one replica: the template with the tier's minimum runtime and the
+// service's name ("service") and the replica's tier ("service_tier": protected or elastic), also
+// in its environment (ALLOT_SERVICE, ALLOT_SERVICE_TIER).
+nlohmann::json replica_job(const ServiceSpec& s, bool protected_tier);
+
+// One scale decision, as `allot serve show` lists it.
+struct ScaleDecision {
+  core::Time at = 0;
+  int from = 0;
+  int to = 0;
+  std::string reason;
+  std::optional<double> memory;  // the mean memory pressure seen (0..1)
+  std::optional<double> load;    // the load per replica seen
+};
+nlohmann::json decision_to_json(const ScaleDecision& d);
+
+// What the server decided for a service since its creation: kept with the service (state_json).
+struct ServiceState {
+  int desired = 0;  // replicas wanted, between min and max
+  core::Time last_scale = 0;
+  std::deque<ScaleDecision> decisions;  // newest last
+};
+nlohmann::json state_to_json(const ServiceState& s);
+ServiceState state_from_json(const nlohmann::json& j);
+// Appends a decision (dropping the oldest beyond limits.max_decisions) and applies it.
+void record_decision(ServiceState& s, ScaleDecision d, const ServiceLimits& limits = {});
+
+// The figures a scale decision reads: measured over the replicas running now.
+struct ScaleSignals {
+  int running = 0;               // replicas running
+  std::optional<double> memory;  // mean fraction of GPU memory used on their GPUs
+  std::optional<double> load;    // the service's latest fresh report, total
+};
+
+// The next decision for a service wanting `state.desired` replicas, or nothing. Out when memory
+// or load per replica is above its high watermark, in when every signal in use is below its low
+// one (and none above); never inside the cool-down, never past min/max, and only once the
+// replicas wanted are all running (a scale-out waits for the last one to start).
+std::optional<ScaleDecision> scale_decision(const ServiceSpec& spec, const ServiceState& state,
+                                            const ScaleSignals& sig, core::Time now);
+
+}  // namespace allot::server
