@@ -265,7 +265,6 @@ void Controller::cycle(bool explain) {
     for (const auto& g : s.placement) a.rec.milli += g.milli;
     a.rec.runs += 1;
     set_placement(a);
-    if (a.nodes && a.nodes->size() > 1) a.unstarted.insert(a.nodes->begin(), a.nodes->end());
     std::string reason = std::string(s.allocated ? "allocated" : "unallocated") +
                          unallocated_because(a.spec, s) +
                          (s.allowance_until > now

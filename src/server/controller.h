@@ -255,9 +255,10 @@ class Controller {
     std::shared_ptr<const std::vector<std::string>> nodes;
     std::vector<std::pair<std::vector<int>, std::int64_t>> per_node;  // same order as nodes
     std::set<std::string> exited_ok;  // nodes of a gang that reported exit 0 (this run)
-    // Nodes of a gang that have not yet said this run started (filled at placement; empty
-    // after a restart): their assignment says "starting" even once another node made the job
-    // running, so that a node that sees the run late launches it rather than report it lost.
+    // Nodes of a gang that have not yet said this run started (every node, at placement and
+    // after a restart: set_placement): their assignment says "starting" even once another node
+    // made the job running, so that a node that sees the run late launches it rather than
+    // report it lost.
     std::set<std::string> unstarted;
     std::set<std::string> stopped;  // nodes that confirmed the stop (this run, preempting)
   };

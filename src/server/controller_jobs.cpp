@@ -70,6 +70,9 @@ void Controller::set_placement(Active& a) {
       a.per_node[i].second = g.value("milli", core::kWholeGpu);
     }
   }
+  // No node of a gang has said its part started (after a restart too: that is not stored). Each
+  // is told "starting" until it does, even once another made the job running.
+  if (nodes->size() > 1) a.unstarted.insert(nodes->begin(), nodes->end());
   a.nodes = std::move(nodes);
 }
 

@@ -139,12 +139,6 @@ void Controller::rebuild() {
       act.sim_end =
           act.rec.run_start + act.spec.expected_duration.value_or(options_.sim_default_duration);
     }
-    // Which nodes of a running gang have started their part is not stored: each is told
-    // "starting" again until it says so (an agent that runs its part says "started" again; one
-    // that never saw the run launches it rather than report it lost).
-    if (st == JobStatus::Running && act.nodes && act.nodes->size() > 1) {
-      act.unstarted.insert(act.nodes->begin(), act.nodes->end());
-    }
     holding_.insert(rec.id);
     batch.push_back(op::UpdateJob{act.rec});
   }

@@ -766,6 +766,21 @@ TEST_F(Agent, AfterARestartAGangNodeIsToldToStartUntilItSaysItStarted) {
   EXPECT_EQ(runs, 1) << "a repeated start report starts nothing";
 }
 
+// The same for a gang that no node had started before the restart: the first node's report
+// makes it running, and the other is still told to start.
+TEST_F(Agent, AfterARestartAGangNoNodeStartedKeepsItsOtherNodeStarting) {
+  auto t1 = node("n1");
+  auto t2 = node("n2");
+  const auto id = submit_gang("s");
+  ASSERT_EQ(state(id), "starting");
+  h->restart();
+  EXPECT_EQ(report("n1", t1, {{"job", id}, {"run", 1}, {"event", "started"}}).status, 200);
+  h->sync();
+  EXPECT_EQ(state(id), "running");
+  EXPECT_EQ(assignments("n1", t1).body["run"][0]["state"], "running");
+  EXPECT_EQ(assignments("n2", t2).body["run"][0]["state"], "starting") << "n2 has not started";
+}
+
 TEST_F(Agent, LogsAreAppendedByOffsetAndReadBack) {
   auto t1 = node("n1");
   auto t2 = node("n2");
