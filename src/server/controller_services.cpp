@@ -54,12 +54,7 @@ void Controller::submit_replica(ServiceRt& s, bool protected_tier, Time now, Wri
                     std::nullopt,
                     std::nullopt};
     if (s.state.decisions.empty() || s.state.decisions.back().reason != d.reason) {
-      s.state.decisions.push_back(d);
-      while (s.state.decisions.size() > service_limits_.max_decisions) {
-        s.state.decisions.pop_front();
-      }
-      s.rec.state_json = state_to_json(s.state).dump();
-      s.rec.updated = now;
+      note_decision(std::move(d), s.state, s.rec, service_limits_);
       batch.push_back(op::PutService{s.rec});
     }
     return;
