@@ -505,8 +505,13 @@ void Agent::ship_logs() {
         if (!r.ok()) {
           if (r.status == 0) {
             fail_contact(r, "logs");
+          } else if (r.status == 429 || r.status >= 500) {
+            // Busy, or a server that is starting or standing by: the same bytes go again later.
           } else {
-            // Refused for good (an ended run, a stale one): give up on this stream.
+            // Refused for good (an ended run, a stale one): give up on this stream. (The read
+            // above may have failed at the end of the file: cleared, or tellg() says -1 and the
+            // run's exit, which waits for its logs to be shipped, would never be reported.)
+            in.clear();
             in.seekg(0, std::ios::end);
             offset = static_cast<std::int64_t>(in.tellg());
             final_sent = 1;

@@ -52,22 +52,22 @@ bool reserved_env_name(const std::string& s) {
   return s.rfind("ALLOT_", 0) == 0 || s == "CUDA_VISIBLE_DEVICES" || s == "NVIDIA_VISIBLE_DEVICES";
 }
 
-namespace {
-
 core::Result<std::int64_t> get_int(const json& b, const char* f, std::int64_t def, std::int64_t lo,
-                                   std::int64_t hi) {
+                                   std::int64_t hi, const std::string& where) {
   auto it = b.find(f);
   if (it == b.end()) return def;
-  if (!it->is_number_integer()) return Error{f, "must be an integer"};
+  if (!it->is_number_integer()) return Error{where + f, "must be an integer"};
   // Compared before narrowing: 2^64-1 read as an int64 is -1, and 2^32+8 read as an int is 8.
   const bool above =
       it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX);
   const auto v = above ? INT64_MAX : it->get<std::int64_t>();
   if (above || v < lo || v > hi) {
-    return Error{f, "must be between " + std::to_string(lo) + " and " + std::to_string(hi)};
+    return Error{where + f, "must be between " + std::to_string(lo) + " and " + std::to_string(hi)};
   }
   return v;
 }
+
+namespace {
 
 core::Result<std::vector<std::string>> get_names(const json& b, const char* f, std::size_t max_n) {
   std::vector<std::string> out;

@@ -69,6 +69,10 @@ core::Result<core::JobSpec> spec_from_canonical(
     const std::map<std::string, core::ClusterId>& clusters, const core::BudgetTree& budgets);
 
 // Names: [A-Za-z0-9._@-]{1,max}, but not "." or "..".
+// The integer field `f` of object `b` (`def` when absent), within [lo, hi]; an error names
+// `where` + `f` (`where`: the enclosing object's path, e.g. "autoscale.").
+core::Result<std::int64_t> get_int(const nlohmann::json& b, const char* f, std::int64_t def,
+                                   std::int64_t lo, std::int64_t hi, const std::string& where = "");
 bool valid_name(const std::string& s, std::size_t max = 128);
 // Budget paths: "/" or "/a/b" with valid names (no empty, "." or ".." segment), at most 512
 // characters.

@@ -23,18 +23,6 @@ core::Result<double> fraction_field(const json& a, const char* f, double def, do
   return it->get<double>();
 }
 
-core::Result<std::int64_t> int_field(const json& b, const char* f, std::int64_t def,
-                                     std::int64_t lo, std::int64_t hi, const std::string& where) {
-  auto it = b.find(f);
-  if (it == b.end()) return def;
-  if (!it->is_number_integer() || it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi ||
-      (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))) {
-    return Error{where + f,
-                 "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi)};
-  }
-  return it->get<std::int64_t>();
-}
-
 core::Result<Autoscale> parse_autoscale(const json& b) {
   Autoscale a;
   auto it = b.find("autoscale");
@@ -54,9 +42,9 @@ core::Result<Autoscale> parse_autoscale(const json& b) {
   if (!lh.ok()) return lh.error();
   auto ll = fraction_field(*it, "load_low", a.load_low, 1e9, w);
   if (!ll.ok()) return ll.error();
-  auto cd = int_field(*it, "cooldown", a.cooldown, 0, core::kDay, w);
+  auto cd = get_int(*it, "cooldown", a.cooldown, 0, core::kDay, w);
   if (!cd.ok()) return cd.error();
-  auto age = int_field(*it, "load_max_age", a.load_max_age, 1, core::kDay, w);
+  auto age = get_int(*it, "load_max_age", a.load_max_age, 1, core::kDay, w);
   if (!age.ok()) return age.error();
   a.memory_high = mh.value();
   a.memory_low = ml.value();
@@ -111,10 +99,10 @@ core::Result<ServiceSpec> parse_service_request(
     return Error{"budget", "required: the budget path its replicas are charged to"};
   }
   s.budget = budget->get<std::string>();
-  auto mn = int_field(b, "min_replicas", 1, 0, limits.max_replicas, "");
+  auto mn = get_int(b, "min_replicas", 1, 0, limits.max_replicas, "");
   if (!mn.ok()) return mn.error();
-  auto mx = int_field(b, "max_replicas", std::max<std::int64_t>(1, mn.value()), 1,
-                      limits.max_replicas, "");
+  auto mx =
+      get_int(b, "max_replicas", std::max<std::int64_t>(1, mn.value()), 1, limits.max_replicas, "");
   if (!mx.ok()) return mx.error();
   s.min_replicas = static_cast<int>(mn.value());
   s.max_replicas = static_cast<int>(mx.value());
