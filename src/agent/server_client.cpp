@@ -98,9 +98,18 @@ struct ServerClient::Impl {
       if (out.body.is_discarded()) out.body = json();
     }
     if (!out.ok()) {
-      if (out.body.is_object() && out.body.contains("error")) {
-        const auto& e = out.body["error"];
-        out.error = e.value("field", "") + ": " + e.value("reason", "");
+      // The server's errors are {"error": {"field", "reason"}}; a proxy in between may answer
+      // anything else, which must not end the agent.
+      const json* e =
+          out.body.is_object() && out.body.contains("error") ? &out.body["error"] : nullptr;
+      auto text = [&](const char* key) {
+        auto it = e->find(key);
+        return it != e->end() && it->is_string() ? it->get<std::string>() : std::string();
+      };
+      if (e && e->is_object()) {
+        out.error = text("field") + ": " + text("reason");
+      } else if (e && e->is_string()) {
+        out.error = "HTTP " + std::to_string(r->status) + ": " + e->get<std::string>();
       } else {
         out.error = "HTTP " + std::to_string(r->status);
       }

@@ -94,6 +94,25 @@ TEST(ServerList, AStandbyWithoutALeaderSendsTheNextRequestToTheNextServer) {
   EXPECT_EQ(other.hits, 1);
 }
 
+// Something between the agent and the server (a proxy, a load balancer) may answer an error in
+// any shape: the agent reads what it can and goes on (a string "error" once ended the agent).
+TEST(ServerList, AnErrorInAnotherShapeIsReadWithoutEndingTheAgent) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"error": "refused by the proxy"})", "HTTP 403: refused by the proxy"},
+      {R"({"error": {"field": 3, "reason": ["x"]}})", ": "},
+      {R"({"error": {"field": "job", "reason": "ended"}})", "job: ended"},
+      {R"({"error": null})", "HTTP 403"},
+      {R"(["error"])", "HTTP 403"},
+      {"<html>Forbidden</html>", "HTTP 403"}};
+  for (const auto& [body, want] : cases) {
+    Fake proxy(403, body);
+    ServerClient client({proxy.url(), "token", "", false});
+    const auto r = client.get("/api/v1/x");
+    EXPECT_EQ(r.status, 403) << body;
+    EXPECT_EQ(r.error, want) << body;
+  }
+}
+
 // Over HTTPS a client cannot tell that the server closed its idle connection: a request sent on
 // it failed ("Read"). The agent drops an https connection idle past 2 s, so a request after the
 // server's keep-alive (3 s here) goes on a fresh one and is answered.

@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "http_filter.h"
 #include "proxy.h"
 #include "test_cluster.h"
 
@@ -90,6 +91,58 @@ TEST(EndToEnd, JobsRunAsProcessesOnTheirGpusAndEndWithTheirExitCode) {
     return c.get("/api/v1/jobs/" + std::to_string(missing) + "/logs?stream=stderr")
                .raw.find("/no/such/program") != std::string::npos;
   })) << c.get("/api/v1/jobs/" + std::to_string(missing) + "/logs?stream=stderr").raw;
+}
+
+// A server that refuses a run's log uploads for good (403: an ended or stale run) or is busy
+// for a while (503, as a standby or a starting server answers) must not keep the run's exit from
+// being reported: once refused, the agent gives the stream up and reports the exit; a busy answer
+// is retried and every byte arrives. (A refused upload once left the agent waiting for logs it
+// would never ship, and the job stayed running.)
+TEST(EndToEnd, ARefusedOrBusyLogUploadStillEndsTheJob) {
+  TestCluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  std::atomic<int> busy_left{0};
+  std::atomic<bool> refuse{true};
+  HttpFilter filter(c.port(), [&](const httplib::Request& req) -> std::optional<int> {
+    if (req.method != "POST" || req.path.find("/logs") == std::string::npos) return std::nullopt;
+    if (refuse) return 403;
+    if (busy_left > 0) {
+      --busy_left;
+      return 503;
+    }
+    return std::nullopt;
+  });
+  // (Assignment watches held 1 s, not 25: the filter ends with the test, once what it forwards
+  // has been answered.)
+  c.start_agent(
+      "n1", 8,
+      {"--server", "http://127.0.0.1:" + std::to_string(filter.port()), "--watch-seconds", "1"});
+
+  // Refused for good: the job still ends with its exit code; the server has none of its output.
+  const auto a = c.submit({{"budget", "/lab/a"},
+                           {"gpus_per_node", 1},
+                           {"min_runtime", 60},
+                           {"command", {"sh", "-c", "echo refused; exit 3"}}});
+  ASSERT_TRUE(c.wait_state(a, "failed", 20000ms)) << c.history(a);
+  EXPECT_EQ(c.job(a)["exit_code"], 3);
+  EXPECT_GT(filter.answered(), 0);
+  EXPECT_EQ(c.get("/api/v1/jobs/" + std::to_string(a) + "/logs?stream=stdout").raw.find("refused"),
+            std::string::npos);
+
+  // Busy for the next six uploads, then answered: every byte arrives, and the job succeeds.
+  busy_left = 6;
+  refuse = false;
+  const int refused_before = filter.answered();
+  const auto b =
+      c.submit({{"budget", "/lab/a"},
+                {"gpus_per_node", 1},
+                {"min_runtime", 60},
+                {"command", {"sh", "-c", "for i in 1 2 3; do echo line $i; done; exit 0"}}});
+  ASSERT_TRUE(c.wait_state(b, "succeeded", 30000ms)) << c.history(b);
+  EXPECT_EQ(filter.answered() - refused_before, 6);
+  EXPECT_EQ(c.get("/api/v1/jobs/" + std::to_string(b) + "/logs?stream=stdout").raw,
+            "line 1\nline 2\nline 3\n");
 }
 
 // An unallocated (minimum runtime 0), resumable job on all 8 GPUs of /lab/a whose first run runs
