@@ -597,7 +597,7 @@ void Agent::send_reports() {
       const auto& res = results[i];
       if (res.contains("error")) {
         say("job " + key_name(out[i].key) + " " + out[i].event + ": " +
-            res["error"].get<std::string>());
+            (res["error"].is_string() ? res["error"].get<std::string>() : res["error"].dump()));
       }
       answered.insert({out[i].key, out[i].event});
       if (out[i].event == "started") {
@@ -696,17 +696,22 @@ void Agent::load_state() {
     auto j = json::parse(read_file(e.path()), nullptr, false);
     if (!j.is_object()) continue;
     RunRecord r;
-    r.key.job = j.value("job", core::JobId{0});
-    r.key.run = j.value("run", 0);
-    if (r.key.job == 0) continue;
-    r.gpus = j.value("gpus", std::vector<int>{});
-    r.gpu_milli = j.value("gpu_milli", 1000);
-    r.uuids = j.value("uuids", std::vector<std::string>{});
-    r.started_reported = j.value("started_reported", false);
-    r.fenced = j.value("fenced", false);
-    r.lease_lost = j.value("lease_lost", false);
-    r.error_logged = j.value("error_logged", false);
-    r.shipped = j.value("shipped", std::map<std::string, std::int64_t>{});
+    try {  // a record damaged on disk (fields of another type) is passed over, not fatal
+      r.key.job = j.value("job", core::JobId{0});
+      r.key.run = j.value("run", 0);
+      if (r.key.job == 0) continue;
+      r.gpus = j.value("gpus", std::vector<int>{});
+      r.gpu_milli = j.value("gpu_milli", 1000);
+      r.uuids = j.value("uuids", std::vector<std::string>{});
+      r.started_reported = j.value("started_reported", false);
+      r.fenced = j.value("fenced", false);
+      r.lease_lost = j.value("lease_lost", false);
+      r.error_logged = j.value("error_logged", false);
+      r.shipped = j.value("shipped", std::map<std::string, std::int64_t>{});
+    } catch (const json::exception& err) {
+      say("run record " + e.path().string() + " cannot be read (" + err.what() + "): ignored");
+      continue;
+    }
     records_[r.key] = r;
   }
 }

@@ -59,7 +59,8 @@ void AssignmentWatcher::run() {
     if (!since.empty()) target += "&since=" + since;
     Reply r = client_.get(target);
     if (stopping_) break;
-    const bool held = r.ok() && r.body.is_object() && r.body.value("watch", false) &&
+    const bool held = r.ok() && r.body.is_object() && r.body.contains("watch") &&
+                      r.body["watch"].is_boolean() && r.body["watch"].get<bool>() &&
                       r.body.contains("version") && r.body["version"].is_string();
     if (held) {
       since = r.body["version"].get<std::string>();

@@ -118,7 +118,11 @@ TEST(Watcher, AnOlderServerOrHttpsIsNotWatchedAndStopIsPrompt) {
   Server tls([](const httplib::Request&, httplib::Response& res) {
     res.set_content(body("aaaa", false).dump(), "application/json");
   });
-  for (const auto* s : {&old, &tls}) {
+  // Something else between: "watch" of another type is no watch (it once ended the agent).
+  Server odd([](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"watch": "yes", "version": 7})", "application/json");
+  });
+  for (const auto* s : {&old, &tls, &odd}) {
     std::atomic<int> news{0};
     AssignmentWatcher w({s->url(), "tok", "", false}, "/a", std::chrono::seconds(20),
                         [&] { ++news; });

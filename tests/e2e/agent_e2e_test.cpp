@@ -93,6 +93,22 @@ TEST(EndToEnd, JobsRunAsProcessesOnTheirGpusAndEndWithTheirExitCode) {
   })) << c.get("/api/v1/jobs/" + std::to_string(missing) + "/logs?stream=stderr").raw;
 }
 
+// A run record damaged in the agent's state directory (a field of another type) is passed over
+// with a line in the agent's log: the agent starts and runs jobs (it once ended at start).
+TEST(EndToEnd, ADamagedRunRecordDoesNotKeepTheAgentFromStarting) {
+  TestCluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  std::filesystem::create_directories(c.dir() + "/state-n1/agent/runs");
+  std::ofstream(c.dir() + "/state-n1/agent/runs/9.1.json") << R"({"job": "nine", "run": [1]})";
+  c.start_agent("n1", 8);
+  const auto j = c.submit(
+      {{"budget", "/lab/a"}, {"gpus_per_node", 1}, {"min_runtime", 60}, {"command", {"true"}}});
+  ASSERT_TRUE(c.wait_state(j, "succeeded")) << c.history(j);
+  EXPECT_NE(slurp(c.agent_log("n1")).find("9.1.json cannot be read"), std::string::npos)
+      << slurp(c.agent_log("n1"));
+}
+
 // A server that refuses a run's log uploads for good (403: an ended or stale run) or is busy
 // for a while (503, as a standby or a starting server answers) must not keep the run's exit from
 // being reported: once refused, the agent gives the stream up and reports the exit; a busy answer
