@@ -28,6 +28,16 @@ inline Milli total_milli(const Placement& p) {
   return m;
 }
 
+// Speed only: asks the memory for the part of a job's entry that a walk reads (its spec) a few
+// jobs ahead of its turn, so that a walk over a long queue does not wait for each entry in turn.
+// (A walk over 10,000 settled jobs spent most of its time in these first touches.)
+inline constexpr std::size_t kPrefetchDistance = 4;
+inline void prefetch(const JobEntry* j) {
+  if (!j) return;
+  const char* p = reinterpret_cast<const char*>(&j->spec);
+  for (std::size_t at = 0; at < sizeof(JobSpec); at += 64) __builtin_prefetch(p + at);
+}
+
 // A key for "this request shape failed against this pool state", so that the thousands of
 // identical requests behind a blocked one cost a look-up, not a search.
 struct ShapeKey {

@@ -68,6 +68,7 @@ class Scheduler::Selector {
     *budget = cur;
     *ahead = ahead_[cur]++;
     JobEntry* j = (it_[cur]++)->second;
+    prefetch(it_[cur].ahead(kPrefetchDistance));
     skip(cur);
     if (it_[cur] == queues_[cur].end()) unlink(cur);
     return j;

@@ -20,6 +20,7 @@
 #include "core/job.h"
 #include "core/node.h"
 #include "core/policy_config.h"
+#include "core/sorted_queue.h"
 #include "core/usage_window.h"
 
 namespace allot::core {
@@ -125,7 +126,7 @@ struct SchedulerState {
   // Pending jobs per budget, in the order they are served within it: priority, submit time, id.
   // (The first field holds a duration under QueueOrder::ShortestFirst, hence Time.)
   using PendingKey = std::tuple<Time, Time, JobId>;
-  using Queue = std::map<PendingKey, JobEntry*>;
+  using Queue = SortedQueue<PendingKey, JobEntry>;  // contiguous: a walk reads it in order
   // [0]: debug jobs, served first (with debug_jobs_first); [1]: the rest. Per budget, in the order
   // served within it. flat_ holds the same jobs in the FIFO or strict-priority order when one of
   // those is the policy (key: (inverted priority or 0, submit time, id)).

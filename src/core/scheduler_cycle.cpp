@@ -19,6 +19,11 @@ CycleResult Scheduler::cycle(Time now, const CycleOptions& options) {
   CycleResult out;
   out.now = now_;
   if (options.explain_all) out.waiting.reserve(pending_count_);
+  // The walks hold iterators into the queues: sweep erased entries now, never during a walk.
+  for (auto& queues : pending_) {
+    for (Queue& q : queues) q.compact();
+  }
+  for (Queue& q : flat_) q.compact();
   stop_failed_and_drained(out);
   std::set<JobId> started;
   for (ClusterId c = 0; c < clusters_.size(); ++c) schedule_cluster(c, options, out, started);
@@ -199,6 +204,7 @@ void Scheduler::schedule_cluster(ClusterId c, const CycleOptions& options, Cycle
       int inert_run = 0;  // inert jobs passed over in a row
       for (auto it = flat_[pass].begin(); it != flat_[pass].end();) {
         JobEntry* j = (it++)->second;  // advance first: starting erases the job
+        prefetch(it.ahead(kPrefetchDistance));
         const auto& accepted = j->spec.clusters;
         if (!accepted.empty() && std::find(accepted.begin(), accepted.end(), c) == accepted.end()) {
           continue;
