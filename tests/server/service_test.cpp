@@ -523,11 +523,18 @@ class ReadyServices : public Services {
     ASSERT_TRUE(h->ctl().register_node(n).ok());
     agent_tok = h->token("agent-gpu1", "agent", "gpu1");
   }
-  json checked(const std::string& name, int mn, int mx) {
+  json checked(const std::string& name, int mn, int mx, int ready_timeout = 60) {
     auto b = service(name, mn, mx);
     b["ready_command"] = {"test", "-e", "/srv/up"};
-    b["ready_timeout"] = 60;
+    b["ready_timeout"] = ready_timeout;
     return b;
+  }
+  // Service "chat" with a check, created and its first replica started: that replica's job.
+  long long first_started(int mn, int mx, int ready_timeout) {
+    EXPECT_EQ(h->post("/api/v1/services", checked("chat", mn, mx, ready_timeout)).status, 201);
+    h->sync();
+    start_all("chat");
+    return show("chat")["replicas"][0]["job"].get<long long>();
   }
   int run_of(long long id) {
     return h->get("/api/v1/jobs/" + std::to_string(id)).body["runs"].get<int>();
@@ -694,12 +701,7 @@ TEST_F(ReadyServices, RollingRestartStopsAnOldReplicaOnlyOnceItsReplacementIsRea
 }
 
 TEST_F(ReadyServices, TheAutoscalerCountsAndMeasuresReadyReplicasOnly) {
-  auto body = checked("chat", 1, 3);
-  body["ready_timeout"] = 600;
-  ASSERT_EQ(h->post("/api/v1/services", body).status, 201);
-  h->sync();
-  start_all("chat");
-  const auto first = show("chat")["replicas"][0]["job"].get<long long>();
+  const auto first = first_started(1, 3, 600);
   json gpus = json::array();
   for (int g = 0; g < 8; ++g) {
     gpus.push_back({{"index", g}, {"mem_used_mib", 72000}, {"mem_total_mib", 80000}});
@@ -732,12 +734,7 @@ TEST_F(ReadyServices, TheAutoscalerCountsAndMeasuresReadyReplicasOnly) {
 }
 
 TEST_F(ReadyServices, AReplicaNeverReadyWithinItsTimeoutIsRestartedAndTheDecisionSaysWhy) {
-  auto body = checked("chat", 1, 1);
-  body["ready_timeout"] = 30;
-  ASSERT_EQ(h->post("/api/v1/services", body).status, 201);
-  h->sync();
-  start_all("chat");
-  const auto first = show("chat")["replicas"][0]["job"].get<long long>();
+  const auto first = first_started(1, 1, 30);
   ASSERT_EQ(readiness(first, false, "ready_command exited with code 1").status, 200);
   // Time passes; the node's agent keeps in touch.
   auto pass = [&](int seconds) {
