@@ -392,7 +392,7 @@ void Agent::reconcile_with(const Assignments& a) {
   for (const auto& k : actions.lost) {
     const bool queued =
         std::any_of(lost_.begin(), lost_.end(), [&](const Report& x) { return x.key == k; });
-    if (!queued) lost_.push_back({k, "lost", std::nullopt, std::nullopt});
+    if (!queued) lost_.emplace_back(k, "lost");
   }
   std::set<RunKey> waiting;
   for (const auto* w : actions.waiting) {
@@ -629,13 +629,13 @@ void Agent::send_reports() {
         if (r.status == 0) continue;  // unreachable: try again next time
         rec.shipped["stderr"] = static_cast<std::int64_t>(text.size());
       }
-      out.push_back({key, "exited", 127, std::nullopt});
+      out.emplace_back(key, "exited", 127);
       finishing.push_back(key);
       continue;
     }
     if (st == status_.end()) continue;
     const auto& s = st->second;
-    if (!rec.started_reported && !rec.fenced) out.push_back({key, "started", {}, {}});
+    if (!rec.started_reported && !rec.fenced) out.emplace_back(key, "started");
     if (s.phase != RunPhase::Exited) continue;
     finishing.push_back(key);
     if (rec.fenced) continue;
@@ -656,7 +656,7 @@ void Agent::send_reports() {
                         : s.stop_requested          ? "preempted"
                         : !s.exit_code && !s.signal ? "lost"
                                                     : "exited";
-    out.push_back({key, event, s.exit_code, s.signal});
+    out.emplace_back(key, event, s.exit_code, s.signal);
   }
   for (const auto& l : lost_) out.push_back(l);
   // Readiness that changed since the server was last told (runs still running only).
@@ -664,7 +664,7 @@ void Agent::send_reports() {
     if (!p.result || p.result == p.sent) continue;
     auto st = status_.find(key);
     if (st == status_.end() || st->second.phase != RunPhase::Running) continue;
-    Report rep{key, "readiness", {}, {}};
+    Report rep(key, "readiness");
     rep.ready = p.result;
     rep.reason = p.reason;
     out.push_back(std::move(rep));
