@@ -4,13 +4,14 @@
 // another budget then preempts an elastic replica but never the protected one; as the memory
 // empties the service scales back in to its minimum. `allot serve show` explains each decision.
 // A second test: a replica's readiness command, run by the agent, fails until a file appears;
-// `allot serve show` and the API say not ready, then ready.
+// `allot serve show` and the API say not ready, then ready, and again after a server restart.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "cli_run.h"
 #include "test_cluster.h"
@@ -158,6 +159,13 @@ TEST(ServiceEndToEnd, AReplicaServesOnceItsReadyCommandSucceeds) {
   EXPECT_NE(show.out.find("yes ("), std::string::npos) << show.out;
   auto list = cli(c, "serve list");
   EXPECT_NE(list.out.find("READY"), std::string::npos) << list.out;
+
+  // A restarted server knows no replica's readiness: told so by the assignment, the agent says
+  // it again.
+  c.kill_server(SIGKILL);
+  std::this_thread::sleep_for(300ms);
+  c.start_server();
+  ASSERT_TRUE(eventually([&] { return service()["ready"] == 1; }, 20000ms)) << s.dump();
 
   // Not ready again: said again, and the replica stops counting.
   std::filesystem::remove(up);
