@@ -340,7 +340,7 @@ std::vector<CommandSpec> build() {
          "a shell command that succeeds once a replica is ready, run every 3 s by its node's "
          "agent as the replica's own user, with its environment (5 s at most)"},
         {"ready-timeout", "DURATION",
-         "a replica not once ready this long after it starts is restarted (default 10m)"},
+         "a replica not once ready this long after it is placed is restarted (default 10m)"},
         {"memory-high", "F", "scale out above this fraction of GPU memory used (default 0.8)"},
         {"memory-low", "F", "scale in below this fraction of GPU memory used (default 0.3)"},
         {"load-high", "X", "scale out above this reported load per replica (default: off)"},

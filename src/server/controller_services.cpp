@@ -215,7 +215,7 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
     for (const JobId id : never_ready) {
       auto& a = active_.at(id);
       const std::string why = "replica " + std::to_string(id) + " not ready within " +
-                              core::format_duration(s.spec.ready_timeout) + " of its start" +
+                              core::format_duration(s.spec.ready_timeout) + " of its placement" +
                               (a.ready_run == a.rec.runs && !a.ready_reason.empty()
                                    ? " (last check: " + a.ready_reason + ")"
                                    : std::string(" (no check reported)"));

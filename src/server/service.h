@@ -57,7 +57,8 @@ struct ServiceSpec {  // NOLINT(bugprone-exception-escape): misreads nlohmann::j
   std::string ready_path;
   int ready_port = 0;
   std::vector<std::string> ready_command;
-  // A replica with a check that has not once been ready this long after its start is restarted.
+  // A replica with a check that has not once been ready this long after its placement is
+  // restarted.
   core::Duration ready_timeout = 600;
   Autoscale autoscale;
   // The replicas' canonical job spec (server/job_spec.h), with "min_runtime" left to the tier.
