@@ -114,7 +114,8 @@ ReportOutcome Controller::agent_readiness(const std::string& node, JobId id, int
     if (a.ready_run != run) {
       a.ready_run = run;
       a.ever_ready = false;
-      a.ready = !ready;  // so that the value below counts as a change
+      a.ready_reason.clear();  // the last run's
+      a.ready = !ready;        // so that the value below counts as a change
     }
     if (a.ready != ready) {
       a.ready = ready;
