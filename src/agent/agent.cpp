@@ -12,6 +12,7 @@
 
 #include "agent/cgroup_stats.h"
 #include "agent/job_env.h"
+#include "agent/readiness.h"
 #include "agent/reconcile.h"
 
 namespace allot::agent {
@@ -207,6 +208,7 @@ void Agent::step() {
   }
   if (watcher_) watcher_->start();  // once registered: the watch names a known node
   fetch_and_reconcile();
+  check_readiness();
   ship_logs();
   send_reports();
   if (now >= next_heartbeat_) {
@@ -336,6 +338,7 @@ void Agent::fetch_and_reconcile() {
   }
   assigned_ = std::move(parsed.value());
   restate_started(*assigned_);
+  restate_ready(*assigned_);
   reconcile_with(*assigned_);
 }
 
@@ -389,7 +392,7 @@ void Agent::reconcile_with(const Assignments& a) {
   for (const auto& k : actions.lost) {
     const bool queued =
         std::any_of(lost_.begin(), lost_.end(), [&](const Report& x) { return x.key == k; });
-    if (!queued) lost_.push_back({k, "lost", std::nullopt, std::nullopt});
+    if (!queued) lost_.emplace_back(k, "lost");
   }
   std::set<RunKey> waiting;
   for (const auto* w : actions.waiting) {
@@ -400,6 +403,99 @@ void Agent::reconcile_with(const Assignments& a) {
   }
   waiting_ = std::move(waiting);
   for (const auto* l : actions.launch) launch(*l);
+}
+
+LaunchSpec Agent::launch_spec(const Assignment& a, const DeviceChoice& d) const {
+  LaunchSpec spec;
+  spec.key = a.key;
+  spec.command = a.command;
+  spec.env = job_environment(a, d, o_.node);
+  spec.gpu_uuids = d.uuids;
+  spec.workdir = a.workdir;
+  spec.owner = a.owner;
+  spec.memory_mib = a.memory_mib;
+  spec.cpus = a.cpus;
+  gpu_device_files(d, devices_, o_.dev_dir, spec.allowed_devices, spec.denied_devices);
+  return spec;
+}
+
+// The server says it knows nothing of a run's readiness (it restarted), or something else than
+// this agent told it: the next result is reported again. Once per answer of the server.
+void Agent::restate_ready(const Assignments& a) {
+  for (const auto& run : a.run) {
+    auto p = probes_.find(run.key);
+    if (!run.ready_check || p == probes_.end() || !p->second.sent) continue;
+    if (run.ready != p->second.sent) p->second.sent.reset();
+  }
+}
+
+void Agent::check_readiness() {
+  for (auto it = orphans_.begin(); it != orphans_.end();) {
+    if (it->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      it = orphans_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const auto now = Clock::now();
+  std::set<RunKey> checked;
+  if (assigned_) {
+    for (const auto& a : assigned_->run) {
+      if (!a.ready_check) continue;
+      auto st = status_.find(a.key);
+      auto rec = records_.find(a.key);
+      if (st == status_.end() || rec == records_.end() || rec->second.fenced ||
+          rec->second.launch_failed || st->second.phase != RunPhase::Running) {
+        continue;
+      }
+      checked.insert(a.key);
+      auto& p = probes_[a.key];
+      const auto& c = *a.ready_check;
+      const std::chrono::milliseconds timeout(std::int64_t{c.timeout_seconds} * 1000);
+      std::optional<Runner::CheckOutcome> done;
+      if (p.http && p.http->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        done = p.http->get();
+        p.http.reset();
+      }
+      if (p.command) {
+        done = runner_->check_outcome(a.key, timeout);
+        p.command = !done.has_value();
+      }
+      if (done) {
+        if (p.result != done->ok) {
+          say("job " + key_name(a.key) + ": " +
+              (done->ok ? "ready" : "not ready: " + printable(done->reason, 256)));
+        }
+        p.result = done->ok;
+        p.reason = done->ok ? "" : printable(done->reason, 256);
+      }
+      if (p.http || p.command || now < p.next_at) continue;
+      p.next_at = now + std::chrono::seconds(c.interval_seconds);
+      if (!c.command.empty()) {
+        DeviceChoice d{rec->second.uuids, rec->second.gpus, false};
+        d.shared = a.gpu_milli < 1000 && (d.uuids.empty() || d.uuids[0].rfind("MIG-", 0) != 0);
+        LaunchSpec spec = launch_spec(a, d);
+        spec.command = c.command;
+        if (auto s = runner_->start_check(spec); s.ok()) {
+          p.command = true;
+        } else {
+          p.result = false;
+          p.reason = printable("ready_command cannot start: " + s.error().message(), 256);
+        }
+      } else {
+        p.http = std::async(std::launch::async, http_ready_check, c.port, c.path, timeout);
+      }
+    }
+  }
+  for (auto it = probes_.begin(); it != probes_.end();) {
+    if (checked.count(it->first)) {
+      ++it;
+      continue;
+    }
+    if (it->second.http) orphans_.push_back(std::move(*it->second.http));
+    if (it->second.command) runner_->cancel_check(it->first);
+    it = probes_.erase(it);
+  }
 }
 
 void Agent::launch(const Assignment& a) {
@@ -424,17 +520,7 @@ void Agent::launch(const Assignment& a) {
     rec.launch_error = choice.error().message();
   } else {
     rec.uuids = choice.value().uuids;
-    LaunchSpec spec;
-    spec.key = a.key;
-    spec.command = a.command;
-    spec.env = job_environment(a, choice.value(), o_.node);
-    spec.gpu_uuids = choice.value().uuids;
-    spec.workdir = a.workdir;
-    spec.owner = a.owner;
-    spec.memory_mib = a.memory_mib;
-    spec.cpus = a.cpus;
-    gpu_device_files(choice.value(), devices_, o_.dev_dir, spec.allowed_devices,
-                     spec.denied_devices);
+    LaunchSpec spec = launch_spec(a, choice.value());
     if (!a.container.empty()) {
       spec.container_template = o_.container_template;
       spec.container_image = a.container;
@@ -543,13 +629,13 @@ void Agent::send_reports() {
         if (r.status == 0) continue;  // unreachable: try again next time
         rec.shipped["stderr"] = static_cast<std::int64_t>(text.size());
       }
-      out.push_back({key, "exited", 127, std::nullopt});
+      out.emplace_back(key, "exited", 127);
       finishing.push_back(key);
       continue;
     }
     if (st == status_.end()) continue;
     const auto& s = st->second;
-    if (!rec.started_reported && !rec.fenced) out.push_back({key, "started", {}, {}});
+    if (!rec.started_reported && !rec.fenced) out.emplace_back(key, "started");
     if (s.phase != RunPhase::Exited) continue;
     finishing.push_back(key);
     if (rec.fenced) continue;
@@ -570,9 +656,19 @@ void Agent::send_reports() {
                         : s.stop_requested          ? "preempted"
                         : !s.exit_code && !s.signal ? "lost"
                                                     : "exited";
-    out.push_back({key, event, s.exit_code, s.signal});
+    out.emplace_back(key, event, s.exit_code, s.signal);
   }
   for (const auto& l : lost_) out.push_back(l);
+  // Readiness that changed since the server was last told (runs still running only).
+  for (const auto& [key, p] : probes_) {
+    if (!p.result || p.result == p.sent) continue;
+    auto st = status_.find(key);
+    if (st == status_.end() || st->second.phase != RunPhase::Running) continue;
+    Report rep(key, "readiness");
+    rep.ready = p.result;
+    rep.reason = p.reason;
+    out.push_back(std::move(rep));
+  }
   // Fenced runs that ended: nothing to tell the server.
   for (auto it = finishing.begin(); it != finishing.end();) {
     auto rec = records_.find(*it);
@@ -600,6 +696,10 @@ void Agent::send_reports() {
             (res["error"].is_string() ? res["error"].get<std::string>() : res["error"].dump()));
       }
       answered.insert({out[i].key, out[i].event});
+      if (out[i].event == "readiness") {
+        // Told (or refused for good: a stale run): not said again until it changes.
+        if (auto p = probes_.find(out[i].key); p != probes_.end()) p->second.sent = out[i].ready;
+      }
       if (out[i].event == "started") {
         auto rec = records_.find(out[i].key);
         if (rec != records_.end()) {
@@ -613,7 +713,8 @@ void Agent::send_reports() {
     // Any definite answer ends it here: done, or refused because the server moved on.
     bool acked = false;
     for (const auto& rep : out) {
-      if (rep.key == k && rep.event != "started" && answered.count({k, rep.event})) {
+      if (rep.key == k && rep.event != "started" && rep.event != "readiness" &&
+          answered.count({k, rep.event})) {
         acked = true;
       }
     }

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,7 @@
 
 #include "agent/gpu_backend.h"
 #include "agent/health.h"
+#include "agent/job_env.h"
 #include "agent/protocol.h"
 #include "agent/runner.h"
 #include "agent/server_client.h"
@@ -104,6 +106,13 @@ class Agent {
   void restate_started(const Assignments& a);
   void reconcile_with(const Assignments& a);
   void launch(const Assignment& a);
+  // What the runner starts for an assignment: the run itself, or (with another command) its
+  // readiness check, which runs as the run does.
+  LaunchSpec launch_spec(const Assignment& a, const DeviceChoice& d) const;
+  // Service replicas' readiness (docs/agent.md): starts each due check (one in flight per run),
+  // takes the results; restate_ready forgets what the server no longer knows.
+  void check_readiness();
+  void restate_ready(const Assignments& a);
   void ship_logs();
   void send_reports();
   void send_heartbeat();
@@ -133,6 +142,18 @@ class Agent {
   bool news_ = false;             // guarded by wake_mu_
   std::vector<GpuDevice> devices_;
   std::chrono::steady_clock::time_point started_;
+
+  struct ReadyProbe {
+    std::optional<std::future<Runner::CheckOutcome>> http;  // an HTTP check in flight
+    bool command = false;  // a ready_command in flight (the runner holds it)
+    std::chrono::steady_clock::time_point next_at{};
+    std::optional<bool> result;  // the latest check's
+    std::string reason;          // its failure
+    std::optional<bool> sent;    // what the server was told and answered
+  };
+  std::map<RunKey, ReadyProbe> probes_;
+  // HTTP checks of runs that ended meanwhile: awaited without blocking the loop.
+  std::vector<std::future<Runner::CheckOutcome>> orphans_;
 
   std::set<RunKey> waiting_;  // launches held back while their GPUs are still held (said once)
   std::map<RunKey, RunRecord> records_;

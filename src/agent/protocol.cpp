@@ -143,6 +143,28 @@ core::Result<Assignments> parse_assignments(const json& body) {
       a.nodes = f.strings("nodes", 4096, 128);
       a.rendezvous = f.string("rendezvous", 300);
       if (f.error()) return *f.error();
+      if (auto rc = e.find("ready_check"); rc != e.end() && !rc->is_null()) {
+        if (!rc->is_object()) return Error{"run.ready_check", "must be an object"};
+        Fields c(*rc, "run.ready_check");
+        ReadyCheck check;
+        check.command = c.strings("command", 64, 4096);
+        check.path = c.string("path", 1024);
+        check.port = static_cast<int>(c.integer("port", 0, 1, 65535));
+        check.interval_seconds = static_cast<int>(c.integer("interval_seconds", 3, 1, 3600));
+        check.timeout_seconds = static_cast<int>(c.integer("timeout_seconds", 5, 1, 600));
+        if (c.error()) return *c.error();
+        if (check.command.empty() == check.path.empty()) {
+          return Error{"run.ready_check", "must give a command or a path"};
+        }
+        if (!check.path.empty() && (check.path[0] != '/' || check.port == 0)) {
+          return Error{"run.ready_check.path", "must be an HTTP path starting with /, with a port"};
+        }
+        a.ready_check = std::move(check);
+      }
+      if (auto r = e.find("ready"); r != e.end() && !r->is_null()) {
+        if (!r->is_boolean()) return Error{"run.ready", "must be true, false or null"};
+        a.ready = r->get<bool>();
+      }
       if (a.state != "starting" && a.state != "running") {
         return Error{"run.state", "must be starting or running, not '" + a.state + "'"};
       }
@@ -216,6 +238,8 @@ json reports_body(const std::vector<Report>& reports) {
     json e = {{"job", r.key.job}, {"run", r.key.run}, {"event", r.event}};
     if (r.exit_code) e["exit_code"] = *r.exit_code;
     if (r.signal) e["signal"] = *r.signal;
+    if (r.ready) e["ready"] = *r.ready;
+    if (r.ready && !*r.ready && !r.reason.empty()) e["reason"] = r.reason.substr(0, 256);
     list.push_back(std::move(e));
   }
   return {{"reports", list}};

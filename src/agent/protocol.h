@@ -15,6 +15,17 @@
 
 namespace allot::agent {
 
+// A service replica's readiness check (docs/agent-protocol.md): a command run like the replica
+// (exit 0: ready), or an HTTP GET of 127.0.0.1:port/path (2xx: ready); every interval, each
+// check given at most timeout.
+struct ReadyCheck {
+  std::vector<std::string> command;
+  std::string path;
+  int port = 0;
+  int interval_seconds = 3;
+  int timeout_seconds = 5;
+};
+
 // One entry of `run`: what should run on this node.
 struct Assignment {
   RunKey key;
@@ -33,6 +44,8 @@ struct Assignment {
   int rank = 0;
   std::vector<std::string> nodes;
   std::string rendezvous;  // host:port
+  std::optional<ReadyCheck> ready_check;
+  std::optional<bool> ready;  // what the server knows of the run's readiness (none: nothing)
 };
 
 struct StopOrder {
@@ -54,10 +67,15 @@ core::Result<Assignments> parse_assignments(const nlohmann::json& body);
 
 // What the agent tells the server about a run.
 struct Report {
+  Report() = default;
+  Report(RunKey k, std::string ev, std::optional<int> code = {}, std::optional<int> sig = {})
+      : key(k), event(std::move(ev)), exit_code(code), signal(sig) {}
   RunKey key;
   std::string event;  // started, exited, preempted, lost
   std::optional<int> exit_code;
   std::optional<int> signal;
+  std::optional<bool> ready;  // event "readiness": the latest check's result
+  std::string reason;         // with ready false: why
 };
 
 struct Registration {

@@ -172,12 +172,41 @@ struct Runner::Impl {
     bool killed = false;
   };
 
+  // A readiness check in flight (start_check).
+  struct Check {
+    RunFiles files;
+    pid_t shim_pid = 0;
+    std::chrono::steady_clock::time_point started;
+    bool killed = false;
+  };
+
   RunnerOptions options;
   std::string shim;
   CgroupPlan plan;
   Isolation iso;
   mutable std::mutex mu;
   std::map<RunKey, Run> runs;
+  std::map<RunKey, Check> checks;
+
+  // SIGKILL to a check's processes (its session, its cgroup).
+  static void kill_check(const Check& c) {
+    if (auto p = read_pid_record(c.files)) {
+      if (process_alive(p->job_pid, p->job_start)) ::kill(-p->job_pid, SIGKILL);
+      if (!p->cgroup.empty()) kill_cgroup(p->cgroup);
+      if (!p->devices_cgroup.empty()) kill_cgroup(p->devices_cgroup);
+    }
+  }
+  // Kills a check and reaps its shim: given a moment to record the end and remove the check's
+  // cgroups, then killed too.
+  static void end_check(const Check& c) {
+    kill_check(c);
+    for (int i = 0; i < 300; ++i) {
+      if (waitpid(c.shim_pid, nullptr, WNOHANG) == c.shim_pid) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(c.shim_pid, SIGKILL);
+    waitpid(c.shim_pid, nullptr, 0);
+  }
 
   std::string runs_dir() const { return options.state_dir + "/runs"; }
 
@@ -241,18 +270,18 @@ struct Runner::Impl {
     }
   }
 
+  // `name`: of the run's cgroups (a readiness check's get their own); `log_cap`: bytes kept of
+  // each output stream (<= 0: no cap).
   std::vector<std::string> shim_argv(const LaunchSpec& spec, const std::string& dir,
-                                     const std::vector<std::string>& command) const {
-    const std::string name = run_name(spec.key);
+                                     const std::vector<std::string>& command,
+                                     const std::string& name, std::int64_t log_cap) const {
     std::vector<std::string> a = {shim, "agent-shim", "--dir", dir};
     if (!spec.workdir.empty()) a.insert(a.end(), {"--workdir", spec.workdir});
     if (options.run_as_owner) {
       a.insert(a.end(),
                {"--user", options.accounts.account_for(spec.owner), "--owner", spec.owner});
     }
-    if (options.log_cap_bytes > 0) {
-      a.insert(a.end(), {"--log-cap-bytes", std::to_string(options.log_cap_bytes)});
-    }
+    if (log_cap > 0) a.insert(a.end(), {"--log-cap-bytes", std::to_string(log_cap)});
     if (!plan.v2_parent.empty()) a.insert(a.end(), {"--cgroup", plan.v2_parent + "/" + name});
     if (spec.memory_mib > 0) {
       if (iso.memory_limit) {
@@ -379,6 +408,8 @@ Runner::Runner(RunnerOptions options) : impl_(new Impl) {
 }
 
 Runner::~Runner() {
+  // Readiness checks end with it (a new agent starts its own).
+  for (auto& [key, c] : impl_->checks) Impl::end_check(c);
   // The runs go on: a new Runner on the same state_dir recovers them. This agent's cgroup
   // directories go only if no run is left in them (rmdir fails otherwise).
   for (const std::string& dir : {impl_->plan.v2_parent, impl_->plan.devices_parent}) {
@@ -444,8 +475,10 @@ core::Result<RunStatus> Runner::launch(const LaunchSpec& spec) {
   if (r.notice_signal > 0 && !write_notice_signal(files, r.notice_signal)) {
     return core::Error{"state_dir", "cannot write " + files.path("notice_signal")};
   }
-  auto pid = spawn_process({impl_->shim, impl_->shim_argv(spec, files.dir, command),
-                            impl_->environment(env), -1, files.path("shim.log")});
+  auto pid = spawn_process(
+      {impl_->shim,
+       impl_->shim_argv(spec, files.dir, command, run_name(spec.key), impl_->options.log_cap_bytes),
+       impl_->environment(env), -1, files.path("shim.log")});
   if (!pid.ok()) return pid.error();
   r.shim_pid = pid.value();
   r.our_child = true;
@@ -524,7 +557,89 @@ std::vector<RunStatus> Runner::recover() {
   return out;
 }
 
+core::Status Runner::start_check(const LaunchSpec& spec) {
+  if (spec.command.empty()) return core::Error{"ready_command", "empty"};
+  std::lock_guard lock(impl_->mu);
+  auto run = impl_->runs.find(spec.key);
+  if (run == impl_->runs.end() || run->second.status.phase == RunPhase::Exited) {
+    return core::Error{"run", "not running here"};
+  }
+  if (impl_->checks.count(spec.key)) return core::Error{"ready_command", "a check is running"};
+  if (impl_->options.run_as_owner && spec.owner.empty()) {
+    return core::Error{"owner", "the run has no owner to run its check as"};
+  }
+  Impl::Check c;
+  c.files = RunFiles{run->second.files.dir + "/ready"};
+  std::error_code ec;
+  fs::create_directories(c.files.dir, ec);
+  if (ec) return core::Error{"state_dir", "cannot create " + c.files.dir + ": " + ec.message()};
+  remove_run_records(c.files);
+  for (const char* f : {"stdout", "stderr", "shim.log"}) fs::remove(c.files.path(f), ec);
+  auto pid = spawn_process(
+      {impl_->shim,
+       impl_->shim_argv(spec, c.files.dir, spec.command, run_name(spec.key) + ".ready", 4096),
+       impl_->environment(spec.env), -1, c.files.path("shim.log")});
+  if (!pid.ok()) return pid.error();
+  c.shim_pid = pid.value();
+  c.started = std::chrono::steady_clock::now();
+  impl_->checks.emplace(spec.key, std::move(c));
+  return core::ok_status();
+}
+
+std::optional<Runner::CheckOutcome> Runner::check_outcome(const RunKey& key,
+                                                          std::chrono::milliseconds timeout) {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->checks.find(key);
+  if (it == impl_->checks.end()) return std::nullopt;
+  Impl::Check& c = it->second;
+  const auto ran = std::chrono::steady_clock::now() - c.started;
+  int st = 0;
+  if (waitpid(c.shim_pid, &st, WNOHANG) != c.shim_pid) {
+    if (ran < timeout) return std::nullopt;
+    if (!c.killed) {
+      Impl::kill_check(c);
+      c.killed = true;
+      return std::nullopt;  // the shim records the end and leaves
+    }
+    if (ran < timeout + std::chrono::seconds(5)) return std::nullopt;
+    ::kill(c.shim_pid, SIGKILL);
+    waitpid(c.shim_pid, &st, 0);
+  }
+  CheckOutcome out;
+  const auto e = read_exit_record(c.files);
+  const std::string secs =
+      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
+  if (c.killed) {
+    out.reason = "ready_command ran longer than " + secs + " s";
+  } else if (!e) {
+    out.reason =
+        "ready_command: its end was not recorded (" + tail_of(c.files.path("shim.log"), 160) + ")";
+  } else if (e->exit_code == 0 && e->signal == 0) {
+    out.ok = true;
+  } else {
+    out.reason =
+        "ready_command " + (e->signal > 0 ? "killed by signal " + std::to_string(e->signal)
+                                          : "exited with code " + std::to_string(e->exit_code));
+    std::string tail = e->error.empty() ? tail_of(c.files.path("stderr"), 160) : e->error;
+    for (char& ch : tail) {
+      if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
+    }
+    if (!tail.empty()) out.reason += ": " + tail.substr(0, 160);
+  }
+  impl_->checks.erase(it);
+  return out;
+}
+
+void Runner::cancel_check(const RunKey& key) {
+  std::lock_guard lock(impl_->mu);
+  if (auto c = impl_->checks.find(key); c != impl_->checks.end()) {
+    Impl::end_check(c->second);
+    impl_->checks.erase(c);
+  }
+}
+
 void Runner::forget(const RunKey& key) {
+  cancel_check(key);
   std::lock_guard lock(impl_->mu);
   auto it = impl_->runs.find(key);
   if (it == impl_->runs.end()) return;

@@ -158,6 +158,22 @@ class Runner {
   // A running run's cgroup v2 directory ("" where it has none: no cgroup v2 on this machine).
   std::string cgroup_dir(const RunKey& key) const;
 
+  // A readiness check of a run (a service replica's ready_command, docs/agent.md): spec.command
+  // started as the run itself is, through the shim (as the same account, in the same workdir,
+  // with the same environment, limits and device rules, in a cgroup of its own beside the
+  // run's), its output capped at 4 KiB in the run's directory (ready/). At most one per run;
+  // refused while one runs. No container: a containerised replica's check runs on the node.
+  core::Status start_check(const LaunchSpec& spec);
+  struct CheckOutcome {
+    bool ok = false;     // exited 0
+    std::string reason;  // why not (bounded): its exit and the tail of its stderr
+  };
+  // The check's outcome once it has ended (nullopt while it runs, and when none was started);
+  // a check running longer than `timeout` is killed and fails.
+  std::optional<CheckOutcome> check_outcome(const RunKey& key, std::chrono::milliseconds timeout);
+  // Kills a run's check in flight, if any (its run stopped, or the check is no longer wanted).
+  void cancel_check(const RunKey& key);
+
  private:
   struct Impl;
   Impl* impl_;

@@ -54,6 +54,10 @@ int create(const Args& a, const Conn& c) {
   if (a.has("min")) body["min_replicas"] = parse_count("--min", a.get("min"));
   if (a.has("max")) body["max_replicas"] = parse_count("--max", a.get("max"));
   if (a.has("ready-path")) body["ready_path"] = a.get("ready-path");
+  if (a.has("ready-port")) body["ready_port"] = parse_count("--ready-port", a.get("ready-port"));
+  if (a.has("ready-timeout")) {
+    body["ready_timeout"] = parse_duration("--ready-timeout", a.get("ready-timeout"));
+  }
   if (a.has("ready-command")) {
     body["ready_command"] = {"/bin/sh", "-c", a.get("ready-command")};
   }
@@ -91,14 +95,16 @@ int list(const Args& a, const Conn& c) {
                     std::to_string(s["min_replicas"].get<int>()) + "-" +
                         std::to_string(s["max_replicas"].get<int>()),
                     std::to_string(s["desired"].get<int>()),
-                    std::to_string(s["running"].get<int>()), figure(s["memory"], true),
-                    figure(s["load"])});
+                    std::to_string(s["running"].get<int>()),
+                    std::to_string(s.value("ready", s["running"].get<int>())),
+                    figure(s["memory"], true), figure(s["load"])});
   }
   if (rows.empty()) {
     std::printf("no services\n");
     return kOk;
   }
-  table({"NAME", "OWNER", "BUDGET", "MIN-MAX", "WANTED", "RUNNING", "GPU MEM", "LOAD"}, rows);
+  table({"NAME", "OWNER", "BUDGET", "MIN-MAX", "WANTED", "RUNNING", "READY", "GPU MEM", "LOAD"},
+        rows);
   return kOk;
 }
 
@@ -112,9 +118,23 @@ int show(const Args& a, const Conn& c) {
   const auto& as = spec["autoscale"];
   std::printf("service %s (owner %s, budget %s)\n", r["name"].get<std::string>().c_str(),
               r["owner"].get<std::string>().c_str(), r["budget"].get<std::string>().c_str());
-  std::printf("  replicas: %d to %d, %d wanted, %d running; protected contract %llds\n",
+  std::printf("  replicas: %d to %d, %d wanted, %d running, %d ready; protected contract %llds\n",
               spec["min_replicas"].get<int>(), spec["max_replicas"].get<int>(),
-              r["desired"].get<int>(), r["running"].get<int>(), spec["contract"].get<long long>());
+              r["desired"].get<int>(), r["running"].get<int>(),
+              r.value("ready", r["running"].get<int>()), spec["contract"].get<long long>());
+  if (spec.contains("ready_path")) {
+    std::printf("  readiness: GET 127.0.0.1:%d%s answers 2xx; restarted if not ready in %llds\n",
+                spec.value("ready_port", 0), spec["ready_path"].get<std::string>().c_str(),
+                spec.value("ready_timeout", 0LL));
+  } else if (spec.contains("ready_command")) {
+    std::string cmd;
+    for (const auto& x : spec["ready_command"])
+      cmd += (cmd.empty() ? "" : " ") + x.get<std::string>();
+    std::printf("  readiness: command exits 0 (%s); restarted if not ready in %llds\n", cmd.c_str(),
+                spec.value("ready_timeout", 0LL));
+  } else {
+    std::printf("  readiness: no check (a running replica serves)\n");
+  }
   std::printf(
       "  autoscale: GPU memory out above %s, in below %s; load out above %s, in below %s "
       "per replica; cool-down %llds\n",
@@ -129,16 +149,24 @@ int show(const Args& a, const Conn& c) {
     for (const auto& n : x.value("nodes", json::array())) {
       nodes += (nodes.empty() ? "" : ",") + n.get<std::string>();
     }
+    // READY: yes, or no with the last failed check's reason (and for how long).
+    std::string ready = x.value("ready", false) ? "yes" : "no";
+    if (x.contains("ready_since") && x["ready_since"].get<long long>() > 0) {
+      ready += " (" + ago(x["ready_since"].get<long long>()) + ")";
+    }
+    if (!x.value("ready", false) && x.contains("ready_reason")) {
+      ready += ": " + x["ready_reason"].get<std::string>();
+    }
     rows.push_back(
         {std::to_string(x["job"].get<long long>()) + (x.value("replacing", false) ? " (old)" : ""),
          x["tier"], x["state"], x["allocated"].get<bool>() ? "allocated" : "unallocated",
-         nodes.empty() ? "-" : nodes});
+         nodes.empty() ? "-" : nodes, ready});
   }
   std::printf("\n");
   if (rows.empty()) {
     std::printf("no replicas\n");
   } else {
-    table({"JOB", "TIER", "STATE", "CLASS", "NODES"}, rows);
+    table({"JOB", "TIER", "STATE", "CLASS", "NODES", "READY"}, rows);
   }
   std::printf("\nrecent scale decisions:\n");
   if (r["decisions"].empty()) std::printf("  none\n");

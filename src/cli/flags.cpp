@@ -330,10 +330,17 @@ std::vector<CommandSpec> build() {
         {"min-runtime", "DURATION",
          "the protected replicas' contract (default: the server's maximum)"},
         {"ready-path", "PATH",
-         "an HTTP path a ready replica answers 200 on, e.g. /health (kept and shown; not yet "
-         "checked: a replica counts as available once it runs)"},
+         "an HTTP path a ready replica answers 2xx on, e.g. /health, checked by its node's "
+         "agent on 127.0.0.1:--ready-port every 3 s; a replica serves (counts toward the "
+         "service, its autoscaling and a rolling restart) only once ready"},
+        {"ready-port", "PORT",
+         "the port of --ready-path (required with it); replicas also get it in "
+         "ALLOT_SERVICE_PORT"},
         {"ready-command", "COMMAND",
-         "a shell command that succeeds once a replica is ready (kept; not yet run)"},
+         "a shell command that succeeds once a replica is ready, run every 3 s by its node's "
+         "agent as the replica's own user, with its environment (5 s at most)"},
+        {"ready-timeout", "DURATION",
+         "a replica not once ready this long after it is placed is restarted (default 10m)"},
         {"memory-high", "F", "scale out above this fraction of GPU memory used (default 0.8)"},
         {"memory-low", "F", "scale in below this fraction of GPU memory used (default 0.3)"},
         {"load-high", "X", "scale out above this reported load per replica (default: off)"},

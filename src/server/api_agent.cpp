@@ -9,6 +9,14 @@
 
 namespace allot::server {
 
+namespace {
+
+// How often an agent checks a replica's readiness, and how long one check may take (seconds).
+constexpr int kReadyInterval = 3;
+constexpr int kReadyTimeout = 5;
+
+}  // namespace
+
 json ApiServer::Impl::assignments_json(const Snapshot& snap, const std::string& name) const {
   const int grace = ctl->options().stop_grace_seconds;
   json out = {{"node", name},
@@ -42,6 +50,16 @@ json ApiServer::Impl::assignments_json(const Snapshot& snap, const std::string& 
                           {"rank", r.rank},
                           {"nodes", r.nodes ? json(*r.nodes) : json::array()},
                           {"rendezvous", r.rendezvous}});
+    // A service replica's readiness check, and what the server knows of it (null: nothing on
+    // this run since the server started: the agent reports its next result).
+    if (auto c = spec.find("ready"); c != spec.end() && c->is_object() && !c->empty()) {
+      json check = *c;
+      check["interval_seconds"] = kReadyInterval;
+      check["timeout_seconds"] = kReadyTimeout;
+      auto& entry = out["run"].back();
+      entry["ready_check"] = std::move(check);
+      entry["ready"] = r.ready ? json(*r.ready) : json();
+    }
   }
   for (const auto& st : it->second.stop) {
     json stop = {{"job", st.job}, {"run", st.run}, {"grace_seconds", grace}};
@@ -85,61 +103,89 @@ void ApiServer::Impl::install_agent_routes() {
     }
     send(res, 200, out);
   });
-  route(
-      "POST", "/api/v1/agent/nodes/{name}/reports",
-      [this](const httplib::Request& req, httplib::Response& res) {
-        auto p = authenticate(req);
-        const std::string name = req.matches[1];
-        require(can_act_for_node(p, name), "act for node " + name);
-        auto body = parse_body(req, {"reports"});
-        auto reps = body.find("reports");
-        if (reps == body.end() || !reps->is_array() || reps->size() > 1000) {
-          throw HttpError{400, "reports", "required: a list of at most 1000 reports"};
-        }
-        // Validate all before applying any.
-        each_entry(
-            body, "reports", 1000, "", {"job", "run", "event", "exit_code", "signal"},
-            [&](const json& r, const std::string& where) {
-              integer_in(r, "job", 1, INT64_MAX, where, true);
-              integer_in(r, "run", 1, 1 << 30, where, true);
-              auto ev = r.value("event", "");
-              if (ev != "started" && ev != "exited" && ev != "preempted" && ev != "lost") {
-                throw HttpError{400, where + "event", "must be started, exited, preempted or lost"};
-              }
-              integer_in(r, "exit_code", -1024, 1024, where, ev == "exited");
-              integer_in(r, "signal", 1, 128, where);
-            });
-        if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
-        json out = {{"results", json::array()}};
-        for (const auto& r : *reps) {
-          std::optional<int> code, sig;
-          if (r.contains("exit_code")) code = r["exit_code"].get<int>();
-          if (r.contains("signal")) sig = r["signal"].get<int>();
-          auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
-                                     r["event"].get<std::string>(), code, sig);
-          if (x.error.empty() && r["event"] != "started" &&
-              !writes_for_run(name, r["job"].get<JobId>(), r["run"].get<int>())) {
-            // A run this node held, ended longer ago than the grace period: a repeated report
-            // that changed nothing, answered as for any job that is not the node's.
-            x = {"", "not a job on node " + name};
+  route("POST", "/api/v1/agent/nodes/{name}/reports",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto p = authenticate(req);
+          const std::string name = req.matches[1];
+          require(can_act_for_node(p, name), "act for node " + name);
+          auto body = parse_body(req, {"reports"});
+          auto reps = body.find("reports");
+          if (reps == body.end() || !reps->is_array() || reps->size() > 1000) {
+            throw HttpError{400, "reports", "required: a list of at most 1000 reports"};
           }
-          if (x.error.empty()) {
-            if (logs && r["event"] == "started") {
-              // Which nodes held this run, recorded while it is current: later log uploads for
-              // it are taken from those nodes only.
-              const auto id = r["job"].get<JobId>();
-              const int run = r["run"].get<int>();
-              if (auto job = store->job(id); job && job->runs == run) {
-                logs->set_nodes(id, run, placement_nodes(job->placement_json));
-              }
+          // Validate all before applying any.
+          each_entry(body, "reports", 1000, "",
+                     {"job", "run", "event", "exit_code", "signal", "ready", "reason"},
+                     [&](const json& r, const std::string& where) {
+                       integer_in(r, "job", 1, INT64_MAX, where, true);
+                       integer_in(r, "run", 1, 1 << 30, where, true);
+                       auto ev = r.value("event", "");
+                       if (ev != "started" && ev != "exited" && ev != "preempted" && ev != "lost" &&
+                           ev != "readiness") {
+                         throw HttpError{400, where + "event",
+                                         "must be started, exited, preempted, lost or readiness"};
+                       }
+                       integer_in(r, "exit_code", -1024, 1024, where, ev == "exited");
+                       integer_in(r, "signal", 1, 128, where);
+                       // A service replica's readiness: "ready" (required with it, refused without)
+                       // and the failed check's "reason" (at most 256 characters).
+                       auto ready = r.find("ready");
+                       if ((ev == "readiness") != (ready != r.end())) {
+                         throw HttpError{400, where + "ready",
+                                         ev == "readiness" ? "required with event readiness"
+                                                           : "only with event readiness"};
+                       }
+                       if (ready != r.end() && !ready->is_boolean()) {
+                         throw HttpError{400, where + "ready", "must be true or false"};
+                       }
+                       if (auto why = r.find("reason"); why != r.end()) {
+                         if (ev != "readiness" || !why->is_string() ||
+                             why->get<std::string>().size() > 256) {
+                           throw HttpError{
+                               400, where + "reason",
+                               "a string of at most 256 characters, with event readiness"};
+                         }
+                       }
+                     });
+          if (!ctl->contact(name)) throw HttpError{404, "name", "no such node " + name};
+          json out = {{"results", json::array()}};
+          for (const auto& r : *reps) {
+            if (r["event"] == "readiness") {
+              auto x = ctl->agent_readiness(name, r["job"].get<JobId>(), r["run"].get<int>(),
+                                            r["ready"].get<bool>(), r.value("reason", ""));
+              out["results"].push_back(x.error.empty()
+                                           ? json{{"job", r["job"]}, {"state", x.state}}
+                                           : json{{"job", r["job"]}, {"error", x.error}});
+              continue;
             }
-            out["results"].push_back({{"job", r["job"]}, {"state", x.state}});
-          } else {
-            out["results"].push_back({{"job", r["job"]}, {"error", x.error}});
+            std::optional<int> code, sig;
+            if (r.contains("exit_code")) code = r["exit_code"].get<int>();
+            if (r.contains("signal")) sig = r["signal"].get<int>();
+            auto x = ctl->agent_report(name, r["job"].get<JobId>(), r["run"].get<int>(),
+                                       r["event"].get<std::string>(), code, sig);
+            if (x.error.empty() && r["event"] != "started" &&
+                !writes_for_run(name, r["job"].get<JobId>(), r["run"].get<int>())) {
+              // A run this node held, ended longer ago than the grace period: a repeated report
+              // that changed nothing, answered as for any job that is not the node's.
+              x = {"", "not a job on node " + name};
+            }
+            if (x.error.empty()) {
+              if (logs && r["event"] == "started") {
+                // Which nodes held this run, recorded while it is current: later log uploads for
+                // it are taken from those nodes only.
+                const auto id = r["job"].get<JobId>();
+                const int run = r["run"].get<int>();
+                if (auto job = store->job(id); job && job->runs == run) {
+                  logs->set_nodes(id, run, placement_nodes(job->placement_json));
+                }
+              }
+              out["results"].push_back({{"job", r["job"]}, {"state", x.state}});
+            } else {
+              out["results"].push_back({{"job", r["job"]}, {"error", x.error}});
+            }
           }
-        }
-        send(res, 200, out);
-      });
+          send(res, 200, out);
+        });
   route("POST", "/api/v1/agent/nodes/{name}/telemetry",
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);

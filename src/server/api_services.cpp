@@ -26,6 +26,7 @@ json service_summary(const json& v) {
               {"max_replicas", v["spec"]["max_replicas"]},
               {"desired", v["desired"]},
               {"running", v["running"]},
+              {"ready", v["ready"]},
               {"memory", v["memory"]},
               {"load", v["load"]}};
   out["replicas"] = v["replicas"].size();

@@ -439,6 +439,7 @@ void Controller::publish() {
       ar.rank = static_cast<int>(r);
       ar.nodes = a.nodes;
       ar.rendezvous = rendezvous;
+      if (a.ready_run == a.rec.runs) ar.ready = a.ready;
       s->assignments[node].run.push_back(std::move(ar));
     }
   }

@@ -81,6 +81,9 @@ struct AssignedRun {
   int rank = 0;
   std::shared_ptr<const std::vector<std::string>> nodes;  // rank order
   std::string rendezvous;
+  // A service replica with a readiness check: whether the server knows this run ready (none:
+  // not reported since the run began or since the server started; the agent says it again).
+  std::optional<bool> ready;
 };
 struct StopRun {
   JobId job = 0;
@@ -195,6 +198,11 @@ class Controller {
   // placed on `node` (or none at all) is "not a job on node N": its state is not told.
   ReportOutcome agent_report(const std::string& node, JobId id, int run, const std::string& event,
                              std::optional<int> exit_code, std::optional<int> signal);
+  // An agent's readiness report ("readiness" event) for a service replica's current run: ready or
+  // not, and the last check's failure (bounded). Kept in memory only: after a restart the agents
+  // say it again (the assignment tells them the server does not know). (controller_services.cpp)
+  ReportOutcome agent_readiness(const std::string& node, JobId id, int run, bool ready,
+                                const std::string& reason);
   // Registers a node, or (same name and shape) updates what its agent tells about it. The bool
   // is true when the node is new.
   core::Result<std::pair<store::NodeRecord, bool>> register_node(store::NodeRecord node);
@@ -261,6 +269,13 @@ class Controller {
     // report it lost.
     std::set<std::string> unstarted;
     std::set<std::string> stopped;  // nodes that confirmed the stop (this run, preempting)
+    // A service replica's readiness on run `ready_run` as its agent reported it (docs/policy.md
+    // §15); another run than the current one's means not reported yet.
+    int ready_run = 0;
+    bool ready = false;
+    bool ever_ready = false;   // on ready_run
+    Time ready_since = 0;      // of the current value
+    std::string ready_reason;  // the last failed check's, bounded
   };
   // A run that ended here (cancelled, or preempting across a restart) while its agents may still
   // run it: until each of its nodes reports it gone (or `until` passes), it is in those nodes'
@@ -334,6 +349,7 @@ class Controller {
     Time load_at = 0;
     std::optional<double> memory;  // the last measured memory pressure
     int running = 0;               // replicas running at the last reconcile
+    int serving = 0;               // of those, the ones ready (all of them without a check)
     Time replace_after = 0;        // replicas that ended at once are replaced no sooner
     int quick_ends = 0;            // replicas in a row that ended within a minute
   };
@@ -346,6 +362,9 @@ class Controller {
   // The mean fraction of GPU memory used on a running replica's GPUs, from its nodes' latest
   // telemetry; nullopt when none is fresh.
   std::optional<std::pair<double, int>> replica_memory(const Active& a, Time now) const;
+  // A replica counts toward its service's serving ones: running and, if it has a readiness
+  // check, reported ready on its current run.
+  static bool serving(const Active& a);
   void rebuild_services();
   void publish_services();
   std::map<std::string, ServiceRt> services_;

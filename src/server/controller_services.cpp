@@ -89,6 +89,45 @@ void Controller::submit_replica(ServiceRt& s, bool protected_tier, Time now, Wri
   }
 }
 
+bool Controller::serving(const Active& a) {
+  if (a.rec.state != "running") return false;
+  if (!a.spec_json || !has_ready_check(*a.spec_json)) return true;
+  return a.ready_run == a.rec.runs && a.ready;
+}
+
+ReportOutcome Controller::agent_readiness(const std::string& node, JobId id, int run, bool ready,
+                                          const std::string& reason) {
+  return call<ReportOutcome>([&]() -> ReportOutcome {
+    const std::string elsewhere = "not a job on node " + node;
+    auto it = active_.find(id);
+    if (it == active_.end() || !it->second.nodes ||
+        std::find(it->second.nodes->begin(), it->second.nodes->end(), node) ==
+            it->second.nodes->end()) {
+      return {"", elsewhere};
+    }
+    auto& a = it->second;
+    if (run != a.rec.runs) return {"", "stale run"};
+    if (!a.spec_json || !has_ready_check(*a.spec_json)) {
+      return {"", "job " + std::to_string(id) + " has no readiness check"};
+    }
+    const Time now = options_.clock();
+    if (a.ready_run != run) {
+      a.ready_run = run;
+      a.ever_ready = false;
+      a.ready_reason.clear();  // the last run's
+      a.ready = !ready;        // so that the value below counts as a change
+    }
+    if (a.ready != ready) {
+      a.ready = ready;
+      a.ready_since = now;
+      dirty_ = true;  // the assignment carries what the server knows; services count it
+    }
+    if (ready) a.ever_ready = true;
+    if (!ready) a.ready_reason = reason.substr(0, 256);
+    return {a.rec.state, ""};
+  });
+}
+
 std::optional<std::pair<double, int>> Controller::replica_memory(const Active& a, Time now) const {
   if (!a.nodes) return std::nullopt;
   double sum = 0;
@@ -142,28 +181,61 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
     }
     // Per tier (0: elastic, 1: protected): replicas not being replaced, and those that are.
     std::array<int, 2> fresh{0, 0}, stale{0, 0};
-    int running = 0, fresh_waiting = 0;
+    int running = 0, ready = 0, fresh_waiting = 0;
     double mem_sum = 0;
     int mem_n = 0;
+    std::vector<JobId> never_ready;
     for (const auto& [id, prot] : s.replicas) {
       const auto& a = active_.at(id);
       const bool is_running = a.rec.state == "running";
+      const bool is_serving = serving(a);
       (s.stale.count(id) ? stale : fresh)[prot] += 1;
-      if (!s.stale.count(id) && !is_running) ++fresh_waiting;
+      // A new replica is waited for until it serves (make before break waits for readiness).
+      if (!s.stale.count(id) && !is_serving) ++fresh_waiting;
       if (!is_running) continue;
       ++running;
+      if (!is_serving) {
+        if (a.rec.run_start > 0 && now - a.rec.run_start >= s.spec.ready_timeout &&
+            !(a.ready_run == a.rec.runs && a.ever_ready)) {
+          never_ready.push_back(id);
+        }
+        continue;
+      }
+      ++ready;
       if (!measure) continue;
       if (auto m = replica_memory(a, now)) {
         mem_sum += m->first * m->second;
         mem_n += m->second;
       }
     }
-    if (running != s.running) changed = true;
+    if (running != s.running || ready != s.serving) changed = true;
     s.running = running;
+    s.serving = ready;
+    // A replica that has run for ready_timeout without once being ready is restarted: cancelled
+    // here and replaced below like any replica that ended.
+    for (const JobId id : never_ready) {
+      auto& a = active_.at(id);
+      const std::string why = "replica " + std::to_string(id) + " not ready within " +
+                              core::format_duration(s.spec.ready_timeout) + " of its placement" +
+                              (a.ready_run == a.rec.runs && !a.ready_reason.empty()
+                                   ? " (last check: " + a.ready_reason + ")"
+                                   : std::string(" (no check reported)"));
+      const bool prot = s.replicas.at(id);
+      (s.stale.count(id) ? stale : fresh)[prot] -= 1;
+      cancel_in_loop(a, "service " + name + ": " + why + "; restarted", now, batch);
+      s.replicas.erase(id);
+      s.stale.erase(id);
+      --s.running;
+      note_decision(
+          {now, s.state.desired, s.state.desired, "restart: " + why, std::nullopt, std::nullopt},
+          s.state, s.rec, service_limits_);
+      batch.push_back(op::PutService{s.rec});
+      changed = true;
+    }
     if (measure) {
       s.memory = mem_n > 0 ? std::optional<double>(mem_sum / mem_n) : std::nullopt;
       ScaleSignals sig;
-      sig.running = running;
+      sig.running = ready;
       sig.memory = s.memory;
       if (s.load && now - s.load_at <= s.spec.autoscale.load_max_age) sig.load = s.load;
       if (auto d = scale_decision(s.spec, s.state, sig, now)) {
@@ -176,15 +248,15 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
     }
     const std::array<int, 2> want{std::max(0, s.state.desired - s.spec.min_replicas),
                                   s.spec.min_replicas};
-    // Cancels `over` replicas of a tier, of those being replaced or not: waiting ones before
-    // running ones, the newest first (of those being replaced, the oldest).
+    // Cancels `over` replicas of a tier, of those being replaced or not: waiting (or not ready)
+    // ones before serving ones, the newest first (of those being replaced, the oldest).
     auto trim = [&](bool prot, bool of_stale, int over, const std::string& why) {
       std::vector<JobId> order;  // waiting ones, then running ones; newest first (old: oldest)
       for (const bool waiting : {true, false}) {
         std::vector<JobId> part;
         for (const auto& [id, p] : s.replicas) {
           if (p == prot && s.stale.count(id) == (of_stale ? 1u : 0u) &&
-              (active_.at(id).rec.state != "running") == waiting) {
+              !serving(active_.at(id)) == waiting) {
             part.push_back(id);
           }
         }
@@ -209,8 +281,9 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
       trim(false, false, fresh[0] - want[0],
            "service " + name + " scaled in to " + std::to_string(s.state.desired) + " replicas");
     }
-    // A rolling restart: an old replica goes only once every new one runs and its tier has one
-    // more than it wants (make before break: as many replicas available as before), one a cycle.
+    // A rolling restart: an old replica goes only once every new one serves (runs, and is ready
+    // where the service has a readiness check) and its tier has one more than it wants (make
+    // before break: as many replicas available as before), one a cycle.
     if (!s.stale.empty() && fresh_waiting == 0) {
       for (const bool prot : {true, false}) {
         if (stale[prot] > 0 && fresh[prot] + stale[prot] > want[prot]) {
@@ -221,7 +294,7 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
     }
     if (now < s.replace_after) continue;
     for (const bool prot : {true, false}) {
-      // During a rolling restart one new replica at a time, once the last one runs.
+      // During a rolling restart one new replica at a time, once the last one serves.
       const int need = want[prot] - fresh[prot];
       const int n = s.stale.empty() ? need : std::min(need, 1 - fresh_waiting);
       for (int i = 0; i < n; ++i) submit_replica(s, prot, now, batch);
@@ -248,6 +321,7 @@ void Controller::publish_services() {
               {"spec", service_to_json(s.spec)},
               {"desired", s.state.desired},
               {"running", s.running},
+              {"ready", s.serving},
               {"restarting", s.stale.size()}};
     json replicas = json::array();
     for (const auto& [id, prot] : s.replicas) {
@@ -261,6 +335,16 @@ void Controller::publish_services() {
                 {"state", a.rec.state},
                 {"allocated", a.rec.allocated}};
       if (a.rec.protected_until > 0) r["protected_until"] = a.rec.protected_until;
+      // Readiness: whether it counts as serving; with a check, since when and the last failure.
+      const bool checked = a.spec_json && has_ready_check(*a.spec_json);
+      r["ready"] = serving(a);
+      r["ready_check"] = checked;
+      if (checked && a.ready_run == a.rec.runs) {
+        r["ready_since"] = a.ready_since;
+        if (!a.ready_reason.empty()) r["ready_reason"] = a.ready_reason;
+      } else if (checked && a.rec.state == "running") {
+        r["ready_reason"] = "no check reported yet";
+      }
       if (a.nodes) r["nodes"] = *a.nodes;
       replicas.push_back(std::move(r));
     }
@@ -394,7 +478,8 @@ core::Result<store::ServiceRecord> Controller::restart_service(const std::string
     for (const auto& [id, prot] : s.replicas) s.stale.insert(id);
     note_decision({now, s.state.desired, s.state.desired,
                    "rolling restart by " + by + ": " + std::to_string(s.stale.size()) +
-                       " replicas replaced one at a time, each stopped once its replacement runs",
+                       " replicas replaced one at a time, each stopped once its replacement "
+                       "serves",
                    std::nullopt, std::nullopt},
                   s.state, s.rec, service_limits_);
     write({op::PutService{s.rec}});

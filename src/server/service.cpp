@@ -81,9 +81,9 @@ core::Result<ServiceSpec> parse_service_request(
     const std::map<std::string, core::ClusterId>& clusters, const core::BudgetTree& budgets,
     const core::PolicyConfig& policy, const std::vector<NodeShape>& nodes,
     const ServiceLimits& limits) {
-  static const std::set<std::string> known = {"name",          "budget",       "job",
-                                              "min_replicas",  "max_replicas", "ready_path",
-                                              "ready_command", "autoscale"};
+  static const std::set<std::string> known = {
+      "name",       "budget",     "job",           "min_replicas",  "max_replicas",
+      "ready_path", "ready_port", "ready_command", "ready_timeout", "autoscale"};
   if (!b.is_object()) return Error{"body", "must be a JSON object"};
   for (const auto& [k, v] : b.items()) {
     if (!known.count(k)) return Error{k, "unknown field"};
@@ -132,6 +132,18 @@ core::Result<ServiceSpec> parse_service_request(
     if (s.ready_command[0].empty()) return Error{"ready_command", "names no program"};
     if (!s.ready_path.empty()) return Error{"ready_command", "give ready_path or ready_command"};
   }
+  auto port = get_int(b, "ready_port", 0, 1, 65535, "");
+  if (!port.ok()) return port.error();
+  s.ready_port = static_cast<int>(port.value());
+  if (!s.ready_path.empty() && s.ready_port == 0) {
+    return Error{"ready_port", "required with ready_path: the port the replica listens on"};
+  }
+  if (s.ready_path.empty() && s.ready_port != 0) {
+    return Error{"ready_port", "is the port of ready_path: give ready_path too"};
+  }
+  auto rt = get_int(b, "ready_timeout", s.ready_timeout, 10, core::kDay, "");
+  if (!rt.ok()) return rt.error();
+  s.ready_timeout = rt.value();
   auto as = parse_autoscale(b);
   if (!as.ok()) return as.error();
   s.autoscale = as.value();
@@ -192,7 +204,9 @@ json service_to_json(const ServiceSpec& s) {
               {"cooldown", s.autoscale.cooldown},
               {"load_max_age", s.autoscale.load_max_age}}}};
   if (!s.ready_path.empty()) j["ready_path"] = s.ready_path;
+  if (s.ready_port != 0) j["ready_port"] = s.ready_port;
   if (!s.ready_command.empty()) j["ready_command"] = s.ready_command;
+  j["ready_timeout"] = s.ready_timeout;
   return j;
 }
 
@@ -214,7 +228,9 @@ core::Result<ServiceSpec> service_from_json(const json& j) {
     s.autoscale.cooldown = a.at("cooldown").get<core::Duration>();
     s.autoscale.load_max_age = a.at("load_max_age").get<core::Duration>();
     s.ready_path = j.value("ready_path", "");
+    s.ready_port = j.value("ready_port", 0);
     s.ready_command = j.value("ready_command", std::vector<std::string>{});
+    s.ready_timeout = j.value("ready_timeout", s.ready_timeout);
     return s;
   } catch (const json::exception& e) {
     return Error{"spec", std::string("unreadable: ") + e.what()};
@@ -230,7 +246,19 @@ json replica_job(const ServiceSpec& s, bool protected_tier) {
   if (!j.contains("env") || !j["env"].is_object()) j["env"] = json::object();
   j["env"]["ALLOT_SERVICE"] = s.name;
   j["env"]["ALLOT_SERVICE_TIER"] = protected_tier ? "protected" : "elastic";
+  if (!s.ready_command.empty()) {
+    j["ready"] = {{"command", s.ready_command}};
+  } else if (!s.ready_path.empty()) {
+    j["ready"] = {{"path", s.ready_path}, {"port", s.ready_port}};
+    j["env"]["ALLOT_SERVICE_PORT"] = std::to_string(s.ready_port);
+  }
   return j;
+}
+
+bool has_ready_check(const json& replica_spec) {
+  if (!replica_spec.is_object()) return false;
+  auto r = replica_spec.find("ready");
+  return r != replica_spec.end() && r->is_object() && !r->empty();
 }
 
 json decision_to_json(const ScaleDecision& d) {

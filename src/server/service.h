@@ -51,15 +51,23 @@ struct ServiceSpec {  // NOLINT(bugprone-exception-escape): misreads nlohmann::j
   int min_replicas = 1;
   int max_replicas = 1;
   core::Duration contract = 0;  // protected replicas' minimum runtime
-  std::string ready_path;       // an HTTP path the replica answers 200 on when ready
+  // The readiness check (docs/policy.md §15), at most one: an HTTP path the replica answers 2xx
+  // on when ready, on 127.0.0.1:ready_port (also in its ALLOT_SERVICE_PORT), or a command the
+  // node's agent runs as the replica's own account, in its sandbox, exit 0 meaning ready.
+  std::string ready_path;
+  int ready_port = 0;
   std::vector<std::string> ready_command;
+  // A replica with a check that has not once been ready this long after its placement is
+  // restarted.
+  core::Duration ready_timeout = 600;
   Autoscale autoscale;
   // The replicas' canonical job spec (server/job_spec.h), with "min_runtime" left to the tier.
   nlohmann::json job;
 };
 
 // A service's request: {"name", "budget", "job": {a job body without name or budget},
-// "min_replicas", "max_replicas", "ready_path" | "ready_command", "autoscale": {...}}. Unknown
+// "min_replicas", "max_replicas", "ready_path" and "ready_port" | "ready_command",
+// "ready_timeout", "autoscale": {...}}. Unknown
 // fields are refused; every error names its field ("job.command", "autoscale.memory_high").
 // The job's "min_runtime" is the protected replicas' contract (default: the policy's maximum).
 core::Result<ServiceSpec> parse_service_request(
@@ -77,8 +85,13 @@ core::Status check_replicas(int min_replicas, int max_replicas, const ServiceLim
 
 // The canonical job spec of one replica: the template with the tier's minimum runtime and the
 // service's name ("service") and the replica's tier ("service_tier": protected or elastic), also
-// in its environment (ALLOT_SERVICE, ALLOT_SERVICE_TIER).
+// in its environment (ALLOT_SERVICE, ALLOT_SERVICE_TIER), and its readiness check ("ready":
+// {"command"} or {"path", "port"}; the port also in ALLOT_SERVICE_PORT), which the node's agent
+// is given with the replica's assignment.
 nlohmann::json replica_job(const ServiceSpec& s, bool protected_tier);
+
+// The readiness check a replica's canonical spec carries (its "ready" object), if any.
+bool has_ready_check(const nlohmann::json& replica_spec);
 
 // One scale decision, as `allot serve show` lists it.
 struct ScaleDecision {
@@ -102,9 +115,10 @@ ServiceState state_from_json(const nlohmann::json& j);
 // Appends a decision (dropping the oldest beyond limits.max_decisions) and applies it.
 void record_decision(ServiceState& s, ScaleDecision d, const ServiceLimits& limits = {});
 
-// The figures a scale decision reads: measured over the replicas running now.
+// The figures a scale decision reads: measured over the replicas serving now (running and, where
+// the service has a readiness check, ready).
 struct ScaleSignals {
-  int running = 0;               // replicas running
+  int running = 0;               // replicas serving
   std::optional<double> memory;  // mean fraction of GPU memory used on their GPUs
   std::optional<double> load;    // the service's latest fresh report, total
 };

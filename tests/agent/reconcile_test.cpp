@@ -240,6 +240,50 @@ TEST(Assignments, ParsesTheContractExample) {
   EXPECT_EQ(a.value().lease_seconds, 30);
 }
 
+TEST(Assignments, AReplicasReadinessCheckAndWhatTheServerKnowsOfIt) {
+  auto parse = [](const char* check, const char* ready) {
+    auto body = nlohmann::json::parse(
+        std::string(R"({"run": [{"job": 1, "run": 1, "state": "running", "gpus": [0],
+                             "command": ["serve"], "ready_check": )") +
+        check + R"(, "ready": )" + ready + "}]}");
+    return parse_assignments(body);
+  };
+  auto a = parse(R"({"command": ["test", "-e", "/srv/up"], "interval_seconds": 2,
+                     "timeout_seconds": 4})",
+                 "false");
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  const auto& r = a.value().run[0];
+  ASSERT_TRUE(r.ready_check);
+  EXPECT_EQ(r.ready_check->command, (std::vector<std::string>{"test", "-e", "/srv/up"}));
+  EXPECT_EQ(r.ready_check->interval_seconds, 2);
+  EXPECT_EQ(r.ready_check->timeout_seconds, 4);
+  EXPECT_EQ(r.ready, std::optional<bool>(false));
+  a = parse(R"({"path": "/health", "port": 8000})", "null");
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(a.value().run[0].ready_check->path, "/health");
+  EXPECT_EQ(a.value().run[0].ready_check->port, 8000);
+  EXPECT_EQ(a.value().run[0].ready_check->timeout_seconds, 5);
+  EXPECT_FALSE(a.value().run[0].ready);
+  // A run without one has none.
+  auto plain = parse_assignments(nlohmann::json::parse(
+      R"({"run": [{"job": 1, "run": 1, "state": "running", "gpus": [0], "command": ["x"]}]})"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain.value().run[0].ready_check);
+  auto field = [&](const char* check, const char* ready = "null") {
+    auto x = parse(check, ready);
+    return x.ok() ? std::string("ok") : x.error().field;
+  };
+  EXPECT_EQ(field(R"({})"), "run.ready_check");
+  EXPECT_EQ(field(R"({"command": ["x"], "path": "/h", "port": 1})"), "run.ready_check");
+  EXPECT_EQ(field(R"({"path": "/h"})"), "run.ready_check.path");
+  EXPECT_EQ(field(R"({"path": "h", "port": 80})"), "run.ready_check.path");
+  EXPECT_EQ(field(R"({"path": "/h", "port": 70000})"), "run.ready_check.port");
+  EXPECT_EQ(field(R"({"command": ["x"], "timeout_seconds": 0})"),
+            "run.ready_check.timeout_seconds");
+  EXPECT_EQ(field(R"("test -e x")"), "run.ready_check");
+  EXPECT_EQ(field(R"({"command": ["x"]})", R"("yes")"), "run.ready");
+}
+
 TEST(Assignments, RefusesWhatItCannotTrust) {
   auto bad = [](const char* text) {
     auto a = parse_assignments(nlohmann::json::parse(text));

@@ -156,6 +156,47 @@ TEST_F(RunnerTest, EnvironmentAndWorkdir) {
   EXPECT_EQ(slurp(s.stdout_path), "GPU-fake-n01-3,GPU-fake-n01-5|1|/job/home|" + dir_ + "\n");
 }
 
+TEST_F(RunnerTest, AReadinessCheckRunsLikeItsRunAndSaysHowItEnded) {
+  Runner runner(options_);
+  LaunchSpec spec = sh(1, "sleep 30");
+  spec.env = {{"MODEL", "llama"}};
+  launch(runner, spec);
+  auto outcome = [&](milliseconds timeout = milliseconds(5000)) {
+    std::optional<Runner::CheckOutcome> o;
+    EXPECT_TRUE(eventually([&] {
+      return (o = runner.check_outcome({1, 1}, timeout)).has_value();
+    }));
+    return o.value_or(Runner::CheckOutcome{});
+  };
+  // The run's environment and workdir: fails until the file appears, with its stderr's tail.
+  LaunchSpec check = spec;
+  check.command = {"/bin/sh", "-c",
+                   "test \"$MODEL\" = llama && test -e up || { echo not up yet >&2; exit 3; }"};
+  ASSERT_TRUE(runner.start_check(check).ok());
+  EXPECT_FALSE(runner.start_check(check).ok()) << "one check in flight per run";
+  auto o = outcome();
+  EXPECT_FALSE(o.ok);
+  EXPECT_EQ(o.reason, "ready_command exited with code 3: not up yet") << o.reason;
+  std::ofstream(dir_ + "/up") << "1\n";
+  ASSERT_TRUE(runner.start_check(check).ok());
+  o = outcome();
+  EXPECT_TRUE(o.ok) << o.reason;
+  // One that hangs is killed at its timeout.
+  check.command = {"/bin/sh", "-c", "sleep 30"};
+  const auto began = Clock::now();
+  ASSERT_TRUE(runner.start_check(check).ok());
+  o = outcome(milliseconds(300));
+  EXPECT_FALSE(o.ok);
+  EXPECT_NE(o.reason.find("ran longer than"), std::string::npos) << o.reason;
+  EXPECT_LT(Clock::now() - began, std::chrono::seconds(10));
+  // None for a run that is not running here.
+  check.key = {2, 1};
+  EXPECT_FALSE(runner.start_check(check).ok());
+  EXPECT_FALSE(runner.check_outcome({2, 1}, milliseconds(100)));
+  runner.kill({1, 1});
+  wait_exit(runner, {1, 1});
+}
+
 TEST_F(RunnerTest, DefaultWorkdirIsTheRunsDirectory) {
   Runner runner(options_);
   LaunchSpec spec = sh(1, "pwd");

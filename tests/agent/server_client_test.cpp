@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent/readiness.h"
+
 namespace allot::agent {
 namespace {
 
@@ -42,6 +44,7 @@ class Fake {
     thread_.join();
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   std::atomic<int> hits{0};
 
  private:
@@ -61,6 +64,27 @@ int unused_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
   return ntohs(a.sin_port);
+}
+
+// A replica's HTTP readiness check (agent/readiness.h): 2xx is ready; anything else says why.
+TEST(ReadyCheck, AnHttpCheckIsReadyOn2xxOnlyAndSaysWhyNot) {
+  using std::chrono::milliseconds;
+  Fake ok(204, "");
+  Fake busy(503, "loading");
+  auto r = http_ready_check(ok.port(), "/health", milliseconds(2000));
+  EXPECT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(ok.hits, 1);
+  r = http_ready_check(busy.port(), "/health", milliseconds(2000));
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.reason, "GET 127.0.0.1:" + std::to_string(busy.port()) + "/health: HTTP 503");
+  const int dead = unused_port();
+  r = http_ready_check(dead, "/health", milliseconds(500));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("GET 127.0.0.1:" + std::to_string(dead) + "/health: "), std::string::npos)
+      << r.reason;
+  // What a report carries of a check's output: printable and bounded.
+  EXPECT_EQ(printable("a\nb\x01\xc3\xa9z", 5), "a b??");
+  EXPECT_EQ(printable("fine", 256), "fine");
 }
 
 TEST(ServerList, GoesPastAnUnreachableServerAndFollowsAStandbyToTheLeader) {

@@ -3,10 +3,15 @@
 // its GPUs' memory fills the autoscaler adds elastic replicas up to the maximum; a funded job of
 // another budget then preempts an elastic replica but never the protected one; as the memory
 // empties the service scales back in to its minimum. `allot serve show` explains each decision.
+// A second test: a replica's readiness command, run by the agent, fails until a file appears;
+// `allot serve show` and the API say not ready, then ready, and again after a server restart.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <thread>
 
 #include "cli_run.h"
 #include "test_cluster.h"
@@ -107,6 +112,67 @@ TEST(ServiceEndToEnd, ScalesOutAndInOnMemoryPressureAndTheMinimumIsNeverPreempte
   EXPECT_TRUE(c.wait_state(protected_job, "cancelled")) << c.history(protected_job);
   r = cli(c, "serve list");
   EXPECT_NE(r.out.find("no services"), std::string::npos) << r.out;
+}
+
+TEST(ServiceEndToEnd, AReplicaServesOnceItsReadyCommandSucceeds) {
+  TestCluster c;
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 8);
+  const std::string up = c.out("ready-up");
+  // The check sees the replica's environment (ALLOT_SERVICE) and fails, saying why, until the
+  // file exists.
+  auto r = cli(c,
+               "serve create chat --budget /lab/a --gpus 1 --min 1 --max 1 --min-runtime 1h "
+               "--ready-command 'test \"$ALLOT_SERVICE\" = chat && test -e " +
+                   up + " || { echo waiting for " + up +
+                   " >&2; exit 1; }' -- /bin/sh -c 'sleep 600 # " + c.dir() + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  json s;
+  auto service = [&] {
+    s = c.get("/api/v1/services/chat").body;
+    return s;
+  };
+  ASSERT_TRUE(eventually(
+      [&] {
+        return service()["running"] == 1 && s["replicas"].size() == 1 &&
+               s["replicas"][0].contains("ready_since");
+      },
+      20000ms))
+      << s.dump();
+  EXPECT_EQ(s["ready"], 0) << s.dump();
+  EXPECT_FALSE(s["replicas"][0]["ready"].get<bool>()) << s.dump();
+  EXPECT_NE(s["replicas"][0].value("ready_reason", "").find("exited with code 1: waiting for"),
+            std::string::npos)
+      << s.dump();
+  auto show = cli(c, "serve show chat");
+  EXPECT_EQ(show.code, 0) << show.out;
+  EXPECT_NE(show.out.find("0 ready"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("no ("), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("readiness: command exits 0"), std::string::npos) << show.out;
+
+  std::ofstream(up) << "1\n";
+  ASSERT_TRUE(eventually([&] { return service()["ready"] == 1; }, 20000ms)) << s.dump();
+  EXPECT_TRUE(s["replicas"][0]["ready"].get<bool>()) << s.dump();
+  show = cli(c, "serve show chat");
+  EXPECT_NE(show.out.find("1 ready"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("yes ("), std::string::npos) << show.out;
+  auto list = cli(c, "serve list");
+  EXPECT_NE(list.out.find("READY"), std::string::npos) << list.out;
+
+  // A restarted server knows no replica's readiness: told so by the assignment, the agent says
+  // it again.
+  c.kill_server(SIGKILL);
+  std::this_thread::sleep_for(300ms);
+  c.start_server();
+  ASSERT_TRUE(eventually([&] { return service()["ready"] == 1; }, 20000ms)) << s.dump();
+
+  // Not ready again: said again, and the replica stops counting.
+  std::filesystem::remove(up);
+  ASSERT_TRUE(eventually([&] { return service()["ready"] == 0; }, 20000ms)) << s.dump();
+  EXPECT_EQ(s["running"], 1);
+  r = cli(c, "serve delete chat");
+  EXPECT_EQ(r.code, 0) << r.out;
 }
 
 }  // namespace

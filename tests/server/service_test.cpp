@@ -111,6 +111,40 @@ TEST(ServiceState, DecisionsAreBoundedAndRoundTrip) {
   EXPECT_FALSE(back.decisions.back().load);
 }
 
+TEST(ServiceSpecReadiness, KeptInTheCanonicalFormAndGivenToEachReplica) {
+  ServiceSpec s;
+  s.name = "chat";
+  s.budget = "/lab/a";
+  s.job = {{"command", {"serve"}}};
+  s.ready_path = "/health";
+  s.ready_port = 8000;
+  s.ready_timeout = 120;
+  auto back = service_from_json(service_to_json(s));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back.value().ready_path, "/health");
+  EXPECT_EQ(back.value().ready_port, 8000);
+  EXPECT_EQ(back.value().ready_timeout, 120);
+  auto j = replica_job(s, true);
+  EXPECT_TRUE(has_ready_check(j));
+  EXPECT_EQ(j["ready"], json({{"path", "/health"}, {"port", 8000}}));
+  EXPECT_EQ(j["env"]["ALLOT_SERVICE_PORT"], "8000");
+  s.ready_path.clear();
+  s.ready_port = 0;
+  s.ready_command = {"test", "-e", "/tmp/up"};
+  j = replica_job(s, false);
+  EXPECT_EQ(j["ready"], json({{"command", {"test", "-e", "/tmp/up"}}}));
+  EXPECT_FALSE(j["env"].contains("ALLOT_SERVICE_PORT"));
+  s.ready_command.clear();
+  EXPECT_FALSE(has_ready_check(replica_job(s, false)));
+  // A service stored before readiness was checked: no check, the default bound.
+  json old = service_to_json(s);
+  old.erase("ready_timeout");
+  back = service_from_json(old);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back.value().ready_timeout, 600);
+  EXPECT_EQ(back.value().ready_port, 0);
+}
+
 class Services : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -207,6 +241,22 @@ TEST_F(Services, RequestsAreValidatedFieldByField) {
   s = service("chat", 1, 2);
   s["ready_path"] = "health";
   bad(s, "ready_path");
+  s = service("chat", 1, 2);
+  s["ready_path"] = "/health";  // without its port
+  bad(s, "ready_port");
+  s["ready_port"] = 70000;
+  bad(s, "ready_port");
+  s["ready_port"] = "8000";
+  bad(s, "ready_port");
+  s = service("chat", 1, 2);
+  s["ready_port"] = 8000;  // a port without a path to ask
+  bad(s, "ready_port");
+  s = service("chat", 1, 2);
+  s["ready_command"] = {"true"};
+  s["ready_timeout"] = 5;
+  bad(s, "ready_timeout");
+  s["ready_timeout"] = "10m";
+  bad(s, "ready_timeout");
   // A user who is not a member of the budget may not create it there.
   auto ann = h->token("ann", "user");
   EXPECT_EQ(h->post("/api/v1/services", service("chat", 1, 2), ann).status, 403);
@@ -458,6 +508,264 @@ TEST_F(Services, ScalesOnTheLoadItReports) {
   h->sync();
   h->sync();
   EXPECT_EQ(show("asr")["desired"], 2);
+}
+
+// A real node whose agent is the test: it reports what the replicas do, and their readiness.
+class ReadyServices : public Services {
+ protected:
+  void SetUp() override {
+    Services::SetUp();
+    store::NodeRecord n;
+    n.name = "gpu1";
+    n.cluster = "local";
+    n.model = "H100";
+    n.gpus = 8;
+    ASSERT_TRUE(h->ctl().register_node(n).ok());
+    agent_tok = h->token("agent-gpu1", "agent", "gpu1");
+  }
+  json checked(const std::string& name, int mn, int mx, int ready_timeout = 60) {
+    auto b = service(name, mn, mx);
+    b["ready_command"] = {"test", "-e", "/srv/up"};
+    b["ready_timeout"] = ready_timeout;
+    return b;
+  }
+  // Service "chat" with a check, created and its first replica started: that replica's job.
+  long long first_started(int mn, int mx, int ready_timeout) {
+    EXPECT_EQ(h->post("/api/v1/services", checked("chat", mn, mx, ready_timeout)).status, 201);
+    h->sync();
+    start_all("chat");
+    return show("chat")["replicas"][0]["job"].get<long long>();
+  }
+  int run_of(long long id) {
+    return h->get("/api/v1/jobs/" + std::to_string(id)).body["runs"].get<int>();
+  }
+  // The agent says every replica not yet started has started.
+  void start_all(const std::string& name) {
+    h->sync();                      // the view is published before the cycle places new replicas
+    const json shown = show(name);  // not a temporary in the range-for: it would die first
+    for (const auto& r : shown["replicas"]) {
+      const auto id = r["job"].get<long long>();
+      if (h->get("/api/v1/jobs/" + std::to_string(id)).body["state"] != "starting") continue;
+      auto x = h->ctl().agent_report("gpu1", id, run_of(id), "started", std::nullopt, std::nullopt);
+      EXPECT_EQ(x.error, "");
+      EXPECT_EQ(x.state, "running");
+    }
+    h->sync();
+  }
+  testing::Reply readiness(long long id, bool ready, const std::string& reason = "") {
+    json one = {{"job", id}, {"run", run_of(id)}, {"event", "readiness"}, {"ready", ready}};
+    if (!reason.empty()) one["reason"] = reason;
+    return h->post("/api/v1/agent/nodes/gpu1/reports", {{"reports", {one}}}, agent_tok);
+  }
+  json replica(const json& s, long long id) {
+    for (const auto& r : s["replicas"]) {
+      if (r["job"].get<long long>() == id) return r;
+    }
+    return json();
+  }
+  std::string agent_tok;
+};
+
+TEST_F(ReadyServices, AReplicaServesOnlyOnceItsAgentSaysItIsReady) {
+  ASSERT_EQ(h->post("/api/v1/services", checked("chat", 1, 1)).status, 201);
+  h->sync();
+  start_all("chat");
+  auto s = show("chat");
+  ASSERT_EQ(s["replicas"].size(), 1u) << s.dump();
+  const auto id = s["replicas"][0]["job"].get<long long>();
+  EXPECT_EQ(s["running"], 1);
+  EXPECT_EQ(s["ready"], 0) << s.dump();
+  EXPECT_FALSE(s["replicas"][0]["ready"].get<bool>());
+  EXPECT_TRUE(s["replicas"][0]["ready_check"].get<bool>());
+  EXPECT_EQ(s["replicas"][0]["ready_reason"], "no check reported yet");
+  // The agent gets the check with the replica's assignment, and what the server knows (nothing).
+  auto a = h->get("/api/v1/agent/nodes/gpu1/assignments", agent_tok).body;
+  ASSERT_EQ(a["run"].size(), 1u) << a.dump();
+  EXPECT_EQ(a["run"][0]["ready_check"]["command"], json({"test", "-e", "/srv/up"}));
+  EXPECT_EQ(a["run"][0]["ready_check"]["interval_seconds"], 3);
+  EXPECT_EQ(a["run"][0]["ready_check"]["timeout_seconds"], 5);
+  EXPECT_TRUE(a["run"][0]["ready"].is_null());
+
+  // Reports are validated before any is applied.
+  auto bad = [&](json one, const std::string& field) {
+    auto r = h->post("/api/v1/agent/nodes/gpu1/reports", {{"reports", {one}}}, agent_tok);
+    EXPECT_EQ(r.status, 400) << one.dump() << " -> " << r.body.dump();
+    EXPECT_EQ(r.body["error"]["field"], field) << r.body.dump();
+  };
+  const int run = run_of(id);
+  bad({{"job", id}, {"run", run}, {"event", "readiness"}}, "reports[0].ready");
+  bad({{"job", id}, {"run", run}, {"event", "readiness"}, {"ready", "yes"}}, "reports[0].ready");
+  bad({{"job", id}, {"run", run}, {"event", "started"}, {"ready", true}}, "reports[0].ready");
+  bad({{"job", id},
+       {"run", run},
+       {"event", "readiness"},
+       {"ready", false},
+       {"reason", std::string(257, 'x')}},
+      "reports[0].reason");
+  bad({{"job", id}, {"run", run}, {"event", "readiness"}, {"ready", true}, {"why", "x"}},
+      "reports[0].why");
+  EXPECT_EQ(show("chat")["ready"], 0);
+
+  auto r = readiness(id, false, "ready_command exited with code 1");
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["results"][0]["state"], "running") << r.body.dump();
+  h->sync();
+  s = show("chat");
+  EXPECT_EQ(s["ready"], 0);
+  EXPECT_EQ(s["replicas"][0]["ready_reason"], "ready_command exited with code 1") << s.dump();
+  a = h->get("/api/v1/agent/nodes/gpu1/assignments", agent_tok).body;
+  EXPECT_EQ(a["run"][0]["ready"], false) << a.dump();
+
+  h->advance(7);
+  ASSERT_EQ(readiness(id, true).status, 200);
+  h->sync();
+  s = show("chat");
+  EXPECT_EQ(s["ready"], 1) << s.dump();
+  EXPECT_TRUE(s["replicas"][0]["ready"].get<bool>());
+  EXPECT_EQ(s["replicas"][0]["ready_since"], h->now());
+  EXPECT_EQ(h->get("/api/v1/services").body["services"][0]["ready"], 1);
+  a = h->get("/api/v1/agent/nodes/gpu1/assignments", agent_tok).body;
+  EXPECT_EQ(a["run"][0]["ready"], true) << a.dump();
+
+  // Another run, or a job without a check, is refused in its result.
+  r = h->post(
+      "/api/v1/agent/nodes/gpu1/reports",
+      {{"reports", {{{"job", id}, {"run", run + 1}, {"event", "readiness"}, {"ready", true}}}}},
+      agent_tok);
+  EXPECT_EQ(r.body["results"][0]["error"], "stale run") << r.body.dump();
+  // Not kept in the store: after a restart the server knows nothing, and says so to the agent.
+  h->restart();
+  h->sync();
+  s = show("chat");
+  EXPECT_EQ(s["running"], 1) << s.dump();
+  EXPECT_EQ(s["ready"], 0) << s.dump();
+  a = h->get("/api/v1/agent/nodes/gpu1/assignments", agent_tok).body;
+  EXPECT_TRUE(a["run"][0]["ready"].is_null()) << a.dump();
+  ASSERT_EQ(readiness(id, true).status, 200);
+  h->sync();
+  EXPECT_EQ(show("chat")["ready"], 1);
+}
+
+TEST_F(ReadyServices, ServicesWithoutACheckServeOnceRunningAndRefuseReadiness) {
+  ASSERT_EQ(h->post("/api/v1/services", service("chat", 1, 1)).status, 201);
+  h->sync();
+  start_all("chat");
+  auto s = show("chat");
+  EXPECT_EQ(s["ready"], 1) << s.dump();
+  EXPECT_FALSE(s["replicas"][0]["ready_check"].get<bool>());
+  const auto id = s["replicas"][0]["job"].get<long long>();
+  auto a = h->get("/api/v1/agent/nodes/gpu1/assignments", agent_tok).body;
+  EXPECT_FALSE(a["run"][0].contains("ready_check")) << a.dump();
+  auto r = readiness(id, false);
+  EXPECT_NE(r.body["results"][0]["error"].get<std::string>().find("no readiness check"),
+            std::string::npos)
+      << r.body.dump();
+}
+
+TEST_F(ReadyServices, RollingRestartStopsAnOldReplicaOnlyOnceItsReplacementIsReady) {
+  ASSERT_EQ(h->post("/api/v1/services", checked("chat", 1, 1)).status, 201);
+  h->sync();
+  start_all("chat");
+  const auto old = show("chat")["replicas"][0]["job"].get<long long>();
+  ASSERT_EQ(readiness(old, true).status, 200);
+  h->sync();
+  ASSERT_EQ(h->post("/api/v1/services/chat/restart", json::object()).status, 200);
+  h->sync();
+  auto s = show("chat");
+  ASSERT_EQ(s["replicas"].size(), 2u) << s.dump();
+  long long fresh = 0;
+  for (const auto& r : s["replicas"]) {
+    if (!r["replacing"].get<bool>()) fresh = r["job"].get<long long>();
+  }
+  ASSERT_NE(fresh, 0) << s.dump();
+  // The new one runs but is not ready: the old one keeps serving, cycle after cycle.
+  start_all("chat");
+  ASSERT_EQ(readiness(fresh, false, "warming up").status, 200);
+  for (int i = 0; i < 5; ++i) {
+    h->advance(1);
+    h->sync();
+    s = show("chat");
+    EXPECT_EQ(replica(s, old)["state"], "running") << "cycle " << i << ": " << s.dump();
+    EXPECT_EQ(s["ready"], 1) << s.dump();
+    EXPECT_EQ(s["replicas"].size(), 2u) << s.dump();
+  }
+  // Ready: now the old one goes.
+  ASSERT_EQ(readiness(fresh, true).status, 200);
+  h->sync();
+  h->sync();
+  s = show("chat");
+  EXPECT_EQ(s["restarting"], 0) << s.dump();
+  ASSERT_EQ(s["replicas"].size(), 1u) << s.dump();
+  EXPECT_EQ(s["replicas"][0]["job"], fresh);
+  EXPECT_EQ(h->get("/api/v1/jobs/" + std::to_string(old)).body["state"], "cancelled");
+}
+
+TEST_F(ReadyServices, TheAutoscalerCountsAndMeasuresReadyReplicasOnly) {
+  const auto first = first_started(1, 3, 600);
+  json gpus = json::array();
+  for (int g = 0; g < 8; ++g) {
+    gpus.push_back({{"index", g}, {"mem_used_mib", 72000}, {"mem_total_mib", 80000}});
+  }
+  h->ctl().set_node_telemetry("gpu1", json{{"time", h->now()}, {"gpus", gpus}}.dump());
+  h->sync();
+  // Memory is high, but no replica serves: nothing is measured, nothing decided.
+  auto s = show("chat");
+  EXPECT_EQ(s["desired"], 1) << s.dump();
+  EXPECT_TRUE(s["memory"].is_null()) << s.dump();
+  ASSERT_EQ(readiness(first, true).status, 200);
+  h->advance(1);  // the autoscaler reads its figures once a second
+  h->ctl().set_node_telemetry("gpu1", json{{"time", h->now()}, {"gpus", gpus}}.dump());
+  h->sync();
+  h->sync();
+  s = show("chat");
+  EXPECT_EQ(s["desired"], 2) << s.dump();
+  start_all("chat");
+  // The second replica runs but is not ready: the next scale-out waits for it.
+  h->advance(40);
+  h->ctl().contact("gpu1");  // a node silent too long goes down
+  h->advance(21);
+  h->ctl().contact("gpu1");
+  h->ctl().set_node_telemetry("gpu1", json{{"time", h->now()}, {"gpus", gpus}}.dump());
+  h->sync();
+  s = show("chat");
+  EXPECT_EQ(s["running"], 2) << s.dump();
+  EXPECT_EQ(s["ready"], 1) << s.dump();
+  EXPECT_EQ(s["desired"], 2) << s.dump();
+}
+
+TEST_F(ReadyServices, AReplicaNeverReadyWithinItsTimeoutIsRestartedAndTheDecisionSaysWhy) {
+  const auto first = first_started(1, 1, 30);
+  ASSERT_EQ(readiness(first, false, "ready_command exited with code 1").status, 200);
+  // Time passes; the node's agent keeps in touch.
+  auto pass = [&](int seconds) {
+    for (; seconds > 0; seconds -= 10) {
+      h->advance(std::min(seconds, 10));
+      h->ctl().contact("gpu1");
+      h->sync();
+    }
+  };
+  pass(29);
+  EXPECT_EQ(h->get("/api/v1/jobs/" + std::to_string(first)).body["state"], "running");
+  pass(1);
+  EXPECT_EQ(h->get("/api/v1/jobs/" + std::to_string(first)).body["state"], "cancelled");
+  h->sync();
+  auto s = show("chat");
+  ASSERT_EQ(s["replicas"].size(), 1u) << s.dump();
+  EXPECT_NE(s["replicas"][0]["job"], first);
+  ASSERT_FALSE(s["decisions"].empty());
+  const auto why = s["decisions"].back()["reason"].get<std::string>();
+  EXPECT_NE(why.find("restart: replica " + std::to_string(first) + " not ready within 30s"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("last check: ready_command exited with code 1"), std::string::npos) << why;
+  // A replica that was ready once and then not is not restarted for it.
+  start_all("chat");
+  const auto second = show("chat")["replicas"][0]["job"].get<long long>();
+  ASSERT_EQ(readiness(second, true).status, 200);
+  h->advance(1);
+  ASSERT_EQ(readiness(second, false, "overloaded").status, 200);
+  pass(60);
+  EXPECT_EQ(h->get("/api/v1/jobs/" + std::to_string(second)).body["state"], "running");
 }
 
 }  // namespace
