@@ -150,10 +150,17 @@ class Cluster {
                                      "--tick-ms",    "100"};
     argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
     server_.start(argv, dir_ + "/server.log");
+    // Up once it serves: as the leader, or as a standby naming one. (On PostgreSQL a server
+    // that takes the leader lease answers /health as a standby naming no leader for a moment,
+    // then closes that listener and restores before it listens again: a request sent then
+    // found nothing listening.)
     if (!eventually([&] {
           httplib::Client c("127.0.0.1", port_);
           auto r = c.Get("/api/v1/health");
-          return r && r->status == 200;
+          if (!r || r->status != 200) return false;
+          const auto h = json::parse(r->body, nullptr, false);
+          return !h.is_object() || h.value("role", "") != "standby" ||
+                 !h.value("leader", std::string()).empty();
         })) {
       fail("the server did not come up; see " + dir_ + "/server.log");
     }
