@@ -533,10 +533,10 @@ TEST(EndToEnd, AServerRestartedUnderARunningGangLearnsItsNodesStartedAndRunsNoth
   for (const char* rank : {"rg.0", "rg.1"}) {
     EXPECT_EQ(lines_of(c.out(rank)).size(), 1u) << rank << " ran more than once";
   }
-  for (const char* n : {"n1", "n2"}) {
-    EXPECT_NE(slurp(c.agent_log(n)).find("does not know it started here"), std::string::npos)
-        << n << " did not say again that its part started";
-  }
+  // (Each node tells the restarted server that its part started: by saying so again when its
+  // assignment says "starting", or, when its first "started" report was in flight as the server
+  // died, by sending that report again. Which one depends on timing; a node that told it neither
+  // way would have reported its part lost and the gang would have run twice, as checked above.)
 }
 
 TEST(EndToEnd, TelemetryReachesTheServerPerJob) {
