@@ -462,12 +462,12 @@ void Agent::check_readiness() {
         p.command = !done.has_value();
       }
       if (done) {
+        const std::string reason = done->ok ? "" : printable(done->reason, 256);
         if (p.result != done->ok) {
-          say("job " + key_name(a.key) + ": " +
-              (done->ok ? "ready" : "not ready: " + printable(done->reason, 256)));
+          say("job " + key_name(a.key) + ": " + (done->ok ? "ready" : "not ready: " + reason));
         }
         p.result = done->ok;
-        p.reason = done->ok ? "" : printable(done->reason, 256);
+        p.reason = reason;
       }
       if (p.http || p.command || now < p.next_at) continue;
       p.next_at = now + std::chrono::seconds(c.interval_seconds);

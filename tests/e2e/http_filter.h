@@ -28,7 +28,11 @@ class HttpFilter {
       }
       forward(req, res);
     };
-    for (const char* m : {"GET", "POST", "PUT", "DELETE", "PATCH"}) route(m, handler);
+    svr_.Get(".*", handler);
+    svr_.Post(".*", handler);
+    svr_.Put(".*", handler);
+    svr_.Delete(".*", handler);
+    svr_.Patch(".*", handler);
     port_ = svr_.bind_to_any_port("127.0.0.1");
     // Bound already: connections wait in the backlog until the thread accepts them.
     thread_ = std::thread([this] { svr_.listen_after_bind(); });
@@ -45,14 +49,6 @@ class HttpFilter {
   int answered() const { return answered_; }
 
  private:
-  void route(const std::string& method, const httplib::Server::Handler& h) {
-    if (method == "GET") svr_.Get(".*", h);
-    if (method == "POST") svr_.Post(".*", h);
-    if (method == "PUT") svr_.Put(".*", h);
-    if (method == "DELETE") svr_.Delete(".*", h);
-    if (method == "PATCH") svr_.Patch(".*", h);
-  }
-
   void forward(const httplib::Request& req, httplib::Response& res) {
     httplib::Client c("127.0.0.1", target_);
     c.set_read_timeout(120);  // the agent's assignment watch is held for up to its watch period
