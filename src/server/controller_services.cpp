@@ -292,6 +292,11 @@ void Controller::reconcile_services(Time now, WriteBatch& batch, bool measure) {
         }
       }
     }
+    if (s.stale.empty() && !s.state.replacing.empty()) {  // the rolling restart is over
+      s.state.replacing.clear();
+      s.rec.state_json = state_to_json(s.state).dump();
+      batch.push_back(op::PutService{s.rec});
+    }
     if (now < s.replace_after) continue;
     for (const bool prot : {true, false}) {
       // During a rolling restart one new replica at a time, once the last one serves.
@@ -379,6 +384,13 @@ void Controller::rebuild_services() {
     auto it = services_.find(j.value("service", ""));
     if (it == services_.end()) continue;
     it->second.replicas[id] = j.value("service_tier", "") == "protected";
+  }
+  // A rolling restart the last server did not finish goes on with the replicas it had not yet
+  // replaced.
+  for (auto& [name, s] : services_) {
+    for (JobId id : s.state.replacing) {
+      if (s.replicas.count(id)) s.stale.insert(id);
+    }
   }
   publish_services();
 }
@@ -476,6 +488,7 @@ core::Result<store::ServiceRecord> Controller::restart_service(const std::string
     auto& s = it->second;
     const Time now = options_.clock();
     for (const auto& [id, prot] : s.replicas) s.stale.insert(id);
+    s.state.replacing.assign(s.stale.begin(), s.stale.end());
     note_decision({now, s.state.desired, s.state.desired,
                    "rolling restart by " + by + ": " + std::to_string(s.stale.size()) +
                        " replicas replaced one at a time, each stopped once its replacement "

@@ -271,7 +271,9 @@ json decision_to_json(const ScaleDecision& d) {
 json state_to_json(const ServiceState& s) {
   json d = json::array();
   for (const auto& x : s.decisions) d.push_back(decision_to_json(x));
-  return {{"desired", s.desired}, {"last_scale", s.last_scale}, {"decisions", d}};
+  json out = {{"desired", s.desired}, {"last_scale", s.last_scale}, {"decisions", d}};
+  if (!s.replacing.empty()) out["replacing"] = s.replacing;
+  return out;
 }
 
 ServiceState state_from_json(const json& j) {
@@ -290,6 +292,11 @@ ServiceState state_from_json(const json& j) {
       if (x.contains("memory")) sd.memory = x["memory"].get<double>();
       if (x.contains("load")) sd.load = x["load"].get<double>();
       s.decisions.push_back(std::move(sd));
+    }
+  }
+  if (auto r = j.find("replacing"); r != j.end() && r->is_array()) {
+    for (const auto& x : *r) {
+      if (x.is_number_unsigned()) s.replacing.push_back(x.get<core::JobId>());
     }
   }
   return s;

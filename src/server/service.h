@@ -109,6 +109,9 @@ struct ServiceState {
   int desired = 0;  // replicas wanted, between min and max
   core::Time last_scale = 0;
   std::deque<ScaleDecision> decisions;  // newest last
+  // A rolling restart in progress: the replicas it set out to replace (those that have ended
+  // since are left in: job ids are never reused). Kept so that a restarted server finishes it.
+  std::vector<core::JobId> replacing;
 };
 nlohmann::json state_to_json(const ServiceState& s);
 ServiceState state_from_json(const nlohmann::json& j);

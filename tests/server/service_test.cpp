@@ -442,6 +442,52 @@ TEST_F(Services, RollingRestartReplacesEachReplicaWithAsManyAvailable) {
       << s.dump();
 }
 
+// The replicas a rolling restart set out to replace are kept with the service: a server restarted
+// half way through goes on replacing the old ones (without it, they would serve on forever).
+TEST_F(Services, ARollingRestartGoesOnAfterTheServerRestarts) {
+  h->add_sim_nodes(1);
+  auto s = two_running(1);
+  std::set<long long> old;
+  for (const auto& x : s["replicas"]) old.insert(x["job"].get<long long>());
+  ASSERT_EQ(h->post("/api/v1/services/chat/restart", json::object()).status, 200);
+  memory("chat", 0.5);             // between the watermarks: no scaling meanwhile
+  std::set<long long> left = old;  // old replicas still serving
+  for (int cycles = 0; cycles < 6 && left.size() == old.size(); ++cycles) {
+    h->advance(1);
+    h->sync();  // the first new replica; once it serves, the first old one stops
+    left.clear();
+    for (auto id : old) {
+      if (h->get("/api/v1/jobs/" + std::to_string(id)).body["state"] == "running") left.insert(id);
+    }
+  }
+  ASSERT_EQ(left.size(), old.size() - 1);
+
+  h->restart();
+  h->sync();
+  for (int cycles = 0; cycles < 12 && show("chat")["restarting"] != 0; ++cycles) {
+    memory("chat", 0.5);
+    h->advance(1);
+    h->sync();
+  }
+  h->sync();
+  s = show("chat");
+  ASSERT_EQ(s["restarting"], 0) << s.dump();
+  EXPECT_EQ(s["running"], 2) << s.dump();
+  for (const auto& x : s["replicas"]) EXPECT_FALSE(old.count(x["job"].get<long long>())) << s;
+  for (auto id : old) {
+    EXPECT_EQ(h->get("/api/v1/jobs/" + std::to_string(id)).body["state"], "cancelled");
+  }
+  // Finished, it is no longer kept: another restart of the server replaces nothing.
+  for (const auto& rec : h->store().services()) {
+    EXPECT_FALSE(json::parse(rec.state_json).contains("replacing")) << rec.state_json;
+  }
+  h->restart();
+  h->sync();
+  s = show("chat");
+  EXPECT_EQ(s["restarting"], 0) << s.dump();
+  EXPECT_EQ(s["running"], 2) << s.dump();
+}
+
 TEST_F(Services, AReplicaThatFailsAtOnceIsReplacedAfterABackOff) {
   store::NodeRecord n;  // a real node: its agent (the test) reports what its jobs do
   n.name = "gpu1";
