@@ -9,6 +9,10 @@
 namespace allot::sim {
 namespace {
 
+// A pod's GPUs at most (the openb traces ask 0-8; the bound keeps a damaged figure from being
+// narrowed into something else).
+constexpr long long kMaxPodGpus = 4096;
+
 core::Result<std::string> read_file(const std::string& path, const char* what) {
   std::ifstream in(path);
   if (!in) return core::Error{path, std::string("cannot open the ") + what};
@@ -76,8 +80,9 @@ core::Result<Workload> parse_openb_pods(const std::string& text, const std::stri
       continue;
     }
     const auto gpus = parse_int(f[col["num_gpu"]]);
-    if (!gpus || *gpus < 0) {
-      diag.skip(path, n, "num_gpu", "expected an integer >= 0");
+    if (!gpus || *gpus < 0 || *gpus > kMaxPodGpus) {  // bounded before it is narrowed to an int
+      diag.skip(path, n, "num_gpu",
+                "expected an integer between 0 and " + std::to_string(kMaxPodGpus));
       continue;
     }
     if (*gpus == 0) {  // CPU-only pod: not GPU work

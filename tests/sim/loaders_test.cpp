@@ -302,6 +302,26 @@ TEST(SimLoadScaling, CompressesArrivalsToTheTargetRatio) {
   EXPECT_DOUBLE_EQ(measure_load(w, 4).ratio, 2.2);
 }
 
+// Found by fuzz_trace_openb: a pod's num_gpu of 13587329457020469 was narrowed into an int (a job
+// of 0 or fewer GPUs). It is refused, naming the field, and the pod next to it still loads.
+TEST(SimOpenbTrace, AHugeGpuCountIsRefusedNotNarrowed) {
+  Diagnostics d;
+  auto w = parse_openb_pods(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+      "deletion_time,scheduled_time\n"
+      "p1,1,1,13587329457020469,1000,T4,BE,Running,0,5,\n"
+      "p2,1,1,4097,1000,T4,BE,Running,0,5,\n"
+      "p3,1,1,2,1000,T4,BE,Running,0,5,\n",
+      "pods.csv", d);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w.value().jobs.size(), 1u);
+  EXPECT_EQ(w.value().jobs[0].gpus, 2);
+  ASSERT_EQ(d.skipped().size(), 2u);
+  EXPECT_EQ(d.skipped()[0].message(),
+            "pods.csv:2: num_gpu: expected an integer between 0 and 4096");
+  EXPECT_EQ(d.skipped()[1].field, "num_gpu");
+}
+
 // The openb trace has a few pods months before the others: they must not stretch the window.
 TEST(SimLoadScaling, StragglersFarFromTheRestDoNotStretchTheWindow) {
   Workload w;
