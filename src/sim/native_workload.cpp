@@ -78,8 +78,9 @@ core::Result<Workload> parse_native_workload(const std::string& text, const std:
       continue;
     }
     job.submit = *duration_field(j["submit"]);
+    // A path below the root: the root "/" holds no jobs.
     if (!j.contains("budget") || !j["budget"].is_string() ||
-        j["budget"].get<std::string>().empty() || j["budget"].get<std::string>()[0] != '/') {
+        j["budget"].get<std::string>().size() < 2 || j["budget"].get<std::string>()[0] != '/') {
       bad("budget", "missing or not a budget path like \"/org/team\"");
       continue;
     }

@@ -117,6 +117,21 @@ TEST(SimNativeWorkload, NumbersOutOfRangeAreSkippedNotConverted) {
   for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(d.skipped()[i].field, fields[i]) << i;
 }
 
+// Found by fuzz_trace_native: the root "/" was taken as a job's budget.
+TEST(SimNativeWorkload, TheRootIsNoJobsBudget) {
+  Diagnostics d;
+  auto w = parse_native_workload(
+      "{\"submit\": 0, \"budget\": \"/\", \"gpus\": 1, \"duration\": 60}\n"
+      "{\"submit\": 0, \"budget\": \"/a\", \"gpus\": 1, \"duration\": 60}\n",
+      "w.jsonl", d);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w.value().jobs.size(), 1u);
+  EXPECT_EQ(w.value().jobs[0].budget, "/a");
+  ASSERT_EQ(d.skipped().size(), 1u);
+  EXPECT_EQ(d.skipped()[0].field, "budget");
+  EXPECT_EQ(d.skipped()[0].line, 1u);
+}
+
 TEST(SimNativeWorkload, ReadsEveryFieldAndSkipsBadLinesWithTheirField) {
   Diagnostics d;
   auto w = parse_native_workload(
