@@ -45,6 +45,7 @@ struct ShapeKey {
   int per_node;
   Milli milli;
   int last_node;         // an uneven gang's remainder (Shape::last_node_gpus)
+  int mig;               // Shape::mig: a MIG profile asked for fits fewer GPUs than its milli
   std::uint64_t models;  // up to four model ids packed; ~0 when not cacheable
   auto operator<=>(const ShapeKey&) const = default;
 };
@@ -62,8 +63,8 @@ inline std::uint64_t pack_models(const std::vector<GpuModelId>& models) {
 }
 
 inline ShapeKey shape_key(const JobSpec& spec) {
-  return ShapeKey{spec.shape.nodes, spec.shape.gpus_per_node, spec.shape.gpu_milli,
-                  spec.shape.last_node_gpus, pack_models(spec.models)};
+  return ShapeKey{spec.shape.nodes,          spec.shape.gpus_per_node, spec.shape.gpu_milli,
+                  spec.shape.last_node_gpus, spec.shape.mig,           pack_models(spec.models)};
 }
 
 // Speed only (decisions unchanged): ShapeKey -> T as an open-addressing table, since a cycle looks

@@ -43,7 +43,14 @@ std::optional<Placement> least_fragmenting_placement(const GpuPool& pool,
   if (!choice) return std::nullopt;
   Placement p;
   for (int g : choice->gpus) {
-    p.push_back(GpuSlot{ids[choice->node], static_cast<std::uint16_t>(g), shape.gpu_milli});
+    if (!shape.fractional()) {
+      p.push_back(GpuSlot{ids[choice->node], static_cast<std::uint16_t>(g), kWholeGpu});
+      continue;
+    }
+    // A fraction on a GPU in MIG mode takes a whole instance (GpuPool::fraction_slot).
+    auto slot = pool.fraction_slot(ids[choice->node], g, shape);
+    if (!slot) return std::nullopt;
+    p.push_back(*slot);
   }
   return p;
 }

@@ -1,10 +1,56 @@
 #include "core/gpu_pool.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "core/placement_filters.h"
 
 namespace allot::core {
+namespace {
+
+bool by_size(const MigInstance& a, const MigInstance& b) {
+  return std::tie(a.milli, a.profile) < std::tie(b.milli, b.profile);
+}
+
+// What a GPU in MIG mode offers: its largest free instance, never a whole GPU (whole-GPU work
+// does not run on a GPU in MIG mode).
+Milli mig_room(const std::vector<MigInstance>& free) {
+  return free.empty() ? 0 : std::min(free.back().milli, kWholeGpu - 1);
+}
+
+// The instance a fraction of `shape` takes among `free`: of its profile if it names one, else
+// the smallest with room for it.
+const MigInstance* mig_fit(const std::vector<MigInstance>& free, const Shape& shape) {
+  for (const MigInstance& m : free) {
+    if (shape.mig ? m.profile == shape.mig : m.milli >= shape.gpu_milli) return &m;
+  }
+  return nullptr;
+}
+
+// Takes the instance a slot names out of `free` (a slot without a profile, restored from before
+// profiles were recorded: the smallest instance with room for it).
+void take_instance(std::vector<MigInstance>& free, const GpuSlot& g) {
+  auto it = std::find_if(free.begin(), free.end(), [&](const MigInstance& m) {
+    return g.mig ? m.profile == g.mig && m.milli == g.milli : m.milli >= g.milli;
+  });
+  if (it != free.end()) free.erase(it);
+}
+
+// Hands the instance a slot held back, unless every instance of its kind is already free.
+void give_instance(std::vector<MigInstance>& free, const std::vector<MigInstance>& all,
+                   const GpuSlot& g) {
+  auto same = [&](const MigInstance& m) {
+    return g.mig ? m.profile == g.mig && m.milli == g.milli : m.milli == g.milli;
+  };
+  auto kind = std::find_if(all.begin(), all.end(), same);
+  if (kind == all.end() || std::count_if(free.begin(), free.end(), same) >=
+                               std::count_if(all.begin(), all.end(), same)) {
+    return;
+  }
+  free.insert(std::upper_bound(free.begin(), free.end(), *kind, by_size), *kind);
+}
+
+}  // namespace
 
 void GpuPool::add_node(const Node& node) {
   if (nodes_.size() <= node.id) nodes_.resize(node.id + 1);
@@ -16,7 +62,57 @@ void GpuPool::add_node(const Node& node) {
   s.free.assign(static_cast<std::size_t>(node.spec.gpus), kWholeGpu);
   s.whole_free = node.spec.gpus;
   s.partial = 0;
+  s.mig_all.clear();
+  s.mig_free.clear();
   reindex(node.id);
+  if (!node.spec.mig.empty()) set_mig(node.id, node.spec.mig);
+}
+
+void GpuPool::set_mig(NodeId n, const std::vector<std::vector<MigInstance>>& layout) {
+  ++version_;
+  ++generation_;
+  unindex(n);
+  NodeState& s = nodes_[n];
+  s.mig_all.clear();
+  s.mig_free.clear();
+  if (!layout.empty()) {
+    s.mig_all = layout;
+    s.mig_all.resize(s.free.size());
+    for (auto& g : s.mig_all) std::sort(g.begin(), g.end(), by_size);
+    s.mig_free = s.mig_all;
+  }
+  s.whole_free = 0;
+  s.partial = 0;
+  for (std::size_t g = 0; g < s.free.size(); ++g) {
+    const Milli f = in_mig(s, g) ? mig_room(s.mig_free[g]) : kWholeGpu;
+    s.free[g] = f;
+    s.whole_free += f == kWholeGpu;
+    s.partial += f > 0 && f < kWholeGpu;
+  }
+  reindex(n);
+}
+
+bool GpuPool::fraction_could_ever_fit(const NodeState& s, const Shape& shape) {
+  for (std::size_t g = 0; g < s.free.size(); ++g) {
+    if (!in_mig(s, g)) {
+      if (!shape.mig) return true;
+    } else if (mig_fit(s.mig_all[g], shape)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<GpuSlot> GpuPool::fraction_slot(NodeId n, int gpu, const Shape& shape) const {
+  const NodeState& s = nodes_[n];
+  const auto g = static_cast<std::uint16_t>(gpu);
+  if (in_mig(s, g)) {
+    const MigInstance* m = mig_fit(s.mig_free[g], shape);
+    if (!m) return std::nullopt;
+    return GpuSlot{n, g, m->milli, m->profile};
+  }
+  if (shape.mig || s.free[g] < shape.gpu_milli) return std::nullopt;
+  return GpuSlot{n, g, shape.gpu_milli};
 }
 
 void GpuPool::unindex(NodeId n) {
@@ -52,7 +148,12 @@ void GpuPool::take(const Placement& p) {
     Milli& f = s.free[g.gpu];
     const bool was_whole = f == kWholeGpu;
     const bool was_partial = f > 0 && f < kWholeGpu;
-    f -= g.milli;
+    if (in_mig(s, g.gpu)) {
+      take_instance(s.mig_free[g.gpu], g);
+      f = mig_room(s.mig_free[g.gpu]);
+    } else {
+      f -= g.milli;
+    }
     if (was_whole) --s.whole_free;
     if (was_partial) --s.partial;
     if (f > 0 && f < kWholeGpu) ++s.partial;
@@ -67,7 +168,12 @@ void GpuPool::release(const Placement& p) {
     unindex(g.node);
     Milli& f = s.free[g.gpu];
     if (f > 0 && f < kWholeGpu) --s.partial;
-    f += g.milli;
+    if (in_mig(s, g.gpu)) {
+      give_instance(s.mig_free[g.gpu], s.mig_all[g.gpu], g);
+      f = mig_room(s.mig_free[g.gpu]);
+    } else {
+      f += g.milli;
+    }
     if (f == kWholeGpu) ++s.whole_free;
     if (f > 0 && f < kWholeGpu) ++s.partial;
     reindex(g.node);
@@ -103,12 +209,20 @@ bool GpuPool::fits_node_with(NodeId node, const Shape& shape,
   const NodeState& s = nodes_[node];
   if (shape.fractional()) {
     for (std::size_t g = 0; g < s.free.size(); ++g) {
-      if (s.free[g] + extra[g] >= shape.gpu_milli) return true;
+      if (in_mig(s, g)) {
+        // An instance handed back is one of `extra`'s; their sum may overstate the largest (the
+        // what-if placement that follows has the last word).
+        if (mig_fit(s.mig_free[g], shape) || extra[g] >= shape.gpu_milli) return true;
+      } else if (!shape.mig && s.free[g] + extra[g] >= shape.gpu_milli) {
+        return true;
+      }
     }
     return false;
   }
   int whole = 0;
-  for (std::size_t g = 0; g < s.free.size(); ++g) whole += s.free[g] + extra[g] == kWholeGpu;
+  for (std::size_t g = 0; g < s.free.size(); ++g) {
+    whole += !in_mig(s, g) && s.free[g] + extra[g] == kWholeGpu;
+  }
   return whole >= shape.gpus_per_node;
 }
 
@@ -143,13 +257,20 @@ std::optional<Placement> GpuPool::find_fraction(const Index& idx, const Shape& s
     const NodeState& st = nodes_[n];
     for (std::size_t g = 0; g < st.free.size(); ++g) {
       const Milli f = st.free[g];
-      if (f >= s.gpu_milli && f < kWholeGpu && f < best_free) {
+      if (f < s.gpu_milli || f >= kWholeGpu) continue;
+      if (in_mig(st, g)) {  // the tightest instance, whole
+        const MigInstance* m = mig_fit(st.mig_free[g], s);
+        if (m && m->milli < best_free) {
+          best_free = m->milli;
+          best = GpuSlot{n, static_cast<std::uint16_t>(g), m->milli, m->profile};
+        }
+      } else if (!s.mig && f < best_free) {
         best_free = f;
         best = GpuSlot{n, static_cast<std::uint16_t>(g), s.gpu_milli};
       }
     }
   }
-  if (best) return Placement{*best};
+  if (best || s.mig) return best ? std::optional<Placement>(Placement{*best}) : std::nullopt;
   for (auto it = idx.by_free.lower_bound({1, 0}); it != idx.by_free.end(); ++it) {
     if (excluded_node(ex, it->second)) continue;
     Placement p;

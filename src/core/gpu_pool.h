@@ -1,6 +1,8 @@
 // Free GPU capacity of every node, indexed so that placement is a best-fit look-up rather than a
 // scan. Each GPU is a vector entry of free thousandths, so whole GPUs and fractions (MIG slices,
-// shared GPUs) are allocated by the same all-or-nothing take/release.
+// shared GPUs) are allocated by the same all-or-nothing take/release. A GPU in MIG mode is handed
+// out a whole instance at a time: its entry is its largest free instance (never a whole GPU), and
+// its free instances are kept beside it (docs/policy.md section 3, "MIG instances").
 //
 // Thread-safety: none; owned by one Scheduler and used by one thread at a time, like all of
 // src/core (which has no threads, I/O or clock).
@@ -22,7 +24,8 @@ namespace allot::core {
 struct GpuSlot {
   NodeId node = 0;
   std::uint16_t gpu = 0;
-  Milli milli = kWholeGpu;
+  Milli milli = kWholeGpu;  // on a GPU in MIG mode: the whole instance's share
+  MigProfileId mig = 0;     // the MIG instance's profile on a GPU in MIG mode (0: none)
   bool operator==(const GpuSlot&) const = default;
 };
 using Placement = std::vector<GpuSlot>;
@@ -38,7 +41,15 @@ class GpuPool {
 
   int whole_free(NodeId node) const { return nodes_[node].whole_free; }
   int gpu_count(NodeId node) const { return static_cast<int>(nodes_[node].free.size()); }
+  // Free room on one GPU; on a GPU in MIG mode, its largest free instance.
   Milli free_milli(NodeId node, int gpu) const { return nodes_[node].free[gpu]; }
+  bool in_mig_mode(NodeId node, int gpu) const { return in_mig(nodes_[node], gpu); }
+  // Replaces a node's MIG instances (NodeSpec::mig) and frees all its GPUs: the caller takes
+  // what runs there again.
+  void set_mig(NodeId node, const std::vector<std::vector<MigInstance>>& layout);
+  // The slot a fraction of `shape` would take on this GPU (a whole MIG instance, or its milli of
+  // a shared GPU), or none when it does not fit there.
+  std::optional<GpuSlot> fraction_slot(NodeId node, int gpu, const Shape& shape) const;
   // Largest free room on one GPU of a schedulable node of `cluster` (any model), in milli.
   Milli largest_gpu_free(ClusterId cluster) const;
   // Largest number of whole GPUs free on one schedulable node of `cluster` with one of `models`.
@@ -68,12 +79,17 @@ class GpuPool {
   std::optional<Placement> find_consolidated(ClusterId cluster, const Shape& shape,
                                              const std::vector<GpuModelId>& models,
                                              const NodeMask* excluded) const;
-  // Whether `shape` could fit node `node` if it were empty (size and model only).
+  // Whether `shape` could fit node `node` if it were empty (size, model, and for a fraction on a
+  // node with GPUs in MIG mode, an instance that would hold it).
   bool could_ever_fit(NodeId node, const Shape& shape,
                       const std::vector<GpuModelId>& models) const {
     const NodeState& s = nodes_[node];
-    return static_cast<int>(s.free.size()) >= shape.gpus_per_node &&
-           (models.empty() || std::find(models.begin(), models.end(), s.model) != models.end());
+    if (static_cast<int>(s.free.size()) < shape.gpus_per_node ||
+        !(models.empty() || std::find(models.begin(), models.end(), s.model) != models.end())) {
+      return false;
+    }
+    return !(shape.mig || (shape.fractional() && !s.mig_all.empty())) ||
+           fraction_could_ever_fit(s, shape);
   }
   // GPUs of `node` free for `shape` once `extra` (GPU index -> milli) is handed back.
   bool fits_node_with(NodeId node, const Shape& shape, const std::vector<Milli>& extra) const;
@@ -96,7 +112,14 @@ class GpuPool {
     int whole_free = 0;
     int partial = 0;  // GPUs partly used
     std::vector<Milli> free;
+    // Per GPU, when any GPU of the node is in MIG mode (else both empty): its instances, and
+    // those free, in (milli, profile) order. A GPU with no instances is whole.
+    std::vector<std::vector<MigInstance>> mig_all, mig_free;
   };
+  static bool fraction_could_ever_fit(const NodeState& s, const Shape& shape);
+  static bool in_mig(const NodeState& s, std::size_t gpu) {
+    return !s.mig_all.empty() && !s.mig_all[gpu].empty();
+  }
   using Key = std::pair<ClusterId, GpuModelId>;
   struct Index {
     std::set<std::pair<int, NodeId>> by_free;  // (whole GPUs free, node) of schedulable nodes

@@ -79,6 +79,9 @@ Status validate_job(const JobSpec& job, const PolicyConfig& config, const Budget
   if (s.fractional() && (s.nodes != 1 || s.gpus_per_node != 1)) {
     return Error{"gpu_milli", "a fraction of a GPU can only be asked for one GPU on one node"};
   }
+  if (s.mig != 0 && !s.fractional()) {
+    return Error{"mig", "a MIG profile is a fraction of one GPU (gpu_milli below 1000)"};
+  }
   if (job.min_runtime < 0) return Error{"min_runtime", "must not be negative"};
   if (job.min_runtime > config.max_min_runtime) {
     return Error{"min_runtime",

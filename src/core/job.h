@@ -30,6 +30,9 @@ struct Shape {
   Milli gpu_milli = kWholeGpu;  // per GPU
   // > 0: one of the `nodes` nodes holds only this many GPUs (fewer than gpus_per_node); 0: even.
   int last_node_gpus = 0;
+  // A fraction asked as a MIG profile (`--mig 1g.18gb`): only a free instance of exactly this
+  // profile will do. 0: any GPU with room for gpu_milli (a MIG instance or a shared GPU).
+  MigProfileId mig = 0;
   int total_gpus() const {
     return last_node_gpus > 0 ? (nodes - 1) * gpus_per_node + last_node_gpus
                               : nodes * gpus_per_node;

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/types.h"
 
@@ -19,6 +20,13 @@ enum class NodeHealth : std::uint8_t {
 };
 const char* to_string(NodeHealth h);
 
+// One MIG instance of a GPU in MIG mode (docs/policy.md section 3, "MIG instances").
+struct MigInstance {
+  MigProfileId profile = 0;
+  Milli milli = 0;  // its share of the GPU (the profile's compute slices over 7)
+  bool operator==(const MigInstance&) const = default;
+};
+
 struct NodeSpec {
   std::string name;
   ClusterId cluster = 0;
@@ -27,6 +35,10 @@ struct NodeSpec {
   // Topology block (NVLink domain, rack or network block): gang jobs prefer nodes of one block.
   std::string block;
   std::map<std::string, std::string> labels;
+  // The MIG instances of each GPU, by GPU index: empty when no GPU is in MIG mode, else one entry
+  // per GPU (an empty entry: that GPU is whole). A GPU in MIG mode takes only fractional work,
+  // a whole instance per job.
+  std::vector<std::vector<MigInstance>> mig;
 };
 
 struct Node {

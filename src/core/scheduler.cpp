@@ -102,12 +102,44 @@ ClusterId Scheduler::add_cluster(std::string name) {
   return id;
 }
 
+namespace {
+
+// docs/policy.md section 3, "MIG instances": one entry per GPU (or none), each instance of a
+// catalogued profile and 1-1000 milli, at most a whole GPU's worth per GPU.
+Status check_mig_layout(const std::vector<std::vector<MigInstance>>& layout, int gpus,
+                        const GpuCatalog& catalog) {
+  if (layout.empty()) return ok_status();
+  if (static_cast<int>(layout.size()) != gpus) {
+    return Error{"mig",
+                 "must list the instances of each of the node's " + std::to_string(gpus) + " GPUs"};
+  }
+  for (std::size_t g = 0; g < layout.size(); ++g) {
+    Milli sum = 0;
+    for (const MigInstance& m : layout[g]) {
+      if (m.profile == 0 || m.profile > catalog.mig_profile_count()) {
+        return Error{"mig", "GPU " + std::to_string(g) + ": an instance of no known profile"};
+      }
+      if (m.milli < 1 || m.milli > kWholeGpu) {
+        return Error{"mig", "GPU " + std::to_string(g) + ": an instance's share must be 1-1000"};
+      }
+      sum += m.milli;
+    }
+    if (sum > kWholeGpu) {
+      return Error{"mig", "GPU " + std::to_string(g) + ": its instances add up to more than a GPU"};
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Result<NodeId> Scheduler::add_node(NodeSpec spec) {
   if (spec.cluster >= clusters_.size()) return Error{"cluster", "no such cluster"};
   if (spec.model >= catalog_.size()) return Error{"gpu_model", "not in the catalogue"};
   if (spec.gpus < 0 || spec.gpus > config_.max_gpus_per_node) {
     return Error{"gpus", "must be between 0 and " + std::to_string(config_.max_gpus_per_node)};
   }
+  if (auto st = check_mig_layout(spec.mig, spec.gpus, catalog_); !st.ok()) return st.error();
   Node n;
   n.id = static_cast<NodeId>(nodes_.size());
   auto [it, inserted] = blocks_.emplace(spec.block, static_cast<BlockId>(blocks_.size()));
@@ -119,6 +151,22 @@ Result<NodeId> Scheduler::add_node(NodeSpec spec) {
   jobs_on_node_.emplace_back();
   nodes_.push_back(std::move(n));
   return nodes_.back().id;
+}
+
+Status Scheduler::set_node_mig(NodeId node, std::vector<std::vector<MigInstance>> layout) {
+  if (node >= nodes_.size()) return Error{"node", "no such node"};
+  if (auto st = check_mig_layout(layout, nodes_[node].spec.gpus, catalog_); !st.ok()) return st;
+  nodes_[node].spec.mig = std::move(layout);
+  pool_.set_mig(node, nodes_[node].spec.mig);
+  for (const JobEntry* j : jobs_on_node_[node]) {
+    if (j->state != JobState::Running) continue;
+    Placement here;
+    for (const GpuSlot& g : j->run.placement) {
+      if (g.node == node) here.push_back(g);
+    }
+    pool_.take(here);
+  }
+  return ok_status();
 }
 
 Status Scheduler::set_node_health(NodeId node, NodeHealth health, std::string reason, Time now) {
@@ -158,6 +206,9 @@ Status Scheduler::submit(JobSpec spec, Time now) {
   }
   for (GpuModelId m : spec.models) {
     if (m >= catalog_.size()) return Error{"gpu_models", "not in the catalogue"};
+  }
+  if (spec.shape.mig > catalog_.mig_profile_count()) {
+    return Error{"mig", "not a MIG profile in the catalogue"};
   }
   refresh_fractions();
   JobEntry& j = jobs_[spec.id];

@@ -176,6 +176,9 @@ class Scheduler : private detail::SchedulerState {
   // --- the model ---
   ClusterId add_cluster(std::string name);
   Result<NodeId> add_node(NodeSpec spec);
+  // The node's GPUs were split into other MIG instances (NodeSpec::mig; docs/policy.md section 3):
+  // what its running jobs hold stays theirs.
+  Status set_node_mig(NodeId node, std::vector<std::vector<MigInstance>> layout);
   // Down stops every job on the node at the next cycle; Unhealthy / Draining stop each job as it
   // reaches its minimum runtime; Healthy takes work again.
   Status set_node_health(NodeId node, NodeHealth health, std::string reason, Time now);

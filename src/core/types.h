@@ -17,6 +17,8 @@ using ClusterId = std::uint32_t;  // dense index into the scheduler's clusters
 using BudgetId = std::uint32_t;   // dense index into the budget tree
 using GpuModelId = std::uint16_t;
 using BlockId = std::uint32_t;  // interned topology block label
+// A MIG profile in the catalogue (GpuCatalog::mig_profile); 0 = none (a whole or shared GPU).
+using MigProfileId = std::uint16_t;
 
 // GPU capacity is counted in thousandths of a GPU so that a fractional request (a MIG slice or a
 // shared GPU) uses the same arithmetic as a whole one. A whole GPU is 1000.
