@@ -30,11 +30,19 @@ core::Result<DeviceChoice> choose_devices(const Assignment& a,
       out.shared = true;
       continue;
     }
+    // The instance of the profile the scheduler counted (it keeps the same inventory), else the
+    // smallest free one that holds the fraction.
     const MigDevice* best = nullptr;
     for (const auto& m : d->mig) {
-      if (m.milli < a.gpu_milli || mig_in_use.count(m.uuid)) continue;
-      if (!best || m.milli < best->milli || (m.milli == best->milli && m.uuid < best->uuid)) {
-        best = &m;
+      if (a.mig_profile.empty() || m.profile != a.mig_profile || mig_in_use.count(m.uuid)) continue;
+      if (!best || m.uuid < best->uuid) best = &m;
+    }
+    if (!best) {
+      for (const auto& m : d->mig) {
+        if (m.milli < a.gpu_milli || mig_in_use.count(m.uuid)) continue;
+        if (!best || m.milli < best->milli || (m.milli == best->milli && m.uuid < best->uuid)) {
+          best = &m;
+        }
       }
     }
     if (!best) {

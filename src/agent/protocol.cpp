@@ -109,6 +109,7 @@ core::Result<Assignments> parse_assignments(const json& body) {
       a.key = key.value();
       a.state = f.string("state", 32);
       a.gpu_milli = static_cast<int>(f.integer("gpu_milli", 1000, 1, 1000));
+      a.mig_profile = f.string("mig_profile", 32);
       auto gpus = e.find("gpus");
       if (gpus == e.end() || !gpus->is_array() || gpus->empty() || gpus->size() > 64) {
         return Error{"run.gpus", "must be a list of 1 to 64 GPU indices"};

@@ -32,6 +32,9 @@ struct Assignment {
   std::string state;  // starting, running
   std::vector<int> gpus;
   int gpu_milli = 1000;
+  // The profile of the MIG instance the scheduler counted the run on ("" none: a whole or shared
+  // GPU, or a server older than profiles): the agent gives it a free instance of that profile.
+  std::string mig_profile;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
   std::string workdir;

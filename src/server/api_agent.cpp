@@ -35,6 +35,7 @@ json ApiServer::Impl::assignments_json(const Snapshot& snap, const std::string& 
                           {"state", r.state},
                           {"gpus", r.gpus},
                           {"gpu_milli", r.milli},
+                          {"mig_profile", r.mig_profile},
                           {"command", spec.value("command", json::array())},
                           {"env", spec.value("env", json::object())},
                           {"workdir", spec.value("workdir", "")},

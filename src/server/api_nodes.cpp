@@ -32,9 +32,16 @@ void parse_agent_fields(const json& body, store::NodeRecord& n) {
             d, "mig", 64, where, {"uuid", "profile", "milli"},
             [&](const json& m, const std::string& mw) {
               out["mig"].push_back({{"uuid", string_in(m, "uuid", 128, mw)},
-                                    {"profile", string_in(m, "profile", 32, mw)},
+                                    {"profile", string_in(m, "profile", 32, mw, true)},
                                     {"milli", integer_in(m, "milli", 1, 1000, mw, true).value()}});
             });
+        std::int64_t shares = 0;
+        for (const auto& m : out["mig"]) shares += m["milli"].get<std::int64_t>();
+        if (shares > core::kWholeGpu) {
+          throw HttpError{
+              400, where + "mig",
+              "its instances add up to more than one GPU (" + std::to_string(shares) + " of 1000)"};
+        }
         devices.push_back(std::move(out));
       });
   n.devices_json = devices.dump();

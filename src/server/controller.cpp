@@ -256,7 +256,7 @@ void Controller::cycle(bool explain) {
     if (it == active_.end()) continue;
     auto& a = it->second;
     a.rec.cluster = sched_.clusters().at(s.cluster).name;
-    a.rec.placement_json = placement_json(s.placement, nodes_);
+    a.rec.placement_json = placement_json(s.placement, nodes_, sched_.catalog());
     a.rec.allocated = s.allocated;
     a.rec.protected_until = s.protected_until;
     a.rec.run_start = now;
@@ -432,6 +432,7 @@ void Controller::publish() {
       ar.state = st == JobStatus::Running && a.unstarted.count(node) ? "starting" : a.rec.state;
       ar.gpus = a.per_node[r].first;
       ar.milli = a.per_node[r].second;
+      ar.mig_profile = a.mig_per_node[r];
       ar.spec = a.spec_json;
       ar.owner = a.rec.owner;
       ar.budget = a.rec.budget;

@@ -76,6 +76,7 @@ struct AssignedRun {
   std::string state;
   std::vector<int> gpus;  // GPU indices on the node
   std::int64_t milli = core::kWholeGpu;
+  std::string mig_profile;  // the MIG instance's profile, when the GPU is in MIG mode
   std::shared_ptr<const nlohmann::json> spec;  // the canonical spec
   std::string owner, budget, name;
   int rank = 0;
@@ -262,7 +263,8 @@ class Controller {
     // The current run's placement, parsed: nodes in rank order, and per node its GPUs and milli.
     std::shared_ptr<const std::vector<std::string>> nodes;
     std::vector<std::pair<std::vector<int>, std::int64_t>> per_node;  // same order as nodes
-    std::set<std::string> exited_ok;  // nodes of a gang that reported exit 0 (this run)
+    std::vector<std::string> mig_per_node;  // the MIG profile a node's slot holds ("" none)
+    std::set<std::string> exited_ok;        // nodes of a gang that reported exit 0 (this run)
     // Nodes of a gang that have not yet said this run started (every node, at placement and
     // after a restart: set_placement): their assignment says "starting" even once another node
     // made the job running, so that a node that sees the run late launches it rather than
@@ -432,7 +434,10 @@ class Controller {
 };
 
 // Parses and renders the placement of a job: [{"node": ..., "gpu": ..., "milli": ...}].
-std::string placement_json(const core::Placement& p, const std::vector<store::NodeRecord>& nodes);
+// A placement as the job record keeps it: [{"node", "gpu", "milli", "mig"?}] ("mig": the profile
+// of the MIG instance a slot holds).
+std::string placement_json(const core::Placement& p, const std::vector<store::NodeRecord>& nodes,
+                           const core::GpuCatalog& catalog);
 std::vector<std::string> placement_nodes(const std::string& placement_json);
 // The host part of a node's registered address ("10.0.0.1:22" -> "10.0.0.1", "[::1]:22" ->
 // "[::1]", a bare IPv6 address in brackets), for gang rendezvous.

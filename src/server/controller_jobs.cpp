@@ -9,10 +9,13 @@
 
 namespace allot::server {
 
-std::string placement_json(const core::Placement& p, const std::vector<store::NodeRecord>& nodes) {
+std::string placement_json(const core::Placement& p, const std::vector<store::NodeRecord>& nodes,
+                           const core::GpuCatalog& catalog) {
   json a = json::array();
   for (const auto& s : p) {
-    a.push_back({{"node", nodes.at(s.node).name}, {"gpu", s.gpu}, {"milli", s.milli}});
+    json slot = {{"node", nodes.at(s.node).name}, {"gpu", s.gpu}, {"milli", s.milli}};
+    if (s.mig != 0) slot["mig"] = catalog.mig_profile(s.mig).name;
+    a.push_back(std::move(slot));
   }
   return a.dump();
 }
@@ -53,6 +56,7 @@ void Controller::set_placement(Active& a) {
   }
   auto nodes = std::make_shared<std::vector<std::string>>();
   a.per_node.clear();
+  a.mig_per_node.clear();
   a.exited_ok.clear();
   a.stopped.clear();
   a.unstarted.clear();
@@ -65,9 +69,11 @@ void Controller::set_placement(Active& a) {
       if (pos == nodes->end()) {
         nodes->push_back(node);
         a.per_node.emplace_back();
+        a.mig_per_node.emplace_back();
       }
       a.per_node[i].first.push_back(g.value("gpu", 0));
       a.per_node[i].second = g.value("milli", core::kWholeGpu);
+      a.mig_per_node[i] = g.value("mig", "");
     }
   }
   // No node of a gang has said its part started (after a restart too: that is not stored). Each

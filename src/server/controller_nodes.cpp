@@ -16,6 +16,25 @@ core::NodeHealth parse_health(const std::string& h) {
   return core::NodeHealth::Healthy;
 }
 
+std::vector<std::vector<core::MigInstance>> mig_layout(const std::string& devices_json, int gpus,
+                                                       core::GpuCatalog& catalog) {
+  std::vector<std::vector<core::MigInstance>> out;
+  const auto devices = json::parse(devices_json, nullptr, false);
+  if (!devices.is_array() || gpus <= 0) return out;
+  for (const auto& d : devices) {
+    const auto mig = d.find("mig");
+    const int index = d.value("index", -1);
+    if (mig == d.end() || !mig->is_array() || mig->empty() || index < 0 || index >= gpus) continue;
+    out.resize(static_cast<std::size_t>(gpus));
+    for (const auto& m : *mig) {
+      const core::Milli milli = m.value("milli", 0);
+      out[static_cast<std::size_t>(index)].push_back(
+          {catalog.intern_mig_profile(m.value("profile", ""), milli), milli});
+    }
+  }
+  return out;
+}
+
 ReportOutcome Controller::agent_report(const std::string& node, JobId id, int run,
                                        const std::string& event, std::optional<int> exit_code,
                                        std::optional<int> signal) {
@@ -130,7 +149,15 @@ core::Result<std::pair<store::NodeRecord, bool>> Controller::register_node(store
                                  cur.cluster + ", " + std::to_string(cur.gpus) + " x " + cur.model +
                                  (cur.block.empty() ? "" : ", block " + cur.block) + ")"};
       }
-      // Same node again (an agent restart): what the agent tells about it may have changed.
+      // Same node again (an agent restart): what the agent tells about it may have changed, its
+      // GPUs' MIG instances too (split again while it was away).
+      auto layout = mig_layout(n.devices_json, n.gpus, sched_.catalog());
+      if (layout != sched_.nodes().at(it->second).spec.mig) {
+        if (auto st = sched_.set_node_mig(it->second, std::move(layout)); !st.ok()) {
+          return st.error();
+        }
+        dirty_ = true;
+      }
       cur.address = n.address;
       cur.devices_json = n.devices_json;
       cur.labels_json = n.labels_json;
@@ -145,6 +172,7 @@ core::Result<std::pair<store::NodeRecord, bool>> Controller::register_node(store
     spec.model = *model;
     spec.gpus = n.gpus;
     spec.block = n.block;
+    spec.mig = mig_layout(n.devices_json, n.gpus, sched_.catalog());
     auto id = sched_.add_node(spec);
     if (!id.ok()) return id.error();
     n.registered_at = now;

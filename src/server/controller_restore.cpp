@@ -25,7 +25,12 @@ void Controller::rebuild() {
     spec.model = sched_.catalog().intern(n.model);
     spec.gpus = n.gpus;
     spec.block = n.block;
+    spec.mig = mig_layout(n.devices_json, n.gpus, sched_.catalog());
     auto id = sched_.add_node(spec);
+    if (!id.ok() && !spec.mig.empty()) {  // instances the core refuses: count its GPUs whole
+      spec.mig.clear();
+      id = sched_.add_node(spec);
+    }
     if (!id.ok()) continue;
     node_ids_[n.name] = id.value();
     nodes_.resize(id.value() + 1);
@@ -93,8 +98,10 @@ void Controller::rebuild() {
           known = false;
           break;
         }
+        const auto mig = sched_.catalog().find_mig_profile(slot.value("mig", ""));
         placement.push_back(core::GpuSlot{node->second, slot.value<std::uint16_t>("gpu", 0),
-                                          slot.value<core::Milli>("milli", core::kWholeGpu)});
+                                          slot.value<core::Milli>("milli", core::kWholeGpu),
+                                          mig.value_or(0)});
       }
       const Time allocated_since = a.rec.allocated && a.rec.protected_until != core::kNever
                                        ? a.rec.protected_until - a.spec.min_runtime

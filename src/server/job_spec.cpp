@@ -111,18 +111,84 @@ std::optional<DefaultMinRuntime> apply_default_min_runtime(
   return d;
 }
 
+namespace {
+
+// docs/api.md, "mig": one MIG instance of a named profile. Sets the fraction (the profile's share)
+// and, unless `models` narrowed them, the models whose GPUs offer it.
+core::Status apply_mig_profile(const json& b, const core::GpuCatalog& catalog, core::JobSpec& s,
+                               json& canon) {
+  const auto& m = b["mig"];
+  const auto id = m.is_string() ? catalog.find_mig_profile(m.get<std::string>()) : std::nullopt;
+  if (!id || catalog.mig_profile(*id).models.empty()) {
+    std::string known;
+    for (const auto& n : catalog.mig_profile_names()) known += (known.empty() ? "" : ", ") + n;
+    return Error{"mig", "must be a MIG profile the catalogue knows: " + known};
+  }
+  const core::MigProfile& p = catalog.mig_profile(*id);
+  if (b.contains("gpu_milli")) {
+    return Error{"mig", "sets the fraction itself: give mig or gpu_milli, not both"};
+  }
+  if (s.shape.nodes != 1 || s.shape.gpus_per_node != 1 ||
+      (b.contains("gpus") && b["gpus"] != json(1))) {
+    return Error{"mig", "is one instance of one GPU: nodes, gpus_per_node and gpus must be 1"};
+  }
+  if (p.milli >= core::kWholeGpu) {
+    return Error{"mig", p.name + " is the whole GPU: ask for one GPU (gpus 1) instead"};
+  }
+  std::vector<core::GpuModelId> models;
+  json names = json::array();
+  for (core::GpuModelId model : p.models) {
+    if (!s.models.empty() && std::find(s.models.begin(), s.models.end(), model) == s.models.end()) {
+      continue;
+    }
+    models.push_back(model);
+    names.push_back(catalog.model(model).name);
+  }
+  if (models.empty()) {
+    std::string offered;
+    for (core::GpuModelId model : p.models) {
+      offered += (offered.empty() ? "" : ", ") + catalog.model(model).name;
+    }
+    return Error{"mig", p.name + " is a profile of " + offered + " GPUs, which models leaves out"};
+  }
+  s.models = std::move(models);
+  s.shape.gpu_milli = p.milli;
+  s.shape.mig = *id;
+  canon["models"] = std::move(names);
+  canon["gpu_milli"] = p.milli;
+  canon["mig"] = p.name;
+  return core::ok_status();
+}
+
+}  // namespace
+
 core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog& catalog,
                                           const std::map<std::string, core::ClusterId>& clusters,
                                           const core::BudgetTree& budgets,
                                           const core::PolicyConfig& policy,
                                           const JobSpecLimits& limits,
                                           const std::vector<NodeShape>& nodes) {
-  static const std::set<std::string> known = {
-      "idempotency_key",   "name",      "budget",    "nodes",
-      "gpus_per_node",     "gpu_milli", "models",    "clusters",
-      "min_runtime",       "resumable", "priority",  "kind",
-      "expected_duration", "command",   "env",       "workdir",
-      "memory_mib",        "cpus",      "container", "gpus"};
+  static const std::set<std::string> known = {"idempotency_key",
+                                              "name",
+                                              "budget",
+                                              "nodes",
+                                              "gpus_per_node",
+                                              "gpu_milli",
+                                              "models",
+                                              "clusters",
+                                              "min_runtime",
+                                              "resumable",
+                                              "priority",
+                                              "kind",
+                                              "expected_duration",
+                                              "command",
+                                              "env",
+                                              "workdir",
+                                              "memory_mib",
+                                              "cpus",
+                                              "container",
+                                              "gpus",
+                                              "mig"};
   if (!b.is_object()) return Error{"body", "must be a JSON object"};
   for (const auto& [k, v] : b.items()) {
     if (!known.count(k)) return Error{k, "unknown field"};
@@ -219,6 +285,10 @@ core::Result<ParsedJob> parse_job_request(const json& b, const core::GpuCatalog&
     s.models.push_back(*id);
   }
   canon["models"] = models.value();
+  if (b.contains("mig")) {
+    auto st = apply_mig_profile(b, catalog, s, canon);
+    if (!st.ok()) return st.error();
+  }
   auto cl = get_names(b, "clusters", limits.max_list);
   if (!cl.ok()) return cl.error();
   for (const auto& c : cl.value()) {
@@ -343,6 +413,11 @@ core::Result<core::JobSpec> spec_from_canonical(
   s.shape.nodes = j.value("nodes", 1);
   s.shape.gpus_per_node = j.value("gpus_per_node", 1);
   s.shape.gpu_milli = j.value("gpu_milli", core::kWholeGpu);
+  if (j.contains("mig")) {
+    auto id = catalog.find_mig_profile(j.value("mig", ""));
+    if (!id) return Error{"mig", "unknown MIG profile " + j.value("mig", "")};
+    s.shape.mig = *id;
+  }
   s.min_runtime = j.value("min_runtime", 0);
   if (j.contains("expected_duration")) s.expected_duration = j["expected_duration"].get<int64_t>();
   s.resumable = j.value("resumable", false);

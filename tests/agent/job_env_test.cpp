@@ -67,6 +67,25 @@ TEST(Devices, AFractionTakesTheSmallestFreeMigInstanceThatFits) {
   EXPECT_EQ(d.error().field, "gpu_milli");
 }
 
+TEST(Devices, TheProfileTheSchedulerCountedIsTheInstanceGiven) {
+  auto a = job({3}, 142);
+  a.mig_profile = "2g.20gb";  // the scheduler counted the 2g (a 1g was taken when it placed)
+  a.gpu_milli = 285;
+  auto d = choose_devices(a, node(4, true), {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.value().uuids, (std::vector<std::string>{"MIG-d"}));
+  // Of two of that profile, the first free by UUID.
+  a.mig_profile = "1g.10gb";
+  a.gpu_milli = 142;
+  d = choose_devices(a, node(4, true), {"MIG-b"});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.value().uuids, (std::vector<std::string>{"MIG-c"}));
+  // None of it free (the GPU was split again): the smallest that holds the fraction.
+  d = choose_devices(a, node(4, true), {"MIG-b", "MIG-c"});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.value().uuids, (std::vector<std::string>{"MIG-d"}));
+}
+
 TEST(Devices, AFractionWithoutMigSharesTheGpu) {
   auto d = choose_devices(job({0}, 250), node(4, true), {});
   ASSERT_TRUE(d.ok());

@@ -1,0 +1,151 @@
+// MIG through the API (docs/api.md, "mig"; docs/policy.md section 3, "MIG instances"): the
+// instances an agent registers are what the scheduler hands out, whole; a job may name a profile;
+// its assignment tells the agent which instance's profile it was counted on.
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace allot::server {
+namespace {
+
+using testing::Harness;
+using testing::job;
+using testing::json;
+using testing::TempDir;
+
+class Mig : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    h = std::make_unique<Harness>(dir.file("allot.db"));
+    ASSERT_EQ(h->post("/api/v1/budgets", {{"path", "/lab/a"}, {"members", {"ann"}}}).status, 200);
+  }
+  // An H200 node whose GPU 0 is split into `instances` and GPU 1 is whole.
+  std::string node(const std::string& name, const json& instances) {
+    json body = {{"name", name},
+                 {"cluster", "c1"},
+                 {"model", "H200"},
+                 {"gpus", 2},
+                 {"devices",
+                  {{{"index", 0}, {"uuid", "GPU-0"}, {"mig", instances}},
+                   {{"index", 1}, {"uuid", "GPU-1"}}}}};
+    auto tok = h->token("agent-" + name, "agent", name);
+    auto r = h->post("/api/v1/nodes", body, tok);
+    EXPECT_TRUE(r.status == 201 || r.status == 200) << r.body.dump();
+    return tok;
+  }
+  static json instance(const std::string& uuid, const std::string& profile, int milli) {
+    return {{"uuid", uuid}, {"profile", profile}, {"milli", milli}};
+  }
+  static json mig_job(const std::string& key, const std::string& profile) {
+    auto b = job(key, "/lab/a", 1);
+    b.erase("gpus_per_node");
+    b["mig"] = profile;
+    return b;
+  }
+  json placement(JobId id) { return h->get("/api/v1/jobs/" + std::to_string(id)).body; }
+  TempDir dir;
+  std::unique_ptr<Harness> h;
+};
+
+TEST_F(Mig, AJobNamingAProfileGetsAnInstanceOfItAndTheAgentIsToldWhich) {
+  auto tok = node(
+      "n1", json::array({instance("MIG-a", "1g.18gb", 142), instance("MIG-b", "3g.71gb", 428)}));
+  auto r = h->post("/api/v1/jobs", mig_job("k1", "3G.71GB"));
+  ASSERT_EQ(r.status, 201) << r.body.dump();
+  const JobId id = r.body["id"];
+  EXPECT_EQ(r.body["spec"]["mig"], "3g.71gb");
+  EXPECT_EQ(r.body["spec"]["gpu_milli"], 428);
+  EXPECT_EQ(r.body["spec"]["models"], json::array({"H200"}));
+  h->sync();
+  auto a = h->get("/api/v1/agent/nodes/n1/assignments", tok);
+  ASSERT_EQ(a.body["run"].size(), 1u) << a.body.dump();
+  EXPECT_EQ(a.body["run"][0]["job"], id);
+  EXPECT_EQ(a.body["run"][0]["gpus"], json::array({0}));
+  EXPECT_EQ(a.body["run"][0]["gpu_milli"], 428);
+  EXPECT_EQ(a.body["run"][0]["mig_profile"], "3g.71gb");
+  // A second 3g waits: the 1g and the 572 milli in no instance do not make one.
+  auto second = h->post("/api/v1/jobs", mig_job("k2", "3g.71gb"));
+  ASSERT_EQ(second.status, 201);
+  // A plain fraction of 100 (ranked first in its budget, so that the waiting 3g's reservation
+  // does not hold it back) takes the 1g, whole, not the whole GPU 1.
+  auto plain = job("k3", "/lab/a", 1);
+  plain["gpu_milli"] = 100;
+  plain["priority"] = "high";
+  auto third = h->post("/api/v1/jobs", plain);
+  ASSERT_EQ(third.status, 201);
+  h->sync();
+  EXPECT_EQ(h->get("/api/v1/jobs/" + std::to_string(second.body["id"].get<JobId>())).body["state"],
+            "pending");
+  a = h->get("/api/v1/agent/nodes/n1/assignments", tok);
+  ASSERT_EQ(a.body["run"].size(), 2u) << a.body.dump();
+  EXPECT_EQ(a.body["run"][1]["gpus"], json::array({0}));
+  EXPECT_EQ(a.body["run"][1]["gpu_milli"], 142);
+  EXPECT_EQ(a.body["run"][1]["mig_profile"], "1g.18gb");
+  // After a restart the instances stay taken: the waiting 3g still waits, and what runs keeps
+  // its profile.
+  h->restart();
+  h->sync();
+  EXPECT_EQ(h->get("/api/v1/jobs/" + std::to_string(second.body["id"].get<JobId>())).body["state"],
+            "pending");
+  a = h->get("/api/v1/agent/nodes/n1/assignments", tok);
+  ASSERT_EQ(a.body["run"].size(), 2u) << a.body.dump();
+  EXPECT_EQ(a.body["run"][0]["mig_profile"], "3g.71gb");
+}
+
+TEST_F(Mig, AnAgentThatSplitTheGpuAgainIsCountedOnItsNewInstances) {
+  node("n1", json::array({instance("MIG-a", "1g.18gb", 142)}));
+  auto first = h->post("/api/v1/jobs", mig_job("k1", "2g.35gb"));
+  ASSERT_EQ(first.status, 201);
+  h->sync();
+  const std::string path = "/api/v1/jobs/" + std::to_string(first.body["id"].get<JobId>());
+  EXPECT_EQ(h->get(path).body["state"], "pending");
+  // Registered again (an agent restart) with the GPU split into a 2g: the job starts there.
+  node("n1", json::array({instance("MIG-c", "2g.35gb", 285)}));
+  h->sync();
+  EXPECT_EQ(h->get(path).body["state"], "starting");  // placed; its agent confirms the start
+}
+
+TEST_F(Mig, BadProfilesAreRefusedNamingTheField) {
+  node("n1", json::array({instance("MIG-a", "1g.18gb", 142)}));
+  struct Case {
+    json patch;
+    std::string reason_has;
+  };
+  const std::vector<Case> cases = {
+      {{{"mig", "1g.16gb"}}, "catalogue knows: "},
+      {{{"mig", 7}}, "catalogue knows: "},
+      {{{"mig", "1g.18gb"}, {"gpu_milli", 142}}, "not both"},
+      {{{"mig", "1g.18gb"}, {"gpus_per_node", 2}}, "one instance of one GPU"},
+      {{{"mig", "1g.18gb"}, {"gpus", 2}}, "one instance of one GPU"},
+      {{{"mig", "7g.141gb"}}, "whole GPU"},
+      {{{"mig", "1g.18gb"}, {"models", {"H100"}}}, "H200"},
+  };
+  const auto before = h->store().count_jobs();
+  for (const auto& c : cases) {
+    auto b = mig_job("bad", "1g.18gb");
+    b.update(c.patch);
+    auto r = h->post("/api/v1/jobs", b);
+    EXPECT_EQ(r.status, 400) << c.patch.dump() << " -> " << r.body.dump();
+    EXPECT_EQ(r.body["error"]["field"], "mig") << c.patch.dump();
+    EXPECT_NE(r.body["error"]["reason"].get<std::string>().find(c.reason_has), std::string::npos)
+        << r.body.dump();
+  }
+  EXPECT_EQ(h->store().count_jobs(), before);
+  // A node's instances may not add up to more than its GPU.
+  auto tok = h->token("agent-n2", "agent", "n2");
+  auto r = h->post(
+      "/api/v1/nodes",
+      {{"name", "n2"},
+       {"cluster", "c1"},
+       {"model", "H200"},
+       {"gpus", 1},
+       {"devices",
+        {{{"index", 0},
+          {"mig", {instance("MIG-x", "4g.71gb", 571), instance("MIG-y", "4g.71gb", 571)}}}}}},
+      tok);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["field"], "devices[0].mig");
+}
+
+}  // namespace
+}  // namespace allot::server
