@@ -207,8 +207,21 @@ int GpuPool::largest_whole_free(ClusterId cluster, const std::vector<GpuModelId>
 bool GpuPool::fits_node_with(NodeId node, const Shape& shape,
                              const std::vector<Milli>& extra) const {
   const NodeState& s = nodes_[node];
+  const std::size_t gpus = s.free.size();
+  if (s.mig_all.empty()) {  // no GPU in MIG mode: the common case, kept tight
+    if (shape.fractional()) {
+      if (shape.mig) return false;
+      for (std::size_t g = 0; g < gpus; ++g) {
+        if (s.free[g] + extra[g] >= shape.gpu_milli) return true;
+      }
+      return false;
+    }
+    int whole = 0;
+    for (std::size_t g = 0; g < gpus; ++g) whole += s.free[g] + extra[g] == kWholeGpu;
+    return whole >= shape.gpus_per_node;
+  }
   if (shape.fractional()) {
-    for (std::size_t g = 0; g < s.free.size(); ++g) {
+    for (std::size_t g = 0; g < gpus; ++g) {
       if (in_mig(s, g)) {
         // An instance handed back is one of `extra`'s; their sum may overstate the largest (the
         // what-if placement that follows has the last word).
@@ -220,7 +233,7 @@ bool GpuPool::fits_node_with(NodeId node, const Shape& shape,
     return false;
   }
   int whole = 0;
-  for (std::size_t g = 0; g < s.free.size(); ++g) {
+  for (std::size_t g = 0; g < gpus; ++g) {
     whole += !in_mig(s, g) && s.free[g] + extra[g] == kWholeGpu;
   }
   return whole >= shape.gpus_per_node;

@@ -88,7 +88,7 @@ class GpuPool {
         !(models.empty() || std::find(models.begin(), models.end(), s.model) != models.end())) {
       return false;
     }
-    return !(shape.mig || (shape.fractional() && !s.mig_all.empty())) ||
+    return !shape.fractional() || (!shape.mig && s.mig_all.empty()) ||
            fraction_could_ever_fit(s, shape);
   }
   // GPUs of `node` free for `shape` once `extra` (GPU index -> milli) is handed back.
