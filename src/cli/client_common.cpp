@@ -340,6 +340,7 @@ void table(const std::vector<std::string>& head, const std::vector<std::vector<s
 std::string gpus_of(const json& j) {
   const auto& s = j["spec"];
   int n = s.value("nodes", 1), g = s.value("gpus_per_node", 1), m = s.value("gpu_milli", 1000);
+  if (s.contains("mig") && s["mig"].is_string()) return s["mig"].get<std::string>();  // 1g.18gb
   if (m < 1000) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", m / 1000.0);  // 250 -> 0.25, 50 -> 0.05

@@ -223,6 +223,7 @@ int cmd_submit(const Args& a, const Conn& c) {
     body.erase("gpus");
   }
   if (a.has("gpu-milli")) body["gpu_milli"] = parse_count("--gpu-milli", a.get("gpu-milli"));
+  if (a.has("mig")) body["mig"] = a.get("mig");
   if (a.has("min-runtime"))
     body["min_runtime"] = parse_duration("--min-runtime", a.get("min-runtime"));
   if (a.has("expected"))

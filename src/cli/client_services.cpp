@@ -33,6 +33,7 @@ int create(const Args& a, const Conn& c) {
   job["command"] = a.rest;
   if (a.has("gpus")) job["gpus"] = parse_count("--gpus", a.get("gpus"));
   if (a.has("gpu-milli")) job["gpu_milli"] = parse_count("--gpu-milli", a.get("gpu-milli"));
+  if (a.has("mig")) job["mig"] = a.get("mig");
   if (a.has("min-runtime")) {
     job["min_runtime"] = parse_duration("--min-runtime", a.get("min-runtime"));
   }

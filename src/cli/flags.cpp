@@ -45,6 +45,9 @@ std::vector<CommandSpec> build() {
            {"nodes", "N",
             "nodes of an explicit gang (with --gpus-per-node, or --gpus split evenly)"},
            {"gpu-milli", "M", "a fraction of one GPU in thousandths, 1-1000 (default 1000)"},
+           {"mig", "PROFILE",
+            "one MIG instance of this profile, e.g. 1g.18gb (H200) or 3g.40gb (H100): only a GPU "
+            "split into one will do (instead of --gpu-milli)"},
            {"min-runtime", "DURATION",
             "the contract: protected this long once started, e.g. 30m, 2h; 0: unallocated, "
             "preemptible at any time (default: the budget's default minimum runtime, "
@@ -325,6 +328,7 @@ std::vector<CommandSpec> build() {
        {{"budget", "PATH", "the budget that pays (required)"},
         {"gpus", "N", "GPUs per replica, on one node (default 1)"},
         {"gpu-milli", "M", "a fraction of one GPU per replica, in thousandths (1-1000)"},
+        {"mig", "PROFILE", "a MIG instance of this profile per replica, e.g. 1g.18gb"},
         {"min", "R", "replicas always kept, protected (default 1)"},
         {"max", "R", "replicas at most (default: --min, at least 1)"},
         {"min-runtime", "DURATION",

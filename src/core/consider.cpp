@@ -92,6 +92,7 @@ Explanation Scheduler::explanation_of(ClusterId c, const ClusterScratch& s, cons
   e.budget = j.spec.budget;
   e.needs_nodes = j.spec.shape.nodes;
   e.needs_gpus_per_node = j.spec.shape.gpus_per_node;
+  e.needs_mig = j.spec.shape.mig;
   e.funded = funded(s, j, &e.limiting_budget, &e.at_burst_limit);
   e.standing = j.spec.budget < s.projected.size() ? standing_of(s, j.spec.budget) : kInf;
   if (e.limiting_budget != kNoBudget) e.limiting_standing = standing_of(s, e.limiting_budget);

@@ -43,9 +43,16 @@ std::string Scheduler::describe(const Explanation& e) const {
       e.needs_nodes > 1
           ? std::to_string(e.needs_nodes) + "x" + std::to_string(e.needs_gpus_per_node) + " GPUs"
           : std::to_string(e.needs_gpus_per_node) + " GPU" + (e.needs_gpus_per_node > 1 ? "s" : "");
+  if (e.needs_mig != 0 && e.needs_mig <= catalog_.mig_profile_count()) {
+    shape = "a " + catalog_.mig_profile(e.needs_mig).name + " MIG instance";
+  }
   std::string out;
   switch (e.code) {
     case WaitCode::NoMatchingNodes:
+      if (e.needs_mig != 0) {
+        return "needs " + shape + " but no GPU of cluster " + cluster +
+               " is split into one: split one (nvidia-smi mig) or change the request";
+      }
       return "needs " + shape + " but no node of cluster " + cluster +
              " with an accepted GPU model is that large: change the request";
     case WaitCode::NoHealthyNodes:

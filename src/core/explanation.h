@@ -34,6 +34,7 @@ struct Explanation {
   bool at_burst_limit = false;
   int needs_nodes = 1;
   int needs_gpus_per_node = 1;
+  MigProfileId needs_mig = 0;    // the MIG profile it names (Shape::mig), if any
   int largest_free = 0;          // most whole GPUs free on one eligible node
   Time expected_start = kNever;  // when known (from declared durations and minimum runtimes)
   JobId reserved_for = kNoJob;   // for BlockedByReservation

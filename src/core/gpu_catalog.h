@@ -1,5 +1,5 @@
 // The catalogue of GPU models the scheduler knows, with the memory each has, and the MIG profiles
-// (docs/policy.md section 3, "MIG instances") a GPU of each can be split into.
+// (docs/policy.md section 7.3, "MIG instances") a GPU of each can be split into.
 //
 // Thread-safety: none; owned by one Scheduler and used by one thread at a time, like all of
 // src/core (which has no threads, I/O or clock).

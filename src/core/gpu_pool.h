@@ -2,7 +2,7 @@
 // scan. Each GPU is a vector entry of free thousandths, so whole GPUs and fractions (MIG slices,
 // shared GPUs) are allocated by the same all-or-nothing take/release. A GPU in MIG mode is handed
 // out a whole instance at a time: its entry is its largest free instance (never a whole GPU), and
-// its free instances are kept beside it (docs/policy.md section 3, "MIG instances").
+// its free instances are kept beside it (docs/policy.md section 7.3, "MIG instances").
 //
 // Thread-safety: none; owned by one Scheduler and used by one thread at a time, like all of
 // src/core (which has no threads, I/O or clock).

@@ -20,7 +20,7 @@ enum class NodeHealth : std::uint8_t {
 };
 const char* to_string(NodeHealth h);
 
-// One MIG instance of a GPU in MIG mode (docs/policy.md section 3, "MIG instances").
+// One MIG instance of a GPU in MIG mode (docs/policy.md section 7.3, "MIG instances").
 struct MigInstance {
   MigProfileId profile = 0;
   Milli milli = 0;  // its share of the GPU (the profile's compute slices over 7)

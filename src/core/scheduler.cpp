@@ -104,7 +104,7 @@ ClusterId Scheduler::add_cluster(std::string name) {
 
 namespace {
 
-// docs/policy.md section 3, "MIG instances": one entry per GPU (or none), each instance of a
+// docs/policy.md section 7.3, "MIG instances": one entry per GPU (or none), each instance of a
 // catalogued profile and 1-1000 milli, at most a whole GPU's worth per GPU.
 Status check_mig_layout(const std::vector<std::vector<MigInstance>>& layout, int gpus,
                         const GpuCatalog& catalog) {

@@ -176,8 +176,8 @@ class Scheduler : private detail::SchedulerState {
   // --- the model ---
   ClusterId add_cluster(std::string name);
   Result<NodeId> add_node(NodeSpec spec);
-  // The node's GPUs were split into other MIG instances (NodeSpec::mig; docs/policy.md section 3):
-  // what its running jobs hold stays theirs.
+  // The node's GPUs were split into other MIG instances (NodeSpec::mig; docs/policy.md
+  // section 7.3): what its running jobs hold stays theirs.
   Status set_node_mig(NodeId node, std::vector<std::vector<MigInstance>> layout);
   // Down stops every job on the node at the next cycle; Unhealthy / Draining stop each job as it
   // reaches its minimum runtime; Healthy takes work again.

@@ -765,6 +765,17 @@ TEST_F(CliContract, ProtectedFreeAndPreemptedJobsAreToldApart) {
   l = allot({"ls", "--budget", "/lab/q", "--state", "pending,running"});
   EXPECT_NE(l.out.find(" 0.25 "), std::string::npos) << l.out;
   EXPECT_NE(l.out.find(" 0.05 "), std::string::npos) << l.out;
+  // A MIG profile prints as its name; the server sets its fraction and models.
+  auto m = allot({"submit", "--budget", "/lab/q", "--mig", "1g.10gb", "--json"});
+  ASSERT_EQ(m.code, 0) << m.err;
+  const auto mj = json::parse(m.out);
+  EXPECT_EQ(mj["spec"]["gpu_milli"], 142) << m.out;
+  EXPECT_EQ(mj["spec"]["mig"], "1g.10gb") << m.out;
+  l = allot({"ls", "--budget", "/lab/q", "--state", "pending,running"});
+  EXPECT_NE(l.out.find(" 1g.10gb "), std::string::npos) << l.out;
+  auto bad = allot({"submit", "--budget", "/lab/q", "--mig", "1g.16gb"});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("mig"), std::string::npos) << bad.err;
 }
 
 TEST(CliUp, ReusesItsAdminToken) {

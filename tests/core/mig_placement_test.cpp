@@ -1,5 +1,5 @@
-// docs/policy.md section 3, "MIG instances": a GPU in MIG mode is handed out a whole instance at a
-// time, never as a whole GPU, and a request that names a profile takes only that profile.
+// docs/policy.md section 7.3, "MIG instances": a GPU in MIG mode is handed out a whole instance at
+// a time, never as a whole GPU, and a request that names a profile takes only that profile.
 #include <gtest/gtest.h>
 
 #include "core/gpu_pool.h"
@@ -163,6 +163,9 @@ TEST(MigScheduler, ANamedProfileNoNodeOffersHoldsNothingBackFromAPlainFractionOf
   EXPECT_TRUE(w.pending(x));
   ASSERT_TRUE(World::why(r, x));
   EXPECT_EQ(World::why(r, x)->code, WaitCode::NoMatchingNodes);  // no reservation for it either
+  EXPECT_EQ(w.s.describe(*World::why(r, x)),
+            "needs a 1g.35gb MIG instance but no GPU of cluster test is split into one: split one "
+            "(nvidia-smi mig) or change the request");
   EXPECT_TRUE(w.running(y));
   EXPECT_EQ(w.s.job(y)->run.placement[0].mig, m.p1);
 }

@@ -1,4 +1,4 @@
-// MIG through the API (docs/api.md, "mig"; docs/policy.md section 3, "MIG instances"): the
+// MIG through the API (docs/api.md, "mig"; docs/policy.md section 7.3, "MIG instances"): the
 // instances an agent registers are what the scheduler hands out, whole; a job may name a profile;
 // its assignment tells the agent which instance's profile it was counted on.
 #include <gtest/gtest.h>
