@@ -93,6 +93,44 @@ TEST(EndToEnd, JobsRunAsProcessesOnTheirGpusAndEndWithTheirExitCode) {
   })) << c.get("/api/v1/jobs/" + std::to_string(missing) + "/logs?stream=stderr").raw;
 }
 
+// MIG (docs/policy.md section 7.3): the instances a fake node registers are what the scheduler
+// hands out; a job naming a profile sees exactly an instance of it; one naming a profile no GPU
+// is split into waits and says so.
+TEST(EndToEnd, AJobNamingAMigProfileRunsOnAnInstanceOfIt) {
+  TestCluster c(kFastServer);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.node_yaml_extra("n1", "mig:\n  1: [1g.10gb, 3g.40gb]\n");
+  c.start_agent("n1", 2);
+  std::map<std::string, std::string> uuid_of_profile;
+  const auto n1 = c.get("/api/v1/nodes/n1");
+  for (const auto& d : n1.body["devices"]) {
+    for (const auto& m : d.value("mig", json::array())) {
+      uuid_of_profile[m["profile"].get<std::string>()] = m["uuid"].get<std::string>();
+    }
+  }
+  ASSERT_EQ(uuid_of_profile.size(), 2u) << n1.raw;
+  auto mig_job = [&](const std::string& tag, const std::string& profile) {
+    return c.submit({{"budget", "/lab/a"},
+                     {"mig", profile},
+                     {"min_runtime", 60},
+                     {"command", c.marked(tag, "echo $CUDA_VISIBLE_DEVICES > " + c.out(tag))}});
+  };
+  const auto big = mig_job("big", "3g.40gb");
+  const auto small = mig_job("small", "1g.10gb");
+  const auto none = mig_job("none", "2g.20gb");
+  ASSERT_TRUE(c.wait_state(big, "succeeded")) << c.history(big);
+  ASSERT_TRUE(c.wait_state(small, "succeeded")) << c.history(small);
+  EXPECT_EQ(slurp(c.out("big")), uuid_of_profile["3g.40gb"] + "\n");
+  EXPECT_EQ(slurp(c.out("small")), uuid_of_profile["1g.10gb"] + "\n");
+  EXPECT_EQ(c.job(big)["placement"][0]["mig"], "3g.40gb");
+  EXPECT_EQ(c.job(none)["state"], "pending");
+  EXPECT_TRUE(eventually([&] {
+    return c.get("/api/v1/jobs/" + std::to_string(none) + "/why").raw.find("is split into one") !=
+           std::string::npos;
+  })) << c.get("/api/v1/jobs/" + std::to_string(none) + "/why").raw;
+}
+
 // A run record damaged in the agent's state directory (a field of another type) is passed over
 // with a line in the agent's log: the agent starts and runs jobs (it once ended at start).
 TEST(EndToEnd, ADamagedRunRecordDoesNotKeepTheAgentFromStarting) {

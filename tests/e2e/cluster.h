@@ -193,7 +193,13 @@ class Cluster {
       << "gpus: " << gpus << "\n"
       << "memory_mib: 81559\n"
       << "control_dir: " << control_dir(name) << "\n";
+    if (auto e = node_yaml_extra_.find(name); e != node_yaml_extra_.end()) y << e->second;
     return y.str();
+  }
+  // More of node `name`'s fake backend file (docs/agent.md), e.g. its MIG instances; before
+  // its first start_agent.
+  void node_yaml_extra(const std::string& name, const std::string& yaml) {
+    node_yaml_extra_[name] = yaml;
   }
   std::string control_dir(const std::string& name) const { return dir_ + "/ctl-" + name; }
 
@@ -309,6 +315,7 @@ class Cluster {
   Process server_;
   std::map<std::string, std::unique_ptr<Process>> agents_;
   std::map<std::string, std::string> tokens_;
+  std::map<std::string, std::string> node_yaml_extra_;
   int submitted_ = 0;
 };
 
