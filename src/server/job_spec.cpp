@@ -125,8 +125,10 @@ core::Status apply_mig_profile(const json& b, const core::GpuCatalog& catalog, c
     return Error{"mig", "must be a MIG profile the catalogue knows: " + known};
   }
   const core::MigProfile& p = catalog.mig_profile(*id);
-  if (b.contains("gpu_milli")) {
-    return Error{"mig", "sets the fraction itself: give mig or gpu_milli, not both"};
+  // The stored spec has both (a resubmit sends it back): gpu_milli may only repeat the share.
+  if (b.contains("gpu_milli") && b["gpu_milli"] != json(p.milli)) {
+    return Error{"mig", "sets the fraction itself (" + std::to_string(p.milli) + " for " + p.name +
+                            "): leave gpu_milli out"};
   }
   if (s.shape.nodes != 1 || s.shape.gpus_per_node != 1 ||
       (b.contains("gpus") && b["gpus"] != json(1))) {

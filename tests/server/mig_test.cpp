@@ -40,6 +40,7 @@ class Mig : public ::testing::Test {
     auto b = job(key, "/lab/a", 1);
     b.erase("gpus_per_node");
     b["mig"] = profile;
+    b["command"] = {"true"};
     return b;
   }
   json placement(JobId id) { return h->get("/api/v1/jobs/" + std::to_string(id)).body; }
@@ -114,7 +115,7 @@ TEST_F(Mig, BadProfilesAreRefusedNamingTheField) {
   const std::vector<Case> cases = {
       {{{"mig", "1g.16gb"}}, "catalogue knows: "},
       {{{"mig", 7}}, "catalogue knows: "},
-      {{{"mig", "1g.18gb"}, {"gpu_milli", 142}}, "not both"},
+      {{{"mig", "1g.18gb"}, {"gpu_milli", 500}}, "leave gpu_milli out"},
       {{{"mig", "1g.18gb"}, {"gpus_per_node", 2}}, "one instance of one GPU"},
       {{{"mig", "1g.18gb"}, {"gpus", 2}}, "one instance of one GPU"},
       {{{"mig", "7g.141gb"}}, "whole GPU"},
@@ -131,6 +132,15 @@ TEST_F(Mig, BadProfilesAreRefusedNamingTheField) {
         << r.body.dump();
   }
   EXPECT_EQ(h->store().count_jobs(), before);
+  // The stored spec (mig with its gpu_milli and models) sent back, as a resubmit does: accepted.
+  auto good = h->post("/api/v1/jobs", mig_job("good", "1g.18gb"));
+  ASSERT_EQ(good.status, 201) << good.body.dump();
+  auto again = good.body["spec"];
+  again["idempotency_key"] = "again";
+  if (again["name"] == "") again.erase("name");
+  auto r2 = h->post("/api/v1/jobs", again);
+  EXPECT_EQ(r2.status, 201) << r2.body.dump();
+  EXPECT_EQ(r2.body["spec"], good.body["spec"]);
   // A node's instances may not add up to more than its GPU.
   auto tok = h->token("agent-n2", "agent", "n2");
   auto r = h->post(
