@@ -508,14 +508,17 @@ char short_flag_of(const std::string& name) {
 std::string nearest(const std::string& typed, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t best_d = std::string::npos;
+  bool best_prefix = false;
   for (const auto& c : candidates) {
     std::size_t d = edit_distance(typed, c);
-    // A prefix of at least three letters counts as close: "--min" for --min-runtime.
-    if (typed.size() >= 3 && c.compare(0, typed.size(), typed) == 0)
-      d = std::min<std::size_t>(d, 1);
-    if (d < best_d) {
+    // A prefix of at least three letters counts as close, and wins a tie: "--min" is
+    // --min-runtime, not --mig.
+    const bool prefix = typed.size() >= 3 && c.compare(0, typed.size(), typed) == 0;
+    if (prefix) d = std::min<std::size_t>(d, 1);
+    if (d < best_d || (d == best_d && prefix && !best_prefix)) {
       best_d = d;
       best = c;
+      best_prefix = prefix;
     }
   }
   // Two edits for names of five letters or more, one below: "--gpu" -> "--gpus", not "--cpus".

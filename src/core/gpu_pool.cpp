@@ -62,10 +62,8 @@ void GpuPool::add_node(const Node& node) {
   s.free.assign(static_cast<std::size_t>(node.spec.gpus), kWholeGpu);
   s.whole_free = node.spec.gpus;
   s.partial = 0;
-  s.mig_all.clear();
-  s.mig_free.clear();
   reindex(node.id);
-  if (!node.spec.mig.empty()) set_mig(node.id, node.spec.mig);
+  if (!node.spec.mig.empty() || s.mig_at != 0) set_mig(node.id, node.spec.mig);
 }
 
 void GpuPool::set_mig(NodeId n, const std::vector<std::vector<MigInstance>>& layout) {
@@ -73,18 +71,24 @@ void GpuPool::set_mig(NodeId n, const std::vector<std::vector<MigInstance>>& lay
   ++generation_;
   unindex(n);
   NodeState& s = nodes_[n];
-  s.mig_all.clear();
-  s.mig_free.clear();
   if (!layout.empty()) {
-    s.mig_all = layout;
-    s.mig_all.resize(s.free.size());
-    for (auto& g : s.mig_all) std::sort(g.begin(), g.end(), by_size);
-    s.mig_free = s.mig_all;
+    if (s.mig_at == 0) {
+      mig_.emplace_back();
+      s.mig_at = static_cast<std::uint16_t>(mig_.size());
+    }
+    MigNode& m = mig_[s.mig_at - 1];
+    m.all = layout;
+    m.all.resize(s.free.size());
+    for (auto& g : m.all) std::sort(g.begin(), g.end(), by_size);
+    m.free = m.all;
+  } else if (s.mig_at != 0) {  // no GPU in MIG mode any more: its entry stays, empty
+    mig_[s.mig_at - 1] = MigNode{std::vector<std::vector<MigInstance>>(s.free.size()),
+                                 std::vector<std::vector<MigInstance>>(s.free.size())};
   }
   s.whole_free = 0;
   s.partial = 0;
   for (std::size_t g = 0; g < s.free.size(); ++g) {
-    const Milli f = in_mig(s, g) ? mig_room(s.mig_free[g]) : kWholeGpu;
+    const Milli f = in_mig(s, g) ? mig_room(mig_free(s, g)) : kWholeGpu;
     s.free[g] = f;
     s.whole_free += f == kWholeGpu;
     s.partial += f > 0 && f < kWholeGpu;
@@ -92,11 +96,11 @@ void GpuPool::set_mig(NodeId n, const std::vector<std::vector<MigInstance>>& lay
   reindex(n);
 }
 
-bool GpuPool::fraction_could_ever_fit(const NodeState& s, const Shape& shape) {
+bool GpuPool::fraction_could_ever_fit(const NodeState& s, const Shape& shape) const {
   for (std::size_t g = 0; g < s.free.size(); ++g) {
     if (!in_mig(s, g)) {
       if (!shape.mig) return true;
-    } else if (mig_fit(s.mig_all[g], shape)) {
+    } else if (mig_fit(mig_[s.mig_at - 1].all[g], shape)) {
       return true;
     }
   }
@@ -107,7 +111,7 @@ std::optional<GpuSlot> GpuPool::fraction_slot(NodeId n, int gpu, const Shape& sh
   const NodeState& s = nodes_[n];
   const auto g = static_cast<std::uint16_t>(gpu);
   if (in_mig(s, g)) {
-    const MigInstance* m = mig_fit(s.mig_free[g], shape);
+    const MigInstance* m = mig_fit(mig_free(s, g), shape);
     if (!m) return std::nullopt;
     return GpuSlot{n, g, m->milli, m->profile};
   }
@@ -149,8 +153,8 @@ void GpuPool::take(const Placement& p) {
     const bool was_whole = f == kWholeGpu;
     const bool was_partial = f > 0 && f < kWholeGpu;
     if (in_mig(s, g.gpu)) {
-      take_instance(s.mig_free[g.gpu], g);
-      f = mig_room(s.mig_free[g.gpu]);
+      take_instance(mig_free(s, g.gpu), g);
+      f = mig_room(mig_free(s, g.gpu));
     } else {
       f -= g.milli;
     }
@@ -169,8 +173,8 @@ void GpuPool::release(const Placement& p) {
     Milli& f = s.free[g.gpu];
     if (f > 0 && f < kWholeGpu) --s.partial;
     if (in_mig(s, g.gpu)) {
-      give_instance(s.mig_free[g.gpu], s.mig_all[g.gpu], g);
-      f = mig_room(s.mig_free[g.gpu]);
+      give_instance(mig_free(s, g.gpu), mig_[s.mig_at - 1].all[g.gpu], g);
+      f = mig_room(mig_free(s, g.gpu));
     } else {
       f += g.milli;
     }
@@ -208,7 +212,7 @@ bool GpuPool::fits_node_with(NodeId node, const Shape& shape,
                              const std::vector<Milli>& extra) const {
   const NodeState& s = nodes_[node];
   const std::size_t gpus = s.free.size();
-  if (s.mig_all.empty()) {  // no GPU in MIG mode: the common case, kept tight
+  if (s.mig_at == 0) {  // no GPU in MIG mode: the common case, kept tight
     if (shape.fractional()) {
       if (shape.mig) return false;
       for (std::size_t g = 0; g < gpus; ++g) {
@@ -225,7 +229,7 @@ bool GpuPool::fits_node_with(NodeId node, const Shape& shape,
       if (in_mig(s, g)) {
         // An instance handed back is one of `extra`'s; their sum may overstate the largest (the
         // what-if placement that follows has the last word).
-        if (mig_fit(s.mig_free[g], shape) || extra[g] >= shape.gpu_milli) return true;
+        if (mig_fit(mig_free(s, g), shape) || extra[g] >= shape.gpu_milli) return true;
       } else if (!shape.mig && s.free[g] + extra[g] >= shape.gpu_milli) {
         return true;
       }
@@ -272,7 +276,7 @@ std::optional<Placement> GpuPool::find_fraction(const Index& idx, const Shape& s
       const Milli f = st.free[g];
       if (f < s.gpu_milli || f >= kWholeGpu) continue;
       if (in_mig(st, g)) {  // the tightest instance, whole
-        const MigInstance* m = mig_fit(st.mig_free[g], s);
+        const MigInstance* m = mig_fit(mig_free(st, g), s);
         if (m && m->milli < best_free) {
           best_free = m->milli;
           best = GpuSlot{n, static_cast<std::uint16_t>(g), m->milli, m->profile};

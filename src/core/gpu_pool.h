@@ -22,10 +22,15 @@
 namespace allot::core {
 
 struct GpuSlot {
+  GpuSlot() = default;
+  // {node, gpu}, {node, gpu, milli} and {node, gpu, milli, mig}: `mig` sits before `milli` in
+  // memory (a slot stays 16 bytes; placements are copied on every start), not in the braces.
+  GpuSlot(NodeId n, std::uint16_t g, Milli m = kWholeGpu, MigProfileId p = 0)
+      : node(n), gpu(g), mig(p), milli(m) {}
   NodeId node = 0;
   std::uint16_t gpu = 0;
-  Milli milli = kWholeGpu;  // on a GPU in MIG mode: the whole instance's share
   MigProfileId mig = 0;     // the MIG instance's profile on a GPU in MIG mode (0: none)
+  Milli milli = kWholeGpu;  // on a GPU in MIG mode: the whole instance's share
   bool operator==(const GpuSlot&) const = default;
 };
 using Placement = std::vector<GpuSlot>;
@@ -88,7 +93,7 @@ class GpuPool {
         !(models.empty() || std::find(models.begin(), models.end(), s.model) != models.end())) {
       return false;
     }
-    return !shape.fractional() || (!shape.mig && s.mig_all.empty()) ||
+    return !shape.fractional() || (!shape.mig && s.mig_at == 0) ||
            fraction_could_ever_fit(s, shape);
   }
   // GPUs of `node` free for `shape` once `extra` (GPU index -> milli) is handed back.
@@ -107,18 +112,29 @@ class GpuPool {
   struct NodeState {
     ClusterId cluster = 0;
     GpuModelId model = 0;
+    // 1 + its index in mig_ when any GPU of the node is in MIG mode, else 0 (kept in what was
+    // padding: the common node without MIG costs nothing more).
+    std::uint16_t mig_at = 0;
     BlockId block = 0;
     bool schedulable = true;
     int whole_free = 0;
     int partial = 0;  // GPUs partly used
     std::vector<Milli> free;
-    // Per GPU, when any GPU of the node is in MIG mode (else both empty): its instances, and
-    // those free, in (milli, profile) order. A GPU with no instances is whole.
-    std::vector<std::vector<MigInstance>> mig_all, mig_free;
   };
-  static bool fraction_could_ever_fit(const NodeState& s, const Shape& shape);
-  static bool in_mig(const NodeState& s, std::size_t gpu) {
-    return !s.mig_all.empty() && !s.mig_all[gpu].empty();
+  // The MIG instances of a node with GPUs in MIG mode, per GPU: all of them, and those free, in
+  // (milli, profile) order. A GPU with no instances is whole.
+  struct MigNode {
+    std::vector<std::vector<MigInstance>> all, free;
+  };
+  bool fraction_could_ever_fit(const NodeState& s, const Shape& shape) const;
+  bool in_mig(const NodeState& s, std::size_t gpu) const {
+    return s.mig_at != 0 && !mig_[s.mig_at - 1].all[gpu].empty();
+  }
+  std::vector<MigInstance>& mig_free(const NodeState& s, std::size_t gpu) {
+    return mig_[s.mig_at - 1].free[gpu];
+  }
+  const std::vector<MigInstance>& mig_free(const NodeState& s, std::size_t gpu) const {
+    return mig_[s.mig_at - 1].free[gpu];
   }
   using Key = std::pair<ClusterId, GpuModelId>;
   struct Index {
@@ -136,6 +152,7 @@ class GpuPool {
   void whole_gpus_of(NodeId n, int count, Placement* out) const;
 
   std::vector<NodeState> nodes_;
+  std::vector<MigNode> mig_;
   std::map<Key, Index> index_;
   std::uint64_t generation_ = 0;
   std::uint64_t version_ = 0;
