@@ -275,15 +275,12 @@ std::optional<Placement> GpuPool::find_fraction(const Index& idx, const Shape& s
     for (std::size_t g = 0; g < st.free.size(); ++g) {
       const Milli f = st.free[g];
       if (f < s.gpu_milli || f >= kWholeGpu) continue;
-      if (in_mig(st, g)) {  // the tightest instance, whole
-        const MigInstance* m = mig_fit(mig_free(st, g), s);
-        if (m && m->milli < best_free) {
-          best_free = m->milli;
-          best = GpuSlot{n, static_cast<std::uint16_t>(g), m->milli, m->profile};
-        }
-      } else if (!s.mig && f < best_free) {
-        best_free = f;
-        best = GpuSlot{n, static_cast<std::uint16_t>(g), s.gpu_milli};
+      const auto slot = fraction_slot(n, static_cast<int>(g), s);
+      // A GPU in MIG mode ranks by the instance the slot takes whole; a shared GPU by its room.
+      const Milli rank = !slot ? best_free : in_mig(st, g) ? slot->milli : f;
+      if (rank < best_free) {
+        best_free = rank;
+        best = slot;
       }
     }
   }
