@@ -43,18 +43,21 @@ GpuCatalog GpuCatalog::standard() {
   c.intern("T4", 16, false);
   // NVIDIA's MIG user guide, "Supported MIG Profiles": the GPU-instance profiles of each model.
   c.add_mig_profiles(
-      h100, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"});
+      h100, 80, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"});
   // H100 NVL (94 GB) and the 96 GB H100 are the catalogue's H100 too.
-  c.add_mig_profiles(h100, {"1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb",
-                            "7g.94gb", "3g.48gb", "4g.48gb", "7g.96gb"});
   c.add_mig_profiles(
-      h200, {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"});
+      h100, 94, {"1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"});
   c.add_mig_profiles(
-      b200, {"1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"});
-  // A100 80 GB, then what the 40 GB one adds (its 1g.10gb is the 80 GB one's name too).
+      h100, 96, {"1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"});
   c.add_mig_profiles(
-      a100, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
-             "1g.5gb", "1g.5gb+me", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"});
+      h200, 141, {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"});
+  c.add_mig_profiles(
+      b200, 180, {"1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"});
+  // A100 80 GB, then the 40 GB one (its 1g.10gb is not the 80 GB one's: 2 memory slices of 8).
+  c.add_mig_profiles(
+      a100, 80, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"});
+  c.add_mig_profiles(
+      a100, 40, {"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"});
   return c;
 }
 
@@ -82,7 +85,7 @@ std::optional<MigProfileId> GpuCatalog::find_mig_profile(std::string_view name) 
 
 MigProfileId GpuCatalog::intern_mig_profile(std::string_view name, Milli milli) {
   if (auto id = find_mig_profile(name)) return *id;
-  mig_profiles_.push_back(MigProfile{lower(name), milli, {}});
+  mig_profiles_.push_back(MigProfile{lower(name), milli, {}, {}});
   return static_cast<MigProfileId>(mig_profiles_.size());
 }
 
@@ -94,12 +97,31 @@ std::vector<std::string> GpuCatalog::mig_profile_names() const {
   return out;
 }
 
-void GpuCatalog::add_mig_profiles(GpuModelId model, std::initializer_list<const char*> names) {
+void GpuCatalog::add_mig_profiles(GpuModelId model, int gpu_memory_gib,
+                                  std::initializer_list<const char*> names) {
   for (const char* n : names) {
     const MigProfileId id = intern_mig_profile(n, milli_of_name(n));
-    auto& models = mig_profiles_[id - 1].models;
-    if (std::find(models.begin(), models.end(), model) == models.end()) models.push_back(model);
+    MigProfile& p = mig_profiles_[id - 1];
+    if (std::find(p.models.begin(), p.models.end(), model) == p.models.end()) {
+      p.models.push_back(model);
+    }
+    auto& sizes = p.gpu_memory_gib;
+    if (std::find(sizes.begin(), sizes.end(), gpu_memory_gib) == sizes.end()) {
+      sizes.push_back(gpu_memory_gib);
+    }
   }
+}
+
+int mig_profile_memory_gb(std::string_view name) {
+  const auto unit = name.find("gb");
+  const auto dot = name.rfind('.', unit);
+  if (unit == std::string_view::npos || dot == std::string_view::npos || dot + 1 >= unit) return 0;
+  int gb = 0;
+  for (std::size_t i = dot + 1; i < unit; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i])) || gb > 100000) return 0;
+    gb = gb * 10 + (name[i] - '0');
+  }
+  return gb;
 }
 
 }  // namespace allot::core

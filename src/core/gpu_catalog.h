@@ -29,7 +29,13 @@ struct MigProfile {
   // Models whose GPUs offer the profile (NVIDIA's MIG user guide); empty for a profile learnt
   // from an agent's report only (intern_mig_profile), which no request can name.
   std::vector<GpuModelId> models;
+  // Memory of the GPUs that offer it (GiB, as the catalogue's models state it: 80 for an H100 of
+  // 80 GB); one profile name may be offered by GPUs of several sizes (1g.12gb: 94 and 96 GB).
+  std::vector<int> gpu_memory_gib;
 };
+
+// The memory a MIG profile's name states, in GB ("3g.40gb": 40; "1g.10gb+me": 10); 0 if none.
+int mig_profile_memory_gb(std::string_view name);
 
 class GpuCatalog {
  public:
@@ -55,7 +61,8 @@ class GpuCatalog {
   std::vector<std::string> mig_profile_names() const;
 
  private:
-  void add_mig_profiles(GpuModelId model, std::initializer_list<const char*> names);
+  void add_mig_profiles(GpuModelId model, int gpu_memory_gib,
+                        std::initializer_list<const char*> names);
 
   std::vector<GpuModel> models_;
   std::vector<MigProfile> mig_profiles_;

@@ -111,7 +111,7 @@ std::vector<AdviceItem> job_advice(const store::TelemetryRecord& t, const json& 
                      used + fmt(" on %.0f GPUs a node: ", per_node) + s +
                          " would hold it with 10% headroom (if it does not need their compute)",
                      s});
-    } else if (auto fit = smallest_fit(peak_gib / per_node * R::kHeadroom, catalog);
+    } else if (auto fit = smallest_fit(peak_gib / per_node * R::kHeadroom, catalog, per_gpu_gib);
                fit && fit->memory_gib < per_gpu_gib * 0.9) {
       out.push_back({"oversized-memory",
                      used + ": " + fit->name +

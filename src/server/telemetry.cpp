@@ -1,6 +1,7 @@
 #include "server/telemetry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -18,24 +19,43 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0) {
 
 }  // namespace
 
-std::optional<GpuFit> smallest_fit(double need_gib, const core::GpuCatalog& catalog) {
+std::optional<GpuFit> smallest_fit(double need_gib, const core::GpuCatalog& catalog,
+                                   double gpu_gib) {
   std::vector<GpuFit> options;
-  // MIG profiles of an 80 GB GPU (H100, A100 80GB), smallest first; 4g.40gb has more compute
-  // than 3g.40gb for the same memory, so it never is the smallest fit.
-  for (const auto& [profile, gib] : std::vector<std::pair<const char*, double>>{
-           {"1g.10gb", 10}, {"2g.20gb", 20}, {"3g.40gb", 40}, {"4g.40gb", 40}, {"7g.80gb", 80}}) {
-    options.push_back({std::string("MIG ") + profile, gib});
+  // The MIG profiles of the GPU the job ran on: those of the catalogue's GPU size nearest to its
+  // memory, within 10% (an H100 of 80 GB reports 79.6 GiB; one in MIG mode reports an instance's
+  // memory, which no size matches: it is already split).
+  int family = 0;
+  for (std::size_t i = 1; i <= catalog.mig_profile_count(); ++i) {
+    for (int size : catalog.mig_profile(static_cast<core::MigProfileId>(i)).gpu_memory_gib) {
+      if (std::abs(size - gpu_gib) <= 0.1 * size &&
+          (family == 0 || std::abs(size - gpu_gib) < std::abs(family - gpu_gib))) {
+        family = size;
+      }
+    }
+  }
+  for (std::size_t i = 1; family > 0 && i <= catalog.mig_profile_count(); ++i) {
+    const auto& p = catalog.mig_profile(static_cast<core::MigProfileId>(i));
+    const auto& sizes = p.gpu_memory_gib;
+    // Media extensions (+me) hold the same memory as the plain profile: never the advice.
+    if (p.name.find('+') != std::string::npos ||
+        std::find(sizes.begin(), sizes.end(), family) == sizes.end()) {
+      continue;
+    }
+    options.push_back(
+        {"MIG " + p.name, static_cast<double>(core::mig_profile_memory_gb(p.name)), p.milli});
   }
   for (std::size_t i = 0; i < catalog.size(); ++i) {
     const auto& m = catalog.model(static_cast<core::GpuModelId>(i));
     if (m.memory_gib > 0) options.push_back({m.name, static_cast<double>(m.memory_gib)});
   }
-  // Smallest memory first; at equal memory a whole GPU model before a MIG slice, then the order
-  // above (so 3g.40gb before 4g.40gb, H100 before 7g.80gb).
+  // Smallest memory first; at equal memory a whole GPU model before a MIG slice, and the slice
+  // with less compute first (3g.40gb before 4g.40gb, 1g.20gb before 2g.20gb).
   std::stable_sort(options.begin(), options.end(), [](const GpuFit& a, const GpuFit& b) {
     if (a.memory_gib != b.memory_gib) return a.memory_gib < b.memory_gib;
-    const bool am = a.name.rfind("MIG ", 0) == 0, bm = b.name.rfind("MIG ", 0) == 0;
-    return !am && bm;
+    const bool am = a.milli > 0, bm = b.milli > 0;
+    if (am != bm) return !am;
+    return a.milli < b.milli;
   });
   for (const auto& o : options) {
     if (o.memory_gib >= need_gib) return o;
@@ -60,7 +80,7 @@ std::vector<TelemetryFlag> telemetry_flags(const store::TelemetryRecord& t, cons
   if (t.mem_total_mib > 0 && t.mem_peak_mib > 0) {
     const double peak_gib = static_cast<double>(t.mem_peak_mib) / gpus / 1024.0;
     const double have_gib = static_cast<double>(t.mem_total_mib) / gpus / 1024.0;
-    auto fit = smallest_fit(peak_gib * rules.headroom, catalog);
+    auto fit = smallest_fit(peak_gib * rules.headroom, catalog, have_gib);
     if (fit && fit->memory_gib < have_gib * 0.9) {
       out.push_back({"oversized-memory",
                      fmt("peak memory %.1f GiB of %.0f GiB per GPU: ", peak_gib, have_gib) +

@@ -28,13 +28,17 @@ struct FlagRules {
   double cpu_pinned_fraction = 0.95;  // ... CPU use is at this fraction of its limit
 };
 
-// A GPU a job could use instead: a catalogue model or a MIG profile of an 80 GB GPU.
+// A GPU a job could use instead: a catalogue model or a MIG profile of the GPU it ran on.
 struct GpuFit {
   std::string name;  // "L40S", "MIG 2g.20gb"
   double memory_gib = 0;
+  core::Milli milli = 0;  // a MIG profile's compute share; 0 for a whole GPU model
 };
-// The smallest option with at least `need_gib` of memory, if any.
-std::optional<GpuFit> smallest_fit(double need_gib, const core::GpuCatalog& catalog);
+// The smallest option with at least `need_gib` of memory, if any. `gpu_gib`: the memory of each
+// GPU the job ran on, whose MIG profiles are offered (none when it matches no GPU the catalogue
+// splits, e.g. 0: unknown).
+std::optional<GpuFit> smallest_fit(double need_gib, const core::GpuCatalog& catalog,
+                                   double gpu_gib);
 
 // `spec`: the job's canonical spec (gpus_per_node, gpu_milli, cpus).
 std::vector<TelemetryFlag> telemetry_flags(const store::TelemetryRecord& t,

@@ -57,7 +57,7 @@ TEST(Advice, AnIntervalIsStarvedWhenLowGpuUseMeetsABusyPipelineAndIdleOtherwise)
 }
 
 TEST(Advice, AJobIsNamedForEachWasteAndAFullyUsedOneForNone) {
-  core::GpuCatalog cat;
+  const auto cat = core::GpuCatalog::standard();
   const json one = {{"gpus_per_node", 1}};
   const json eight = {{"gpus_per_node", 8}};
   const std::int64_t h100 = 81559;
@@ -77,6 +77,10 @@ TEST(Advice, AJobIsNamedForEachWasteAndAFullyUsedOneForNone) {
   auto m = job_advice(summary(3600, 90, 4000, h100), one, cat);
   ASSERT_EQ(reasons(m), std::vector<std::string>{"oversized-memory"});
   EXPECT_EQ(m[0].suggestion, "MIG 1g.10gb") << m[0].hint;
+  // The same on an H200: the profile its GPUs offer, not an 80 GB GPU's name.
+  auto m200 = job_advice(summary(3600, 90, 15000, 143771), one, cat);  // 16.1 GiB with headroom
+  ASSERT_EQ(reasons(m200), std::vector<std::string>{"oversized-memory"});
+  EXPECT_EQ(m200[0].suggestion, "MIG 1g.18gb") << m200[0].hint;
   // Eight GPUs whose memory peaked at two GPUs' worth (with headroom: 3): fewer GPUs.
   auto f = job_advice(summary(3600, 90, 2 * 75000, 8 * h100, 0, 0, 8), eight, cat);
   ASSERT_EQ(reasons(f), std::vector<std::string>{"oversized-memory"});

@@ -699,12 +699,35 @@ TEST_F(Agent, TelemetryKeepsSummariesFlagsAndTheLatestGpuSample) {
 
 TEST(TelemetryFlags, SmallestFitAndRules) {
   const auto cat = core::GpuCatalog::standard();
-  EXPECT_EQ(smallest_fit(9, cat)->name, "MIG 1g.10gb");
-  EXPECT_EQ(smallest_fit(11, cat)->name, "P100");  // 16 GiB, before 2g.20gb
-  EXPECT_EQ(smallest_fit(33, cat)->name, "MIG 3g.40gb");
-  EXPECT_EQ(smallest_fit(79, cat)->name, "H100");
-  EXPECT_EQ(smallest_fit(100, cat)->name, "H200");
-  EXPECT_FALSE(smallest_fit(300, cat));
+  // On an H100 or A100 of 80 GB (the driver reports 79.6 GiB): its profiles.
+  const double h100 = 81559.0 / 1024;
+  EXPECT_EQ(smallest_fit(9, cat, h100)->name, "MIG 1g.10gb");
+  EXPECT_EQ(smallest_fit(11, cat, h100)->name, "P100");         // 16 GiB, before 1g.20gb
+  EXPECT_EQ(smallest_fit(17, cat, h100)->name, "MIG 1g.20gb");  // less compute than 2g.20gb
+  EXPECT_EQ(smallest_fit(33, cat, h100)->name, "MIG 3g.40gb");
+  EXPECT_EQ(smallest_fit(79, cat, h100)->name, "H100");
+  EXPECT_EQ(smallest_fit(100, cat, h100)->name, "H200");
+  EXPECT_FALSE(smallest_fit(300, cat, h100));
+  // An H200 (140.4 GiB) is offered its own profiles, never an 80 GB GPU's names.
+  const double h200 = 143771.0 / 1024;
+  EXPECT_EQ(smallest_fit(9, cat, h200)->name, "P100");
+  EXPECT_EQ(smallest_fit(17, cat, h200)->name, "MIG 1g.18gb");
+  EXPECT_EQ(smallest_fit(33, cat, h200)->name, "MIG 1g.35gb");  // past V100's 32
+  EXPECT_EQ(smallest_fit(60, cat, h200)->name, "MIG 3g.71gb");
+  // H100 NVL (94 GB, 93.6 GiB), A100 40 GB, B200.
+  EXPECT_EQ(smallest_fit(11, cat, 95830.0 / 1024)->name, "MIG 1g.12gb");
+  EXPECT_EQ(smallest_fit(45, cat, 95830.0 / 1024)->name, "MIG 3g.47gb");
+  EXPECT_EQ(smallest_fit(4, cat, 40)->name, "MIG 1g.5gb");
+  EXPECT_EQ(smallest_fit(40, cat, 180)->name, "MIG 1g.45gb");
+  // A GPU already split (an instance's memory) or of a size nothing splits: whole models only.
+  EXPECT_EQ(smallest_fit(9, cat, 9.75)->name, "P100");
+  EXPECT_EQ(smallest_fit(9, cat, 48)->name, "P100");
+  EXPECT_EQ(smallest_fit(9, cat, 0)->name, "P100");
+  EXPECT_EQ(core::mig_profile_memory_gb("3g.40gb"), 40);
+  EXPECT_EQ(core::mig_profile_memory_gb("1g.10gb+me"), 10);
+  EXPECT_EQ(core::mig_profile_memory_gb("7g.141gb"), 141);
+  EXPECT_EQ(core::mig_profile_memory_gb("mystery"), 0);
+  EXPECT_EQ(core::mig_profile_memory_gb("1g.gb"), 0);
   store::TelemetryRecord t;
   t.samples = 100;
   t.seconds = 100;
