@@ -401,7 +401,8 @@ int cmd_token(const Args& a, const Conn& c) {
   if (sub == "create") {
     if (a.pos.size() < 2 || !a.has("role")) {
       die(kUsage,
-          "token create NAME --role admin|manager|user|agent|metrics [--scope PATH|NODE] "
+          "token create NAME --role admin|manager|user|agent|metrics|service "
+          "[--scope PATH|NODE|SERVICE] "
           "[--subject USER]");
     }
     json body = {{"name", a.pos[1]}, {"role", a.get("role")}};

@@ -165,8 +165,8 @@ core::Result<int> ApiServer::start() {
       httplib::Request req;
       req.headers = h;
       try {
-        m->authenticate(req, true, false);  // the route says what a metrics token may not do,
-                                            // and charges the request
+        m->authenticate(req, Impl::Narrow::Any, false);  // the route says what a metrics or
+        // service token may not do, and charges the request
       } catch (const HttpError& e) {
         Impl::send_error(res, e.status, e.field, e.reason);
         return false;

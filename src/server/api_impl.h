@@ -109,13 +109,17 @@ struct ApiServer::Impl {
     if (!st.ok()) std::fprintf(stderr, "allot: audit: %s\n", st.error().message().c_str());
   }
 
-  // A metrics token (role "metrics") is refused everywhere but GET /metrics (`metrics_ok`).
+  // The roles that may make one kind of request only, and the route that admits them: a metrics
+  // token reads GET /metrics, a service token reports its service's load (`Narrow::Any`: the
+  // connection's gate, before the route is known). Every other route refuses them with 403.
+  enum class Narrow { None, Metrics, Service, Any };
   // `charge`: the request counts toward its principal's request rate, or, refused for want of a
   // valid token, toward its address's (request_limits.h; 429 beyond either).
-  Principal authenticate(const httplib::Request& req, bool metrics_ok = false, bool charge = true) {
+  Principal authenticate(const httplib::Request& req, Narrow narrow = Narrow::None,
+                         bool charge = true) {
     Principal p;
     try {
-      p = identify(req, metrics_ok);
+      p = identify(req, narrow);
     } catch (const HttpError& e) {
       if (charge && e.status == 401) limit_unauthenticated(req);
       throw;
@@ -156,7 +160,7 @@ struct ApiServer::Impl {
                       wait};
     }
   }
-  Principal identify(const httplib::Request& req, bool metrics_ok) {
+  Principal identify(const httplib::Request& req, Narrow narrow) {
     auto h = req.get_header_value("Authorization");
     if (h.size() < 8 || h.compare(0, 7, "Bearer ") != 0) {
       throw HttpError{401, "Authorization", "missing: send 'Authorization: Bearer <token>'"};
@@ -184,8 +188,14 @@ struct ApiServer::Impl {
       if (token_cache.size() >= 10000) token_cache.clear();
       token_cache.emplace(std::move(secret), p);
     }
-    if (p.role == "metrics" && !metrics_ok) {
+    if (p.role == "metrics" && narrow != Narrow::Metrics && narrow != Narrow::Any) {
       throw HttpError{403, "Authorization", "a metrics token only reads GET /metrics"};
+    }
+    if (p.role == "service" && narrow != Narrow::Service && narrow != Narrow::Any) {
+      throw HttpError{403, "Authorization",
+                      "a service token only reports its service's load: POST "
+                      "/api/v1/services/" +
+                          p.scope + "/load"};
     }
     // What it manages follows the budgets' owners as they are now.
     if (p.role == "manager" || p.role == "user") {

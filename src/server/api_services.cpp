@@ -12,10 +12,7 @@ namespace {
 
 // A service as visibility sees it: a job of its owner in its budget.
 bool can_see_service(const Principal& p, const json& view) {
-  store::JobRecord as_job;
-  as_job.owner = view.value("owner", "");
-  as_job.budget = view.value("budget", "");
-  return can_see_job(p, as_job);
+  return server::can_see_service(p, view.value("owner", ""), view.value("budget", ""));
 }
 
 json service_summary(const json& v) {
@@ -157,13 +154,27 @@ void ApiServer::Impl::install_service_routes() {
 
   // The service's own figure for its autoscaler: requests per second, or p90 latency, over all
   // its replicas, in whatever unit its load_high and load_low are given.
+  // A service token (role "service", scoped to the service's name) may do this and nothing else,
+  // so that no token able to submit or cancel work need be handed to the service's replicas.
   route("POST", "/api/v1/services/{name}/load",
         [this, visible](const httplib::Request& req, httplib::Response& res) {
-          auto p = authenticate(req);
+          auto p = authenticate(req, Narrow::Service);
           not_agent(p);
-          auto body = parse_body(req, {"value"});
           std::string name = req.matches[1];
-          visible(p, name);
+          if (p.role == "service") {
+            if (p.scope != name) {
+              throw HttpError{
+                  403, "Authorization",
+                  "this service token reports the load of service " + p.scope + " only"};
+            }
+            // It acts as its subject, who must still see the service (a service deleted and
+            // made again by someone else is not theirs).
+            Principal as{p.token_id, "user", p.subject, "", {}};
+            add_managed(as, ctl->snapshot()->owned_by);
+            visible(as, name);
+          }
+          auto body = parse_body(req, {"value"});
+          if (p.role != "service") visible(p, name);
           auto v = body.find("value");
           if (v == body.end() || !v->is_number() || !std::isfinite(v->get<double>()) ||
               v->get<double>() < 0 || v->get<double>() > 1e12) {

@@ -5,6 +5,15 @@
 
 namespace allot::server {
 
+namespace {
+// A token a person other than an administrator may list and revoke: a user token of a member of a
+// budget it manages, or a service token of its own or of such a member.
+bool may_touch(const Principal& p, const store::TokenRecord& t, const Members& members) {
+  if (t.role == "user") return can_manage_user(p, t.subject, members);
+  return t.role == "service" && can_manage_service_token(p, t.subject, members);
+}
+}  // namespace
+
 void ApiServer::Impl::install_identity_routes() {
   route("GET", "/api/v1/health", [this](const auto&, auto& res) {
     auto snap = ctl->snapshot();
@@ -17,7 +26,7 @@ void ApiServer::Impl::install_identity_routes() {
   });
   // Prometheus (server/prometheus.h): an admin or a metrics token.
   route("GET", "/metrics", [this](const auto& req, auto& res) {
-    auto p = authenticate(req, true);
+    auto p = authenticate(req, Narrow::Metrics);
     require(p.is_admin() || p.role == "metrics", "read metrics (an admin or metrics token)");
     if (!opts.prometheus) throw HttpError{503, "", "metrics are not enabled on this server"};
     res.set_content(scrape(*opts.prometheus, *store, *ctl), kPrometheusContentType);
@@ -33,14 +42,13 @@ void ApiServer::Impl::install_token_routes() {
   route("GET", "/api/v1/tokens", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
     check_query(req, {});
-    require(p.is_admin() || (p.is_human() && !p.manages.empty()),
-            "list tokens (administrators, and managers for their members)");
+    require(p.is_admin() || p.is_human(),
+            "list tokens (administrators; managers their members' tokens; everyone their own "
+            "service tokens)");
     auto snap = ctl->snapshot();
     json out = {{"tokens", json::array()}};
     for (const auto& t : store->tokens()) {
-      if (!p.is_admin() && !(t.role == "user" && can_manage_user(p, t.subject, snap->members))) {
-        continue;
-      }
+      if (!p.is_admin() && !may_touch(p, t, snap->members)) continue;
       out["tokens"].push_back({{"id", t.id},
                                {"name", t.name},
                                {"role", t.role},
@@ -53,19 +61,26 @@ void ApiServer::Impl::install_token_routes() {
   });
   route("POST", "/api/v1/tokens", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
-    // Who may create tokens at all comes before what the request says.
-    require(p.is_admin() || (p.is_human() && !p.manages.empty()),
-            "create tokens (administrators; managers create user tokens for themselves)");
+    // Who may create tokens at all comes before what the request says: administrators and
+    // managers; anyone else only a service token (the body is read for that alone).
+    const char* who =
+        "create tokens (administrators; managers create user tokens for themselves; everyone "
+        "service tokens for the services they may see)";
+    require(p.is_human(), who);
     auto body = parse_body(req, {"name", "role", "subject", "scope"});
+    if (!p.is_admin() && p.manages.empty()) {
+      require(body.contains("role") && body["role"] == "service", who);
+    }
     auto name = str_field(body, "name", true);
     auto role = str_field(body, "role", true);
     auto subject = str_field(body, "subject", false);
     auto scope = str_field(body, "scope", false, 512);
     if (!valid_name(name)) throw HttpError{400, "name", "must be a name"};
     if (!valid_role(role)) {
-      throw HttpError{400, "role", "must be admin, manager, user, agent or metrics"};
+      throw HttpError{400, "role", "must be admin, manager, user, agent, metrics or service"};
     }
-    if (subject.empty()) subject = name;
+    // A service token acts as the person who reports for the service: by default its maker.
+    if (subject.empty()) subject = role == "service" ? p.subject : name;
     if (!valid_name(subject)) throw HttpError{400, "subject", "must be a user name"};
     if (role == "manager" && !valid_budget_path(scope)) {
       throw HttpError{400, "scope", "a manager token needs the budget path it manages"};
@@ -73,14 +88,29 @@ void ApiServer::Impl::install_token_routes() {
     if (role == "agent" && !valid_name(scope)) {
       throw HttpError{400, "scope", "an agent token needs the name of its node"};
     }
+    if (role == "service") {
+      if (!valid_name(scope)) {
+        throw HttpError{400, "scope", "a service token needs the name of its service"};
+      }
+      // The service must exist and its maker see it (404 as for the service itself).
+      auto snap = ctl->snapshot();
+      auto it = snap->services->find(scope);
+      if (it == snap->services->end() ||
+          !can_see_service(p, it->second.value("owner", ""), it->second.value("budget", ""))) {
+        throw HttpError{404, "scope", "no such service"};
+      }
+    }
     if ((role == "admin" || role == "user" || role == "metrics") && !scope.empty()) {
-      throw HttpError{400, "scope", "only manager and agent tokens have a scope"};
+      throw HttpError{400, "scope", "only manager, agent and service tokens have a scope"};
     }
     if (!p.is_admin()) {
       // A token is a credential of one principal: minting one for another would let a manager
       // act as anyone it can add as a member (docs/api.md, "Identity"). A manager may mint user
-      // tokens for itself only, whose rights are within its own.
-      if (role != "user") throw HttpError{403, "role", "managers create user tokens only"};
+      // tokens for itself only, whose rights are within its own; anyone service tokens for
+      // itself, whose only right is to report a load.
+      if (role != "user" && role != "service") {
+        throw HttpError{403, "role", "managers create user and service tokens only"};
+      }
       if (subject != p.subject) {
         throw HttpError{403, "subject",
                         "a token for another principal (" + subject +
@@ -103,8 +133,9 @@ void ApiServer::Impl::install_token_routes() {
   route("DELETE", "/api/v1/tokens/{id}",
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
-          require(p.is_admin() || (p.is_human() && !p.manages.empty()),
-                  "revoke tokens (administrators; managers revoke their members' user tokens)");
+          require(p.is_admin() || p.is_human(),
+                  "revoke tokens (administrators; managers their members' tokens; everyone "
+                  "their own service tokens)");
           std::int64_t id = 0;
           try {
             id = std::stoll(req.matches[1]);
@@ -119,9 +150,7 @@ void ApiServer::Impl::install_token_routes() {
           if (!p.is_admin()) {
             auto snap = ctl->snapshot();
             // A token a manager may not touch is not shown to it either: 404, not 403.
-            if (found->role != "user" || !can_manage_user(p, found->subject, snap->members)) {
-              throw HttpError{404, "id", "no such token"};
-            }
+            if (!may_touch(p, *found, snap->members)) throw HttpError{404, "id", "no such token"};
           }
           auto st = store->write({op::RevokeToken{id, ctl->now()}});
           if (!st.ok()) check(st.error(), 503);

@@ -38,7 +38,7 @@ std::string new_token_secret() {
 
 bool valid_role(const std::string& role) {
   return role == "admin" || role == "manager" || role == "user" || role == "agent" ||
-         role == "metrics";
+         role == "metrics" || role == "service";
 }
 
 bool path_within(const std::string& path, const std::string& scope) {
@@ -91,6 +91,19 @@ bool can_see_job(const Principal& p, const store::JobRecord& job) {
   if (p.role == "agent") return false;
   if (job.owner == p.subject) return true;
   return within_any(job.budget, p.manages);
+}
+
+bool can_see_service(const Principal& p, const std::string& owner, const std::string& budget) {
+  store::JobRecord as_job;
+  as_job.owner = owner;
+  as_job.budget = budget;
+  return can_see_job(p, as_job);
+}
+
+bool can_manage_service_token(const Principal& p, const std::string& subject,
+                              const Members& members) {
+  return p.is_admin() || (p.is_human() && p.subject == subject) ||
+         can_manage_user(p, subject, members);
 }
 
 bool can_manage_budget(const Principal& p, const std::string& path) {

@@ -1,7 +1,8 @@
 // API tokens and roles. A token is "allot_" + 40 random hex digits; the store keeps only its
 // SHA-256. Roles: admin (everything); manager of a budget subtree (its budgets, jobs and usage);
 // user (submits to budgets they are a member of; sees and cancels their own jobs); agent (acts
-// only for its node); metrics (reads GET /metrics and nothing else).
+// only for its node); metrics (reads GET /metrics and nothing else); service (reports the load of
+// the one service it is scoped to, as its subject, and nothing else).
 #pragma once
 
 #include <map>
@@ -17,14 +18,14 @@ std::string new_token_secret();
 
 struct Principal {
   std::int64_t token_id = 0;
-  std::string role;     // admin, manager, user, agent, metrics
+  std::string role;     // admin, manager, user, agent, metrics, service
   std::string subject;  // user name
-  std::string scope;    // manager: budget path; agent: node name
+  std::string scope;    // manager: budget path; agent: node name; service: service name
   // Budget subtrees it manages: a manager token's scope, and the budgets whose owners list the
   // subject (filled per request from the budget tree).
   std::vector<std::string> manages;
   bool is_admin() const { return role == "admin"; }
-  bool is_human() const { return role != "agent"; }
+  bool is_human() const { return role != "agent" && role != "service"; }
 };
 
 using Members = std::map<std::string, std::vector<std::string>>;  // budget path -> users
@@ -41,6 +42,11 @@ bool is_member(const std::map<std::string, std::vector<std::string>>& members,
 
 bool can_submit(const Principal& p, const std::string& budget, const Members& members);
 bool can_see_job(const Principal& p, const store::JobRecord& job);
+// A service is seen as a job of its owner in its budget is.
+bool can_see_service(const Principal& p, const std::string& owner, const std::string& budget);
+// Service tokens `p` may list and revoke: its own subject's, and a manager's members'.
+bool can_manage_service_token(const Principal& p, const std::string& subject,
+                              const Members& members);
 // Set share, members or owners, remove: strictly below a managed budget (not one's own share).
 bool can_manage_budget(const Principal& p, const std::string& path);
 bool can_see_budget_usage(const Principal& p, const std::string& path);

@@ -556,6 +556,70 @@ TEST_F(Services, ScalesOnTheLoadItReports) {
   EXPECT_EQ(show("asr")["desired"], 2);
 }
 
+// A service token reports its service's load and can do nothing else: the token handed to the
+// replicas never submits, cancels or reads work (docs/api.md, "Roles").
+TEST_F(Services, AServiceTokenReportsItsLoadAndNothingElse) {
+  h->add_sim_nodes(1);
+  ASSERT_EQ(h->post("/api/v1/budgets", {{"path", "/lab/a"}, {"members", {"ann"}}}).status, 200);
+  const auto ann = h->token("ann", "user");
+  const auto bob = h->token("bob", "user");
+  auto body = service("asr", 1, 3);
+  body["autoscale"]["load_high"] = 100;
+  body["autoscale"]["load_low"] = 10;
+  ASSERT_EQ(h->post("/api/v1/services", body, ann).status, 201);
+  ASSERT_EQ(h->post("/api/v1/services", service("tts", 1, 1), ann).status, 201);
+  h->sync();
+  // Its owner mints it (subject: herself); someone who may not see the service cannot, and a
+  // plain user may mint no other kind of token.
+  const json mint = {{"name", "asr-load"}, {"role", "service"}, {"scope", "asr"}};
+  EXPECT_EQ(h->post("/api/v1/tokens", mint, bob).status, 404);
+  EXPECT_EQ(h->post("/api/v1/tokens", {{"name", "x"}, {"role", "user"}}, ann).status, 403);
+  EXPECT_EQ(h->post("/api/v1/tokens", {{"name", "x"}, {"role", "service"}}, ann).status, 400);
+  EXPECT_EQ(h->post("/api/v1/tokens", {{"name", "x"}, {"role", "service"}, {"scope", "nope"}}, ann)
+                .status,
+            404);
+  EXPECT_EQ(h->post("/api/v1/tokens",
+                    {{"name", "x"}, {"role", "service"}, {"scope", "asr"}, {"subject", "bob"}}, ann)
+                .status,
+            403);
+  auto made = h->post("/api/v1/tokens", mint, ann);
+  ASSERT_EQ(made.status, 201) << made.body.dump();
+  EXPECT_EQ(made.body["subject"], "ann");
+  const auto svc = made.body["token"].get<std::string>();
+  // What it may do: report asr's load, which the autoscaler acts on.
+  ASSERT_EQ(h->post("/api/v1/services/asr/load", {{"value", 250}}, svc).status, 200);
+  h->sync();
+  EXPECT_EQ(show("asr")["desired"], 2);
+  EXPECT_EQ(h->post("/api/v1/services/asr/load", {{"value", -1}}, svc).status, 400);
+  // Nothing else: another service's load, reading, submitting, cancelling, minting.
+  auto other = h->post("/api/v1/services/tts/load", {{"value", 1}}, svc);
+  EXPECT_EQ(other.status, 403);
+  EXPECT_EQ(other.body["error"]["field"], "Authorization");
+  EXPECT_EQ(h->get("/api/v1/services/asr", svc).status, 403);
+  EXPECT_EQ(h->get("/api/v1/jobs", svc).status, 403);
+  EXPECT_EQ(h->get("/api/v1/whoami", svc).status, 403);
+  EXPECT_EQ(h->post("/api/v1/jobs", {{"command", {"x"}}, {"budget", "/lab/a"}}, svc).status, 403);
+  EXPECT_EQ(h->call("DELETE", "/api/v1/services/asr", nullptr, svc).status, 403);
+  EXPECT_EQ(h->post("/api/v1/tokens", mint, svc).status, 403);
+  // Its maker lists and revokes it; another user neither sees nor revokes it.
+  auto listed = h->get("/api/v1/tokens", ann);
+  ASSERT_EQ(listed.status, 200);
+  ASSERT_EQ(listed.body["tokens"].size(), 1u) << listed.body.dump();
+  const auto id = std::to_string(listed.body["tokens"][0]["id"].get<long long>());
+  EXPECT_EQ(h->get("/api/v1/tokens", bob).body["tokens"].size(), 0u);
+  EXPECT_EQ(h->call("DELETE", "/api/v1/tokens/" + id, nullptr, bob).status, 404);
+  // A service deleted and made again by someone else is not the token's any more.
+  ASSERT_EQ(h->call("DELETE", "/api/v1/services/asr", nullptr, ann).status, 200);
+  ASSERT_EQ(h->post("/api/v1/budgets", {{"path", "/lab/b"}, {"members", {"bob"}}}).status, 200);
+  auto again = service("asr", 1, 1);
+  again["budget"] = "/lab/b";
+  ASSERT_EQ(h->post("/api/v1/services", again, bob).status, 201);
+  EXPECT_EQ(h->post("/api/v1/services/asr/load", {{"value", 5}}, svc).status, 404);
+  // Revoked: refused at once.
+  EXPECT_EQ(h->call("DELETE", "/api/v1/tokens/" + id, nullptr, ann).status, 200);
+  EXPECT_EQ(h->post("/api/v1/services/asr/load", {{"value", 5}}, svc).status, 401);
+}
+
 // A real node whose agent is the test: it reports what the replicas do, and their readiness.
 class ReadyServices : public Services {
  protected:
