@@ -67,6 +67,9 @@ void usage(FILE* out) {
       "                         override the presets too (one value; 0 turns the rule off)\n"
       "  --burst-exempt-below F a budget under F x its share may fund one job of any size\n"
       "                         (default 0: only one holding no allocated GPUs)\n"
+      "  --burst-exempt-max-size F  ... but only a job of at most F x its share (default 0: any)\n"
+      "  --keep-non-resumable on|off  allocated non-resumable runs are not demoted when their\n"
+      "                         budget goes over (default off; fairshare only; docs/design/0014)\n"
       "  --share-claims on|off  unfunded work within its budget's share may take unallocated\n"
       "                         work of budgets above theirs (default on; fairshare only)\n"
       "  --interactive-allowance N  GPUs of interactive work per person that are protected\n"
@@ -207,8 +210,9 @@ int sim_main(int argc, char** argv) {
   bool quiet = false, policies_given = false;
   std::vector<core::Duration> lookback, max_min_runtime;
   std::vector<double> margin;
-  std::vector<double> burst_limit, loss_ratio, burst_exempt;  // single values: not grid dimensions
-  std::optional<bool> share_claims;
+  // Single values: not grid dimensions.
+  std::vector<double> burst_limit, loss_ratio, burst_exempt, burst_exempt_max;
+  std::optional<bool> share_claims, keep_non_resumable;
   std::optional<int> interactive_allowance;
   std::optional<core::Duration> interactive_grace;
   std::vector<core::Duration> loss_patience;
@@ -332,6 +336,17 @@ int sim_main(int argc, char** argv) {
           burst_exempt.size() != 1 || burst_exempt.front() < 0) {
         return bad("bad --burst-exempt-below (one number >= 0)");
       }
+    } else if (a == "--burst-exempt-max-size") {
+      if (!need("--burst-exempt-max-size") || !parse_numbers(v, &burst_exempt_max) ||
+          burst_exempt_max.size() != 1 || burst_exempt_max.front() < 0) {
+        return bad("bad --burst-exempt-max-size (one number >= 0)");
+      }
+    } else if (a == "--keep-non-resumable") {
+      if (!need("--keep-non-resumable")) return 2;
+      if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
+        return bad(std::string("bad --keep-non-resumable '") + v + "' (expected on or off)");
+      }
+      keep_non_resumable = std::strcmp(v, "on") == 0;
     } else if (a == "--share-claims") {
       if (!need("--share-claims")) return 2;
       if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
@@ -435,6 +450,10 @@ int sim_main(int argc, char** argv) {
   for (sim::SimOptions& o : runs) {
     if (!burst_limit.empty()) o.policy.burst_limit = burst_limit.front();
     if (!burst_exempt.empty()) o.policy.burst_exempt_below = burst_exempt.front();
+    if (!burst_exempt_max.empty()) o.policy.burst_exempt_max_size = burst_exempt_max.front();
+    if (keep_non_resumable && o.policy.funding == core::Funding::Lookback) {
+      o.policy.keep_non_resumable_allocated = *keep_non_resumable;
+    }
     if (share_claims) o.policy.share_claims = *share_claims;
     // allot's own rules (docs/policy.md §6, §9): the baselines never have them.
     if (interactive_allowance && o.policy.funding == core::Funding::Lookback) {

@@ -99,10 +99,12 @@ bool Scheduler::within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli mi
   for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.parent(b)) {
     const double cap = factor * fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
     const Milli held = b < rates.size() ? rates[b] : 0;
+    const double share = fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
     const bool exempt =
-        empty_exempt && (held == 0 || static_cast<double>(held) <
-                                          config_.burst_exempt_below * fraction_[s.cluster][b] *
-                                              static_cast<double>(capacity_[s.cluster]));
+        empty_exempt &&
+        (config_.burst_exempt_max_size <= 0 ||
+         static_cast<double>(milli) <= config_.burst_exempt_max_size * share) &&
+        (held == 0 || static_cast<double>(held) < config_.burst_exempt_below * share);
     if (!exempt && static_cast<double>(held + milli) > cap) {
       *limiting = b;
       ok = false;
@@ -177,7 +179,8 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
     const MilliGpuSeconds m = total_milli(j.run.placement);
     if (j.run.allocated) {
       if (!config_.demote_over_allocation || now_ < shielded_until(j.run) ||
-          config_.funding != Funding::Lookback) {
+          config_.funding != Funding::Lookback ||
+          (config_.keep_non_resumable_allocated && !j.spec.resumable)) {
         continue;
       }
       BudgetId over = kNoBudget;

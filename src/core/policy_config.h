@@ -72,6 +72,10 @@ struct PolicyConfig {
   // one holding none) may fund one job of any size. 0: only a budget holding none. Measured in
   // docs/design/0008 (1.0 helps large gangs at 1x load and costs impact under overload).
   double burst_exempt_below = 0;
+  // A job larger than this x f(b) x C is never exempt (at any budget b on its path): the exception
+  // then serves gangs up to a multiple of the budget's share. 0: no bound. Measured in
+  // docs/design/0014, not adopted.
+  double burst_exempt_max_size = 0;
 
   // --- interactive sessions (docs/policy.md section 6, "Interactive allowance") ---
   // An interactive job whose contract its budget can afford (the window test of section 6, the
@@ -99,6 +103,12 @@ struct PolicyConfig {
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated
   bool promote_when_funded = true;     // unallocated jobs with a contract become allocated
+  // Demotion spares non-resumable runs: an allocated job that is not resumable stays allocated
+  // (charged, and preemptible past its contract only as allocated work is) when its budget goes
+  // over, rather than becoming free work that a request which has waited
+  // unallocated_loss_patience may throw away however long it ran. Lookback funding only.
+  // Measured in docs/design/0013 and 0014, not adopted.
+  bool keep_non_resumable_allocated = false;
 
   // --- preemption ---
   bool preemption = true;

@@ -47,6 +47,8 @@ Json policy_config(const core::PolicyConfig& c) {
   j["burst_limit"] = fixed(c.burst_limit);
   // Rules of the lookback funding, written only where they act (the baselines' reports stay).
   if (c.burst_exempt_below > 0) j["burst_exempt_below"] = fixed(c.burst_exempt_below);
+  if (c.burst_exempt_max_size > 0) j["burst_exempt_max_size"] = fixed(c.burst_exempt_max_size);
+  if (c.keep_non_resumable_allocated) j["keep_non_resumable_allocated"] = true;
   if (c.funding == core::Funding::Lookback && c.preemption) j["share_claims"] = c.share_claims;
   if (c.funding == core::Funding::Lookback) {  // docs/policy.md §6, §9
     j["interactive_gpus_per_user"] = c.interactive_gpus_per_user;

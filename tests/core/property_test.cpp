@@ -336,6 +336,12 @@ class Sim {
     c.head_of_line_blocking = strict.chance(0.15);
     if (strict.chance(0.15)) c.placement = PlacementRule::Consolidate;
     if (c.order == QueueOrder::Fifo && strict.chance(0.5)) c.order = QueueOrder::ShortestFirst;
+    // The burst exception's variants and kept non-resumable runs (docs/design/0014): a stream of
+    // their own too.
+    Rng kept(seed_ ^ 0x6B3E9A0D14ull);
+    if (kept.chance(0.2)) c.burst_exempt_below = kept.pick(std::vector<double>{0.5, 1.0});
+    if (kept.chance(0.2)) c.burst_exempt_max_size = kept.pick(std::vector<double>{1.0, 2.0});
+    c.keep_non_resumable_allocated = kept.chance(0.2);
   }
 
   void make_clusters() {

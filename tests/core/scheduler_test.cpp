@@ -188,6 +188,35 @@ TEST(Contract, AllocatedJobIsDemotedAfterItsContractWhenItsBudgetIsOver) {
   EXPECT_EQ(w.s.usage(0, a), used) << "unallocated time is not charged";
 }
 
+// keep_non_resumable_allocated (off by default; docs/design/0014): a non-resumable run stays
+// allocated, and charged, when its budget goes over; a resumable one is demoted as before.
+TEST(Contract, KeptNonResumableRunsAreNotDemoted) {
+  PolicyConfig config;
+  config.keep_non_resumable_allocated = true;
+  World w(config);
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a");
+  w.budget("/b");
+  JobSpec kept = w.job(a, 2, 2 * kHour);
+  kept.resumable = false;
+  JobSpec demoted = w.job(a, 2, 2 * kHour);
+  demoted.resumable = true;
+  const JobId k = w.submit(kept);
+  const JobId d = w.submit(demoted);
+  w.run();
+  ASSERT_TRUE(w.allocated(k) && w.allocated(d));
+  w.s.advance(kHour);
+  w.s.record_usage(0, a, 0, kHour, static_cast<Milli>(w.s.allocation(0, a) / kHour));
+  auto r = w.run_at(2 * kHour);
+  ASSERT_EQ(r.class_changes.size(), 1u);
+  EXPECT_EQ(r.class_changes[0].job, d);
+  EXPECT_TRUE(w.allocated(k));
+  EXPECT_FALSE(w.allocated(d));
+  const auto used = w.s.usage(0, a);
+  w.s.advance(3 * kHour);
+  EXPECT_GT(w.s.usage(0, a), used) << "a kept run is still charged";
+}
+
 TEST(Contract, UnallocatedJobIsPromotedWhenItsBudgetIsFundedAgain) {
   PolicyConfig config;
   config.lookback = 4 * kHour;
@@ -255,6 +284,25 @@ TEST(BurstLimit, ABudgetHoldingNothingMayFundOneJobLargerThanItsCap) {
   EXPECT_NE(w.s.describe(*World::why(r, over)).find("/a would exceed its burst limit (110%"),
             std::string::npos)
       << w.s.describe(*World::why(r, over));
+}
+
+// burst_exempt_max_size (0 by default; docs/design/0014): the exception funds a job of at most
+// that many times the budget's share.
+TEST(BurstLimit, TheExceptionsSizeBoundLeavesALargerJobUnfunded) {
+  for (const double bound : {1.5, 2.0}) {
+    PolicyConfig config;
+    config.burst_exempt_max_size = bound;
+    World w(config);
+    w.add_nodes(2);  // 16 GPUs; /a's share is 8
+    const BudgetId a = w.budget("/a");
+    w.budget("/b");
+    JobSpec gang = w.job(a, 8, kHour);
+    gang.shape.nodes = 2;  // 16 GPUs: 2 x its share
+    const JobId big = w.submit(gang);
+    w.run();
+    ASSERT_TRUE(w.running(big)) << "it runs either way: unallocated when not funded";
+    EXPECT_EQ(w.allocated(big), bound >= 2.0) << "bound " << bound;
+  }
 }
 
 TEST(BurstLimit, PromotionRespectsTheCap) {
