@@ -7,8 +7,13 @@
 // Trees are found through the runs' cgroups where this machine has them (Tick/cgroup), and by
 // scanning /proc for their sessions without (Tick/session).
 //
+// Post/report: the agent's server client posting a report-sized body on its kept-alive
+// connection to a local HTTP server, per post (wall time): what each report, heartbeat and log
+// upload costs the agent's loop beyond the server's own work.
+//
 // The binary is its own shim: `agent_bench agent-shim ...` runs shim_main.
 #include <benchmark/benchmark.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +25,7 @@
 
 #include "agent/gpu_backend.h"
 #include "agent/runner.h"
+#include "agent/server_client.h"
 #include "agent/telemetry.h"
 
 namespace {
@@ -121,6 +127,27 @@ void BM_TelemetryTick_session(benchmark::State& state) {
 }
 BENCHMARK(BM_TelemetryTick_cgroup)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TelemetryTick_session)->Unit(benchmark::kMicrosecond);
+
+void BM_ServerClientPost(benchmark::State& state) {
+  httplib::Server svr;
+  svr.set_tcp_nodelay(true);  // as allot's API server
+  svr.Post("/api/v1/agent/nodes/n01/reports", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"accepted":1})", "application/json");
+  });
+  const int port = svr.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { svr.listen_after_bind(); });
+  while (!svr.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ServerClient client({"http://127.0.0.1:" + std::to_string(port), "allot_token", "", false});
+  const nlohmann::json report = {
+      {"reports", {{{"job", 12345}, {"run", 1}, {"state", "started"}, {"pid", 4242}}}}};
+  for (auto _ : state) {
+    const Reply r = client.post("/api/v1/agent/nodes/n01/reports", report);
+    if (!r.ok()) state.SkipWithError(r.error.c_str());
+  }
+  svr.stop();
+  serve.join();
+}
+BENCHMARK(BM_ServerClientPost)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 

@@ -105,6 +105,7 @@ Conn connection(const Args& a) {
 void configure(httplib::Client& cli, const Conn& c) {
   cli.set_connection_timeout(5);
   cli.set_read_timeout(60);
+  cli.set_tcp_nodelay(true);  // a POST's body is not held back waiting for an ACK
   if (!c.cacert.empty()) cli.set_ca_cert_path(c.cacert.c_str());
   if (c.insecure) cli.enable_server_certificate_verification(false);
 }
