@@ -75,6 +75,7 @@ struct ClassChange {
   bool allocated = false;  // the new class
   Time protected_until = 0;
   BudgetId limiting_budget = kNoBudget;  // for a demotion: the budget over its allocation
+  bool renewed = false;  // an allocated job's contract renewed (JobSpec::renew_contract)
 };
 
 struct Reservation {

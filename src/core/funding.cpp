@@ -172,12 +172,39 @@ Time Scheduler::protection_end(const JobEntry& j) const {
   return config_.minimum_runtime_contract ? now_ + j.spec.min_runtime : kNever;
 }
 
+// docs/policy.md section 6, "Renewal": the contract of an allocated job that asks for it, now
+// over, starts again while every budget on its path can afford it (the window test; it holds its
+// GPUs already, so the burst limit does not apply) and its nodes are schedulable (a drain still
+// stops it at its contract). The new contract is added to P at once, like a promotion's.
+bool Scheduler::renew_contract(ClusterScratch& s, JobEntry& j, CycleResult& out) {
+  if (!j.spec.renew_contract || j.spec.min_runtime <= 0 || config_.funding != Funding::Lookback) {
+    return false;
+  }
+  for (const GpuSlot& g : j.run.placement) {
+    if (!nodes_[g.node].schedulable()) return false;
+  }
+  const MilliGpuSeconds cost = total_milli(j.run.placement) * j.spec.min_runtime;
+  BudgetId limiting = kNoBudget;
+  if (!within_allocation(s, j.spec.budget, cost, &limiting)) return false;
+  j.run.allocated_since = now_;
+  j.run.protected_until = protection_end(j);
+  for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.parent(cur)) {
+    s.projected[cur] += cost;
+  }
+  out.class_changes.push_back(ClassChange{j.spec.id, true, j.run.protected_until, kNoBudget, true});
+  return true;
+}
+
 void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out) {
-  if (!config_.demote_over_allocation && !config_.promote_when_funded) return;
+  if (!config_.demote_over_allocation && !config_.promote_when_funded &&
+      config_.funding != Funding::Lookback) {
+    return;
+  }
   for (const auto& [id, entry] : running_[c]) {
     JobEntry& j = *entry;
     const MilliGpuSeconds m = total_milli(j.run.placement);
     if (j.run.allocated) {
+      if (now_ >= shielded_until(j.run) && renew_contract(s, j, out)) continue;
       if (!config_.demote_over_allocation || now_ < shielded_until(j.run) ||
           config_.funding != Funding::Lookback ||
           (config_.keep_non_resumable_allocated && !j.spec.resumable)) {

@@ -60,6 +60,9 @@ struct JobSpec {
   // Starts of the same work under earlier job ids (its owner resubmitted it after a stop that
   // lost it): counted by max_preemptions_per_job.
   int earlier_starts = 0;
+  // Its contract is renewed when it ends, while its budget can afford another (docs/policy.md §6,
+  // "Renewal"): a service's protected replica, which is meant to run for as long as it serves.
+  bool renew_contract = false;
 };
 
 class BudgetTree;

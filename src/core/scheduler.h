@@ -291,6 +291,7 @@ class Scheduler : private detail::SchedulerState {
   bool within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli milli, double factor,
                        bool empty_exempt, BudgetId* limiting) const;
   void change_classes(ClusterId c, ClusterScratch& s, CycleResult& out);
+  bool renew_contract(ClusterScratch& s, JobEntry& j, CycleResult& out);
 
   // scheduler_cycle.cpp: the cycle and each cluster's walk (§7, §9).
   void stop_failed_and_drained(CycleResult& out);

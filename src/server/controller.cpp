@@ -230,6 +230,14 @@ void Controller::cycle(bool explain) {
   for (const auto& c : res.class_changes) {
     auto it = active_.find(c.job);
     if (it == active_.end()) continue;
+    if (c.renewed) {  // still allocated: the same accounting segment goes on
+      it->second.rec.protected_until = c.protected_until;
+      batch.push_back(op::AddEvent{{c.job, now, it->second.rec.state, it->second.rec.state,
+                                    "contract renewed: protected for another " +
+                                        core::format_duration(it->second.spec.min_runtime)}});
+      batch.push_back(op::UpdateJob{it->second.rec});
+      continue;
+    }
     close_segment(it->second, now, batch);
     it->second.rec.allocated = c.allocated;
     it->second.rec.protected_until = c.protected_until;

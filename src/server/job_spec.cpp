@@ -423,6 +423,9 @@ core::Result<core::JobSpec> spec_from_canonical(
   s.min_runtime = j.value("min_runtime", 0);
   if (j.contains("expected_duration")) s.expected_duration = j["expected_duration"].get<int64_t>();
   s.resumable = j.value("resumable", false);
+  // A service's protected replica (set by the server, never by a request): its contract is
+  // renewed while its budget can afford it (docs/policy.md §6, §15).
+  s.renew_contract = j.value("service_tier", "") == "protected";
   s.priority = core::parse_priority(j.value("priority", "normal")).value_or(core::Priority::Normal);
   s.kind = core::parse_job_kind(j.value("kind", "batch")).value_or(core::JobKind::Batch);
   for (const auto& m : j.value("models", std::vector<std::string>{})) {

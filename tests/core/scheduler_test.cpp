@@ -217,6 +217,41 @@ TEST(Contract, KeptNonResumableRunsAreNotDemoted) {
   EXPECT_GT(w.s.usage(0, a), used) << "a kept run is still charged";
 }
 
+// renew_contract (a service's protected replica, docs/policy.md §6 "Renewal"): when its contract
+// ends it starts again while the budget can afford it; once the budget is over, it is demoted
+// like any allocated job.
+TEST(Contract, ARenewableContractIsRenewedWhileItsBudgetCanAffordIt) {
+  World w;
+  w.add_nodes(1);
+  const BudgetId a = w.budget("/a");
+  w.budget("/b");
+  JobSpec replica = w.job(a, 2, 2 * kHour);
+  replica.renew_contract = true;
+  const JobId r = w.submit(replica);
+  const JobId plain = w.submit(a, 2, 2 * kHour);
+  w.run();
+  ASSERT_TRUE(w.allocated(r) && w.allocated(plain));
+  EXPECT_EQ(w.s.job(r)->run.protected_until, 2 * kHour);
+  auto c = w.run_at(2 * kHour);
+  ASSERT_EQ(c.class_changes.size(), 1u) << "the plain job's contract just ends";
+  EXPECT_EQ(c.class_changes[0].job, r);
+  EXPECT_TRUE(c.class_changes[0].renewed);
+  EXPECT_TRUE(c.class_changes[0].allocated);
+  EXPECT_EQ(c.class_changes[0].protected_until, 4 * kHour);
+  EXPECT_EQ(w.s.job(r)->run.protected_until, 4 * kHour);
+  EXPECT_EQ(w.s.job(plain)->run.protected_until, 2 * kHour);
+  // Its budget goes over: the contract is not renewed, and both are demoted at its end.
+  w.s.advance(3 * kHour);
+  w.s.record_usage(0, a, 2 * kHour, 3 * kHour, static_cast<Milli>(w.s.allocation(0, a) / kHour));
+  c = w.run_at(4 * kHour);
+  ASSERT_EQ(c.class_changes.size(), 2u);
+  for (const auto& change : c.class_changes) {
+    EXPECT_FALSE(change.allocated);
+    EXPECT_FALSE(change.renewed);
+  }
+  EXPECT_FALSE(w.allocated(r));
+}
+
 TEST(Contract, UnallocatedJobIsPromotedWhenItsBudgetIsFundedAgain) {
   PolicyConfig config;
   config.lookback = 4 * kHour;

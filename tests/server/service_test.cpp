@@ -403,6 +403,29 @@ TEST_F(Services, TheMinimumIsNeverPreemptedTheElasticReplicasAre) {
   EXPECT_EQ(s["replicas"].size(), 2u) << s.dump();
 }
 
+// A protected replica's contract is renewed when it ends, while the budget can afford it: the
+// minimum replicas stay protected for as long as they serve (docs/policy.md §15).
+TEST_F(Services, AProtectedReplicasContractIsRenewedWhileItsBudgetCanAffordIt) {
+  h->add_sim_nodes(1);
+  auto body = service("chat", 1, 1);
+  body["job"]["min_runtime"] = 600;
+  ASSERT_EQ(h->post("/api/v1/services", body).status, 201);
+  h->sync();
+  auto s = show("chat");
+  ASSERT_EQ(count(s, "protected", "running"), 1) << s.dump();
+  const auto id = std::to_string(s["replicas"][0]["job"].get<long long>());
+  const auto first = h->get("/api/v1/jobs/" + id).body;
+  ASSERT_TRUE(first["allocated"].get<bool>()) << first.dump();
+  const auto until = first["protected_until"].get<long long>();
+  h->advance(until - h->now() + 1);
+  h->sync();
+  const auto renewed = h->get("/api/v1/jobs/" + id).body;
+  EXPECT_TRUE(renewed["allocated"].get<bool>()) << renewed.dump();
+  EXPECT_GE(renewed["protected_until"].get<long long>(), until + 600) << renewed.dump();
+  const auto ev = h->get("/api/v1/jobs/" + id + "/events").body.dump();
+  EXPECT_NE(ev.find("contract renewed: protected for another 10m"), std::string::npos) << ev;
+}
+
 TEST_F(Services, RollingRestartReplacesEachReplicaWithAsManyAvailable) {
   h->add_sim_nodes(1);
   auto s = two_running(1);
