@@ -97,9 +97,10 @@ bool Scheduler::within_held_cap(const ClusterScratch& s, BudgetId leaf, Milli mi
   const auto& rates = rate_[s.cluster];
   bool ok = true;
   for (BudgetId b = leaf; b != budgets_.root(); b = budgets_.parent(b)) {
+    const double share = fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
+    // (factor x f) x C, not factor x (f x C): the cap's rounding stays what it always was.
     const double cap = factor * fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
     const Milli held = b < rates.size() ? rates[b] : 0;
-    const double share = fraction_[s.cluster][b] * static_cast<double>(capacity_[s.cluster]);
     const bool exempt =
         empty_exempt &&
         (config_.burst_exempt_max_size <= 0 ||

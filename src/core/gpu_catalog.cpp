@@ -53,7 +53,8 @@ GpuCatalog GpuCatalog::standard() {
       h200, 141, {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"});
   c.add_mig_profiles(
       b200, 180, {"1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"});
-  // A100 80 GB, then the 40 GB one (its 1g.10gb is not the 80 GB one's: 2 memory slices of 8).
+  // A100 80 GB, then the 40 GB one, whose 1g.10gb shares the name but not the size: 2 of its 8
+  // memory slices.
   c.add_mig_profiles(
       a100, 80, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"});
   c.add_mig_profiles(
