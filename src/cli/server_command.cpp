@@ -130,6 +130,9 @@ void usage(bool up) {
       "  --interactive-allowance N  GPUs of interactive sessions per person protected from\n"
       "                       preemption and demotion (docs/policy.md section 6; default 0 =\n"
       "                       off; 8 is the measured setting)\n"
+      "  --inference-share F  allocated inference work (services' protected replicas) holds\n"
+      "                       at most F of each cluster's GPUs; beyond, replicas run\n"
+      "                       unallocated (docs/policy.md section 15; default 0 = no bound)\n"
       "  --interactive-stop-grace S  seconds of notice ($ALLOT_STOP_NOTICE) and time to save\n"
       "                       before an interactive job is stopped (section 9; default 0 =\n"
       "                       an ordinary stop; 300 is the measured setting)\n"
@@ -231,6 +234,15 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.stop_grace_seconds = number("seconds");
     } else if (k == "--interactive-allowance") {
       a.policy.interactive_gpus_per_user = number("GPUs per person");
+    } else if (k == "--inference-share") {
+      const std::string v = next("a fraction of the cluster, 0 to 1");
+      char* end = nullptr;
+      const double f = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(f >= 0 && f <= 1)) {
+        std::fprintf(stderr, "allot: --inference-share must be a fraction from 0 to 1\n");
+        std::exit(2);
+      }
+      a.policy.inference_share = f;
     } else if (k == "--interactive-stop-grace") {
       a.policy.interactive_stop_grace = number("seconds");
     } else if (k == "--submit-rate") {

@@ -209,6 +209,7 @@ struct Scheduler::ClusterScratch {
   std::vector<Milli>
       held_all;  // [leaf budget] milli-GPUs running, allocated or not (compute_projected)
   std::vector<Milli> held_now;  // held_all kept current through the cycle (share claims)
+  Milli inference_held = 0;     // allocated inference jobs' milli-GPUs (policy.md §15)
   bool claiming = false;        // the request try_preempt serves is a share claim, not funded
   int claims_considered = 0;    // share claims that reached the preemption step this cycle
   std::size_t claimable = 0;    // exposed unallocated jobs of leaves above their share

@@ -30,8 +30,9 @@ struct StartDecision {
   StartMode mode = StartMode::Placed;
   std::vector<JobId> victims;  // jobs that must be stopped before this one starts
   // Why a job that asked for a contract (min_runtime > 0) starts unallocated: the highest budget
-  // on its path over its allocation or, with at_burst_limit, holding its burst limit. kNoBudget
-  // when allocated, or when the job asked for no contract.
+  // on its path over its allocation or, with at_burst_limit, holding its burst limit; the root
+  // (with at_burst_limit): the inference tier holds its share of the cluster (PolicyConfig::
+  // inference_share). kNoBudget when allocated, or when the job asked for no contract.
   BudgetId limiting_budget = kNoBudget;
   bool at_burst_limit = false;
 };

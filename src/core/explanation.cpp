@@ -75,7 +75,11 @@ std::string Scheduler::describe(const Explanation& e) const {
   }
   out +=
       "; budget " + budget + " used " + percent(e.standing) + " of its allocation over " + lookback;
-  if (e.limiting_budget != kNoBudget && budgets_.valid(e.limiting_budget)) {
+  if (e.limiting_budget == budgets_.root()) {
+    out += "; the inference tier holds its share of the cluster (" +
+           percent(config_.inference_share) +
+           " running allocated) so the job would run unallocated (preemptible)";
+  } else if (e.limiting_budget != kNoBudget && budgets_.valid(e.limiting_budget)) {
     out += "; " + budgets_.node(e.limiting_budget).path +
            (e.at_burst_limit ? " would exceed its burst limit (" + percent(config_.burst_limit) +
                                    " of its share of the cluster running allocated)"

@@ -21,6 +21,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   // new contract only if it can still afford all the ones it has promised. Speed only: a cycle
   // that funds every job, walks no budget tree, preempts nothing and explains nothing never reads
   // them (the strict baselines), so it skips this walk over every running job.
+  s.inference_held = 0;
   const bool read = s.explain || config_.funding != Funding::Always ||
                     config_.order == QueueOrder::FairShare || config_.preemption;
   if (!read) return;
@@ -31,6 +32,7 @@ void Scheduler::compute_projected(ClusterId c, ClusterScratch& s) const {
   for (const auto& [id, entry] : running_[c]) {
     const JobEntry& j = *entry;
     const Milli milli = total_milli(j.run.placement);
+    if (j.run.allocated && j.spec.kind == JobKind::Inference) s.inference_held += milli;
     if (held) s.held_all[j.spec.budget] += milli;
     if (j.run.allocated && j.spec.kind == JobKind::Debug) {
       s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
@@ -78,7 +80,21 @@ bool Scheduler::funded(const ClusterScratch& s, const JobEntry& j, BudgetId* lim
   }
   const bool ok = within_burst(s, j.spec.budget, milli, limiting);
   if (at_burst_limit) *at_burst_limit = !ok;
+  if (ok && !within_inference_share(s, j, milli)) {
+    *limiting = budgets_.root();  // the whole cluster's tier: see StartDecision::limiting_budget
+    if (at_burst_limit) *at_burst_limit = true;
+    return false;
+  }
   return ok;
+}
+
+// docs/policy.md section 15, "Inference share": whether an inference job holding `extra` more
+// allocated milli-GPUs keeps the tier within inference_share x C. Other jobs always are.
+bool Scheduler::within_inference_share(const ClusterScratch& s, const JobEntry& j,
+                                       Milli extra) const {
+  return config_.inference_share <= 0 || j.spec.kind != JobKind::Inference ||
+         static_cast<double>(s.inference_held + extra) <=
+             config_.inference_share * static_cast<double>(capacity_[s.cluster]);
 }
 
 // Whether every budget from `leaf` up to the root (excluded) holds, with `milli` more, at most
@@ -186,7 +202,9 @@ bool Scheduler::renew_contract(ClusterScratch& s, JobEntry& j, CycleResult& out)
   }
   const MilliGpuSeconds cost = total_milli(j.run.placement) * j.spec.min_runtime;
   BudgetId limiting = kNoBudget;
-  if (!within_allocation(s, j.spec.budget, cost, &limiting)) return false;
+  if (!within_allocation(s, j.spec.budget, cost, &limiting) || !within_inference_share(s, j, 0)) {
+    return false;
+  }
   j.run.allocated_since = now_;
   j.run.protected_until = protection_end(j);
   for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.parent(cur)) {
@@ -219,6 +237,7 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
       }
       if (over == kNoBudget) continue;
       charge_rate(j, -1);
+      if (j.spec.kind == JobKind::Inference) s.inference_held -= m;
       j.run.allocated = false;
       j.run.protected_until = now_;
       out.class_changes.push_back(ClassChange{id, false, now_, over});
@@ -237,6 +256,7 @@ void Scheduler::change_classes(ClusterId c, ClusterScratch& s, CycleResult& out)
       j.run.allocated_since = now_;
       j.run.protected_until = protection_end(j);
       charge_rate(j, +1);
+      if (j.spec.kind == JobKind::Inference) s.inference_held += m;
       for (BudgetId cur = j.spec.budget; cur != kNoBudget; cur = budgets_.parent(cur)) {
         s.projected[cur] += m * j.spec.min_runtime;
       }

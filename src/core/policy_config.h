@@ -100,6 +100,12 @@ struct PolicyConfig {
   // 5 min is the measured setting: `--interactive-stop-grace 5m`).
   Duration interactive_stop_grace = 0;
 
+  // The inference tier's share of each cluster (docs/policy.md section 15): allocated inference
+  // jobs (a service's protected replicas) hold at most inference_share x C GPUs between them. An
+  // inference job beyond it is not funded (it runs unallocated, preemptible by training), and a
+  // protected replica's contract is not renewed past it. 0: no bound. Lookback funding only.
+  double inference_share = 0;
+
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated
   bool promote_when_funded = true;     // unallocated jobs with a contract become allocated

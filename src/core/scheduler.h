@@ -292,6 +292,7 @@ class Scheduler : private detail::SchedulerState {
                        bool empty_exempt, BudgetId* limiting) const;
   void change_classes(ClusterId c, ClusterScratch& s, CycleResult& out);
   bool renew_contract(ClusterScratch& s, JobEntry& j, CycleResult& out);
+  bool within_inference_share(const ClusterScratch& s, const JobEntry& j, Milli extra) const;
 
   // scheduler_cycle.cpp: the cycle and each cluster's walk (§7, §9).
   void stop_failed_and_drained(CycleResult& out);

@@ -252,6 +252,9 @@ void Controller::cycle(bool explain) {
     if (s.allocated) return std::string();
     if (spec.min_runtime <= 0) return std::string(" (no minimum runtime asked: preemptible)");
     const auto& tree = sched_.budgets();
+    if (s.limiting_budget == tree.root()) {
+      return std::string(" (the inference tier holds its share of the cluster)");
+    }
     if (s.limiting_budget == core::kNoBudget || !tree.valid(s.limiting_budget)) {
       return std::string(" (its budget could not fund the contract)");
     }

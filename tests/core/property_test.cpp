@@ -342,6 +342,7 @@ class Sim {
     if (kept.chance(0.2)) c.burst_exempt_below = kept.pick(std::vector<double>{0.5, 1.0});
     if (kept.chance(0.2)) c.burst_exempt_max_size = kept.pick(std::vector<double>{1.0, 2.0});
     c.keep_non_resumable_allocated = kept.chance(0.2);
+    if (kept.chance(0.2)) c.inference_share = kept.pick(std::vector<double>{0.25, 0.5});
   }
 
   void make_clusters() {

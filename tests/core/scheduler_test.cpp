@@ -340,6 +340,60 @@ TEST(BurstLimit, TheExceptionsSizeBoundLeavesALargerJobUnfunded) {
   }
 }
 
+// inference_share (docs/policy.md §15): allocated inference work holds at most that share of the
+// cluster; beyond it a replica runs unallocated, and training takes its GPUs back.
+TEST(InferenceShare, ReplicasBeyondTheTiersShareRunUnallocatedAndTrainingTakesThem) {
+  PolicyConfig config;
+  config.inference_share = 0.5;  // 4 of 8 GPUs
+  World w(config);
+  w.add_nodes(1);
+  const BudgetId serve = w.budget("/serve", 3);  // 6 GPUs: its own burst limit is not what binds
+  const BudgetId train = w.budget("/train", 1);
+  auto replica = [&](int gpus) {
+    JobSpec j = w.job(serve, gpus, kHour);
+    j.kind = JobKind::Inference;
+    return w.submit(j);
+  };
+  const JobId first = replica(2);
+  const JobId second = replica(2);
+  const JobId third = replica(2);
+  auto r = w.run();
+  EXPECT_TRUE(w.allocated(first));
+  EXPECT_TRUE(w.allocated(second));
+  ASSERT_TRUE(w.running(third));
+  EXPECT_FALSE(w.allocated(third)) << "the tier holds its 4 GPUs already";
+  const StartDecision* d = nullptr;
+  for (const auto& s : r.starts) {
+    if (s.job == third) d = &s;
+  }
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->limiting_budget, w.s.budgets().root());
+  // Training takes the unallocated replica's GPUs, never the protected ones'.
+  w.now += kMinute;
+  const JobId big = w.submit(train, 4, kHour);
+  w.run();
+  EXPECT_TRUE(w.allocated(big));
+  EXPECT_TRUE(w.running(first) && w.running(second));
+  EXPECT_FALSE(w.running(third));
+}
+
+// A batch job of the serving budget is not bounded by the tier's share.
+TEST(InferenceShare, OnlyInferenceJobsAreBounded) {
+  PolicyConfig config;
+  config.inference_share = 0.25;
+  World w(config);
+  w.add_nodes(1);
+  const BudgetId serve = w.budget("/serve");
+  w.budget("/train");
+  JobSpec replica = w.job(serve, 2, kHour);
+  replica.kind = JobKind::Inference;
+  const JobId r = w.submit(replica);
+  const JobId batch = w.submit(serve, 2, kHour);
+  w.run();
+  EXPECT_TRUE(w.allocated(r));
+  EXPECT_TRUE(w.allocated(batch));
+}
+
 TEST(BurstLimit, PromotionRespectsTheCap) {
   PolicyConfig config;
   config.lookback = 4 * kHour;
