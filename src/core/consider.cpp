@@ -45,7 +45,7 @@ void Scheduler::start(ClusterScratch& s, JobEntry& j, Placement p, bool allocate
     }
   }
   if (allocated) charge_rate(j, +1);
-  if (allocated && j.spec.kind == JobKind::Inference) s.inference_held += total_milli(r.placement);
+  if (allocated && j.spec.kind == JobKind::Inference) s.inference_held += static_cast<Milli>(m);
   if (allocated && j.spec.kind == JobKind::Debug) {
     s.debug_gpus[j.spec.budget] += j.spec.shape.total_gpus();
   }

@@ -42,7 +42,7 @@ void ApiServer::Impl::install_token_routes() {
   route("GET", "/api/v1/tokens", [this](const httplib::Request& req, httplib::Response& res) {
     auto p = authenticate(req);
     check_query(req, {});
-    require(p.is_admin() || p.is_human(),
+    require(p.is_human(),
             "list tokens (administrators; managers their members' tokens; everyone their own "
             "service tokens)");
     auto snap = ctl->snapshot();
@@ -133,7 +133,7 @@ void ApiServer::Impl::install_token_routes() {
   route("DELETE", "/api/v1/tokens/{id}",
         [this](const httplib::Request& req, httplib::Response& res) {
           auto p = authenticate(req);
-          require(p.is_admin() || p.is_human(),
+          require(p.is_human(),
                   "revoke tokens (administrators; managers their members' tokens; everyone "
                   "their own service tokens)");
           std::int64_t id = 0;
