@@ -79,6 +79,18 @@ struct ClassChange {
   bool renewed = false;  // an allocated job's contract renewed (JobSpec::renew_contract)
 };
 
+// A GPU to be split into other MIG instances, or made whole (docs/policy.md section 7.5): the
+// caller has the node's agent make it so, then reports the layout the node achieved
+// (Scheduler::set_node_mig, or cancel_mig_plans when it achieved nothing). Until then the GPU takes
+// no work.
+struct MigRepartition {
+  ClusterId cluster = 0;
+  NodeId node = 0;
+  int gpu = 0;
+  std::vector<MigInstance> instances;  // the new layout; empty: the GPU whole, MIG mode off
+  JobId for_job = kNoJob;              // the first waiting job it serves
+};
+
 struct Reservation {
   JobId job = kNoJob;
   ClusterId cluster = 0;

@@ -96,6 +96,20 @@ void GpuPool::set_mig(NodeId n, const std::vector<std::vector<MigInstance>>& lay
   reindex(n);
 }
 
+std::optional<Placement> GpuPool::entire_gpu(NodeId n, int gpu) const {
+  const NodeState& s = nodes_[n];
+  const auto g = static_cast<std::uint16_t>(gpu);
+  if (!in_mig(s, g)) {
+    if (s.free[g] != kWholeGpu) return std::nullopt;
+    return Placement{GpuSlot(n, g)};
+  }
+  const auto& all = mig_[s.mig_at - 1].all[g];
+  if (mig_free(s, g).size() != all.size()) return std::nullopt;
+  Placement p;
+  for (const MigInstance& m : all) p.emplace_back(n, g, m.milli, m.profile);
+  return p;
+}
+
 bool GpuPool::fraction_could_ever_fit(const NodeState& s, const Shape& shape) const {
   for (std::size_t g = 0; g < s.free.size(); ++g) {
     if (!in_mig(s, g)) {

@@ -55,6 +55,9 @@ class GpuPool {
   // The slot a fraction of `shape` would take on this GPU (a whole MIG instance, or its milli of
   // a shared GPU), or none when it does not fit there.
   std::optional<GpuSlot> fraction_slot(NodeId node, int gpu, const Shape& shape) const;
+  // The slots that make up GPU `gpu` of `node` while nothing holds any of it: the whole GPU, or
+  // every instance of a GPU in MIG mode; none while some of it is taken.
+  std::optional<Placement> entire_gpu(NodeId node, int gpu) const;
   // Largest free room on one GPU of a schedulable node of `cluster` (any model), in milli.
   Milli largest_gpu_free(ClusterId cluster) const;
   // Largest number of whole GPUs free on one schedulable node of `cluster` with one of `models`.

@@ -106,6 +106,14 @@ struct PolicyConfig {
   // protected replica's contract is not renewed past it. 0: no bound. Lookback funding only.
   double inference_share = 0;
 
+  // Dynamic MIG (docs/policy.md section 7.5, "MIG layouts"): the scheduler re-partitions idle GPUs
+  // of MIG-capable models into the instances waiting jobs name, and makes GPUs whose instances
+  // are all idle whole again when whole-GPU work waits for them. A GPU being re-partitioned takes
+  // no work until its node reports the new layout. false: layouts are the nodes' own (static).
+  bool mig_dynamic = false;
+  // Hysteresis: a GPU whose layout the scheduler changed keeps it at least this long.
+  Duration mig_hold = 10 * kMinute;
+
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated
   bool promote_when_funded = true;     // unallocated jobs with a contract become allocated

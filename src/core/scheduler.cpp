@@ -157,15 +157,8 @@ Status Scheduler::set_node_mig(NodeId node, std::vector<std::vector<MigInstance>
   if (node >= nodes_.size()) return Error{"node", "no such node"};
   if (auto st = check_mig_layout(layout, nodes_[node].spec.gpus, catalog_); !st.ok()) return st;
   nodes_[node].spec.mig = std::move(layout);
-  pool_.set_mig(node, nodes_[node].spec.mig);
-  for (const JobEntry* j : jobs_on_node_[node]) {
-    if (j->state != JobState::Running) continue;
-    Placement here;
-    for (const GpuSlot& g : j->run.placement) {
-      if (g.node == node) here.push_back(g);
-    }
-    pool_.take(here);
-  }
+  settle_mig_plans(node);
+  rebuild_node_capacity(node);
   return ok_status();
 }
 
@@ -398,8 +391,8 @@ Milli Scheduler::allocated_rate(ClusterId cluster, BudgetId budget) const {
 
 Time Scheduler::next_wakeup() const {
   // Speed only: this walk over every running job is most of a strict baseline's cycle.
-  if (only_events_decide()) return kNever;
-  Time t = kNever;
+  if (only_events_decide()) return next_mig_wakeup();
+  Time t = next_mig_wakeup();
   for (ClusterId c = 0; c < clusters_.size(); ++c) {
     for (const auto& [id, entry] : running_[c]) {
       const JobEntry& j = *entry;

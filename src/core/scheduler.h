@@ -96,7 +96,8 @@ struct CycleResult {
   std::vector<ClassChange> class_changes;
   std::vector<StartDecision> starts;
   std::vector<Reservation> reservations;
-  std::vector<Explanation> waiting;  // every pending job left waiting, in fair-share order
+  std::vector<MigRepartition> repartitions;  // dynamic MIG (PolicyConfig::mig_dynamic)
+  std::vector<Explanation> waiting;          // every pending job left waiting, in fair-share order
   std::vector<ClusterState> clusters;
   CycleStats stats;
 };
@@ -160,6 +161,11 @@ struct SchedulerState {
   std::vector<std::map<JobId, JobEntry*>> running_;     // per cluster: Running jobs, by id
   std::vector<std::vector<JobEntry*>> jobs_on_node_;    // Running jobs touching each node
   std::vector<std::vector<Reservation>> reservations_;  // per cluster, from the last cycle
+  // Dynamic MIG (mig_layouts.cpp): GPUs being re-partitioned, by (node, GPU), with the layout
+  // decided (their capacity is held out of pool_ until the node reports); and when each GPU's
+  // layout was last changed by a decision (PolicyConfig::mig_hold).
+  std::map<std::pair<NodeId, int>, std::vector<MigInstance>> mig_plans_;
+  std::map<std::pair<NodeId, int>, Time> mig_changed_at_;
   Time now_ = 0;
 };
 }  // namespace detail
@@ -178,7 +184,15 @@ class Scheduler : private detail::SchedulerState {
   Result<NodeId> add_node(NodeSpec spec);
   // The node's GPUs were split into other MIG instances (NodeSpec::mig; docs/policy.md
   // section 7.3): what its running jobs hold stays theirs.
+  // A GPU being re-partitioned (MigRepartition) whose new layout this reports is done.
   Status set_node_mig(NodeId node, std::vector<std::vector<MigInstance>> layout);
+  // The same for one GPU: its instances now `instances` (empty: whole), the others unchanged.
+  Status set_gpu_mig(NodeId node, int gpu, std::vector<MigInstance> instances);
+  // The node's agent reported what it achieved: re-partitions it did not make are dropped, and
+  // their GPUs take work again as they are.
+  void cancel_mig_plans(NodeId node);
+  // Whether some GPU of the node is being re-partitioned.
+  bool mig_reconfiguring(NodeId node) const;
   // Down stops every job on the node at the next cycle; Unhealthy / Draining stop each job as it
   // reaches its minimum runtime; Healthy takes work again.
   Status set_node_health(NodeId node, NodeHealth health, std::string reason, Time now);
@@ -332,6 +346,13 @@ class Scheduler : private detail::SchedulerState {
   bool unallocated_loss_ok(const JobEntry& victim, const JobEntry& requester) const;
   bool patience_over(const JobEntry& requester) const;
   bool losses_within_limits(const std::vector<JobId>& victims, const JobEntry& requester) const;
+
+  // mig_layouts.cpp: §7.5, dynamic MIG.
+  void plan_mig_layouts(ClusterId c, const std::set<JobId>& started, CycleResult& out);
+  bool mig_layout_may_change(NodeId n, int gpu) const;
+  void rebuild_node_capacity(NodeId n);
+  void settle_mig_plans(NodeId n);
+  Time next_mig_wakeup() const;
 
   // reservations.cpp: §7.4.
   Reservation plan_reservation(ClusterId c, ClusterScratch& s, const JobEntry& j,

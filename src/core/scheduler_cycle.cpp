@@ -27,6 +27,9 @@ CycleResult Scheduler::cycle(Time now, const CycleOptions& options) {
   stop_failed_and_drained(out);
   std::set<JobId> started;
   for (ClusterId c = 0; c < clusters_.size(); ++c) schedule_cluster(c, options, out, started);
+  if (config_.mig_dynamic) {
+    for (ClusterId c = 0; c < clusters_.size(); ++c) plan_mig_layouts(c, started, out);
+  }
   if (clusters_.size() > 1) {
     // A job that waited in one cluster and started in a later one is not waiting and holds no
     // reservation; a job that waits in several keeps the explanation of the first.

@@ -1,0 +1,229 @@
+// Dynamic MIG (docs/policy.md section 7.5, "MIG layouts"): after a cycle's walk, idle GPUs are
+// split into the MIG instances that waiting jobs name, and GPUs in MIG mode whose instances are all
+// idle are made whole for whole-GPU work that waits; a GPU being re-partitioned takes no work until
+// its node reports the layout it achieved.
+#include <algorithm>
+#include <tuple>
+
+#include "core/mig_geometry.h"
+#include "core/scheduler.h"
+
+namespace allot::core {
+namespace {
+
+bool same_instances(std::vector<MigInstance> a, std::vector<MigInstance> b) {
+  auto order = [](const MigInstance& x, const MigInstance& y) {
+    return std::tie(x.milli, x.profile) < std::tie(y.milli, y.profile);
+  };
+  std::sort(a.begin(), a.end(), order);
+  std::sort(b.begin(), b.end(), order);
+  return a == b;
+}
+
+bool accepts(const std::vector<GpuModelId>& models, GpuModelId m) {
+  return models.empty() || std::find(models.begin(), models.end(), m) != models.end();
+}
+
+bool accepts_cluster(const JobSpec& spec, ClusterId c) {
+  return spec.clusters.empty() ||
+         std::find(spec.clusters.begin(), spec.clusters.end(), c) != spec.clusters.end();
+}
+
+}  // namespace
+
+void Scheduler::rebuild_node_capacity(NodeId node) {
+  pool_.set_mig(node, nodes_[node].spec.mig);
+  for (const JobEntry* j : jobs_on_node_[node]) {
+    if (j->state != JobState::Running) continue;
+    Placement here;
+    for (const GpuSlot& g : j->run.placement) {
+      if (g.node == node) here.push_back(g);
+    }
+    pool_.take(here);
+  }
+  // A GPU still being re-partitioned stays out of service.
+  for (auto it = mig_plans_.lower_bound({node, 0});
+       it != mig_plans_.end() && it->first.first == node; ++it) {
+    if (auto all = pool_.entire_gpu(node, it->first.second)) pool_.take(*all);
+  }
+}
+
+void Scheduler::settle_mig_plans(NodeId node) {
+  const auto& layout = nodes_[node].spec.mig;
+  for (auto it = mig_plans_.lower_bound({node, 0});
+       it != mig_plans_.end() && it->first.first == node;) {
+    const auto gpu = static_cast<std::size_t>(it->first.second);
+    const std::vector<MigInstance> none;
+    const auto& now_there = gpu < layout.size() ? layout[gpu] : none;
+    it = same_instances(now_there, it->second) ? mig_plans_.erase(it) : std::next(it);
+  }
+}
+
+Status Scheduler::set_gpu_mig(NodeId node, int gpu, std::vector<MigInstance> instances) {
+  if (node >= nodes_.size()) return Error{"node", "no such node"};
+  if (gpu < 0 || gpu >= nodes_[node].spec.gpus) return Error{"gpu", "no such GPU on the node"};
+  auto layout = nodes_[node].spec.mig;
+  layout.resize(static_cast<std::size_t>(nodes_[node].spec.gpus));
+  layout[static_cast<std::size_t>(gpu)] = std::move(instances);
+  const bool any =
+      std::any_of(layout.begin(), layout.end(), [](const auto& g) { return !g.empty(); });
+  if (!any) layout.clear();
+  return set_node_mig(node, std::move(layout));
+}
+
+void Scheduler::cancel_mig_plans(NodeId node) {
+  if (node >= nodes_.size() || !mig_reconfiguring(node)) return;
+  mig_plans_.erase(mig_plans_.lower_bound({node, 0}), mig_plans_.lower_bound({node + 1, 0}));
+  rebuild_node_capacity(node);
+}
+
+bool Scheduler::mig_reconfiguring(NodeId node) const {
+  auto it = mig_plans_.lower_bound({node, 0});
+  return it != mig_plans_.end() && it->first.first == node;
+}
+
+bool Scheduler::mig_layout_may_change(NodeId n, int gpu) const {
+  if (mig_plans_.count({n, gpu}) > 0) return false;
+  auto it = mig_changed_at_.find({n, gpu});
+  return it == mig_changed_at_.end() || it->second + config_.mig_hold <= now_;
+}
+
+Time Scheduler::next_mig_wakeup() const {
+  Time t = kNever;
+  if (!config_.mig_dynamic) return t;
+  for (const auto& [gpu, at] : mig_changed_at_) {
+    if (at + config_.mig_hold > now_) t = std::min(t, at + config_.mig_hold);
+  }
+  return t;
+}
+
+// §7.5. Splits: a GPU of a MIG-capable model on a schedulable node, not reserved, idle (whole and
+// free, or in MIG mode with every instance free) and past its hold, is split for the waiting jobs
+// that name a profile its model offers, in submission order: their profiles as long as they fit
+// the GPU's geometry, then the smallest profile in the space left. GPUs already in MIG mode go
+// first, then GPUs of nodes that already have some in MIG mode, then those of the node with the
+// fewest whole GPUs free. Merges: a GPU in MIG mode with every instance free and past its hold is
+// made whole when whole-GPU work waits that its node could then hold (the node's whole GPUs free
+// and such GPUs reaching the smallest per-node request of a waiting whole-GPU job that accepts the
+// node's model), as few GPUs as that takes.
+void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, CycleResult& out) {
+  std::erase_if(mig_changed_at_,
+                [&](const auto& e) { return e.second + config_.mig_hold <= now_; });
+  std::vector<char> reserved(nodes_.size(), 0);
+  for (const Reservation& r : reservations_[c]) {
+    for (NodeId n : r.nodes) reserved[n] = 1;
+  }
+  struct Idle {
+    bool in_mig, node_has_mig;
+    int whole_free;
+    NodeId node;
+    int gpu;
+  };
+  std::vector<Idle> idle;                                      // candidates for a split
+  std::vector<std::pair<NodeId, std::vector<int>>> mergeable;  // per node, idle GPUs in MIG mode
+  for (NodeId n : cluster_nodes_[c]) {
+    const Node& node = nodes_[n];
+    if (!node.schedulable() || !catalog_.model(node.spec.model).mig_capable) continue;
+    bool node_has_mig = false;
+    for (int g = 0; g < node.spec.gpus; ++g) node_has_mig |= pool_.in_mig_mode(n, g);
+    std::vector<int> idle_mig;
+    for (int g = 0; g < node.spec.gpus; ++g) {
+      if (!mig_layout_may_change(n, g) || !pool_.entire_gpu(n, g)) continue;
+      const bool in_mig = pool_.in_mig_mode(n, g);
+      if (in_mig) idle_mig.push_back(g);
+      if (!reserved[n]) idle.push_back({in_mig, node_has_mig, pool_.whole_free(n), n, g});
+    }
+    if (!idle_mig.empty()) mergeable.emplace_back(n, std::move(idle_mig));
+  }
+  if (idle.empty() && mergeable.empty()) return;
+
+  // The waiting work, in submission order: jobs that name a profile, and the smallest per-node
+  // request of whole-GPU work by model.
+  std::vector<const JobEntry*> named;
+  std::vector<int> whole_need(catalog_.size(), 0);
+  for (const auto& [id, j] : jobs_) {
+    if (j.state != JobState::Pending || started.count(id) > 0 || !accepts_cluster(j.spec, c)) {
+      continue;
+    }
+    if (j.spec.shape.mig != 0) {
+      named.push_back(&j);
+    } else if (!j.spec.shape.fractional() && !mergeable.empty()) {
+      for (GpuModelId m = 0; m < catalog_.size(); ++m) {
+        if (!accepts(j.spec.models, m)) continue;
+        int& need = whole_need[m];
+        need = need == 0 ? j.spec.shape.gpus_per_node : std::min(need, j.spec.shape.gpus_per_node);
+      }
+    }
+  }
+
+  // Merges first: whole-GPU training takes GPUs back.
+  std::set<std::pair<NodeId, int>> merged;
+  for (const auto& [n, gpus] : mergeable) {
+    const int need = whole_need[nodes_[n].spec.model];
+    const int have = pool_.whole_free(n);
+    if (need == 0 || have >= need || have + static_cast<int>(gpus.size()) < need) continue;
+    for (int k = 0; k < need - have; ++k) {
+      const int g = gpus[static_cast<std::size_t>(k)];
+      out.repartitions.push_back({c, n, g, {}, kNoJob});
+      merged.insert({n, g});
+    }
+  }
+
+  std::sort(idle.begin(), idle.end(), [](const Idle& a, const Idle& b) {
+    return std::make_tuple(!a.in_mig, !a.node_has_mig, a.whole_free, a.node, -a.gpu) <
+           std::make_tuple(!b.in_mig, !b.node_has_mig, b.whole_free, b.node, -b.gpu);
+  });
+  std::vector<char> served(named.size(), 0);
+  for (const Idle& cand : idle) {
+    if (merged.count({cand.node, cand.gpu}) > 0) continue;
+    const GpuModelId model = nodes_[cand.node].spec.model;
+    const int memory = catalog_.model(model).memory_gib;
+    auto offered = [&](MigProfileId p) {
+      const MigProfile& prof = catalog_.mig_profile(p);
+      return std::find(prof.models.begin(), prof.models.end(), model) != prof.models.end() &&
+             std::find(prof.gpu_memory_gib.begin(), prof.gpu_memory_gib.end(), memory) !=
+                 prof.gpu_memory_gib.end();
+    };
+    std::vector<std::string> names;
+    std::vector<MigInstance> layout;
+    JobId first = kNoJob;
+    auto add = [&](MigProfileId p) {
+      names.push_back(catalog_.mig_profile(p).name);
+      if (!mig_layout_starts(names, memory)) {
+        names.pop_back();
+        return false;
+      }
+      layout.push_back({p, catalog_.mig_profile(p).milli});
+      return true;
+    };
+    for (std::size_t k = 0; k < named.size(); ++k) {
+      const JobEntry& j = *named[k];
+      if (served[k] || !accepts(j.spec.models, model) || !offered(j.spec.shape.mig)) continue;
+      if (add(j.spec.shape.mig)) {
+        served[k] = 1;
+        if (first == kNoJob) first = j.spec.id;
+      }
+    }
+    if (first == kNoJob) continue;
+    // The space left: instances of the smallest profile of this GPU (one compute and one memory
+    // slice, no media engines), which any small fraction can use.
+    for (MigProfileId p = 1; p <= catalog_.mig_profile_count(); ++p) {
+      const auto geo = mig_geometry(catalog_.mig_profile(p).name, memory);
+      if (!offered(p) || !geo || geo->memory_slices != 1 || geo->media) continue;
+      while (add(p)) {
+      }
+      break;
+    }
+    out.repartitions.push_back({c, cand.node, cand.gpu, layout, first});
+    if (std::all_of(served.begin(), served.end(), [](char s) { return s != 0; })) break;
+  }
+
+  for (const MigRepartition& r : out.repartitions) {
+    if (r.cluster != c) continue;
+    mig_plans_[{r.node, r.gpu}] = r.instances;
+    mig_changed_at_[{r.node, r.gpu}] = now_;
+    if (auto all = pool_.entire_gpu(r.node, r.gpu)) pool_.take(*all);
+  }
+}
+
+}  // namespace allot::core

@@ -1,0 +1,221 @@
+// docs/policy.md section 7.5, "MIG layouts": the geometry of MIG instances on one GPU, and the
+// dynamic mode in which the scheduler splits idle GPUs for the profiles waiting jobs name and makes
+// them whole again for whole-GPU work, with nothing placed on a GPU while it is re-partitioned.
+#include <gtest/gtest.h>
+
+#include "core/mig_geometry.h"
+#include "world.h"
+
+namespace allot::core {
+namespace {
+
+using testing::World;
+
+using Names = std::vector<std::string>;
+
+TEST(MigGeometry, ProfilesTakeTheMemorySlicesTheirNamesSay) {
+  EXPECT_EQ(mig_geometry("1g.10gb", 80)->memory_slices, 1);
+  EXPECT_EQ(mig_geometry("1g.20gb", 80)->memory_slices, 2);
+  EXPECT_EQ(mig_geometry("3g.40gb", 80)->memory_slices, 4);
+  EXPECT_EQ(mig_geometry("7g.80gb", 80)->memory_slices, 8);
+  // NVIDIA's names round a slice's memory: H200, B200 and B300 slices are still eighths.
+  EXPECT_EQ(mig_geometry("1g.18gb", 141)->memory_slices, 1);
+  EXPECT_EQ(mig_geometry("3g.71gb", 141)->memory_slices, 4);
+  EXPECT_EQ(mig_geometry("1g.45gb", 180)->memory_slices, 2);
+  EXPECT_EQ(mig_geometry("1g.34gb", 288)->memory_slices, 1);
+  // The A100 40 GB's 1g.10gb is two of its slices, the A100 80 GB's one.
+  EXPECT_EQ(mig_geometry("1g.10gb", 40)->memory_slices, 2);
+  EXPECT_TRUE(mig_geometry("1g.10gb+me", 80)->media);
+  EXPECT_EQ(mig_geometry("3g.40gb", 80)->starts, (std::vector<int>{0, 4}));
+  EXPECT_EQ(mig_geometry("2g.20gb", 80)->starts, (std::vector<int>{0, 2, 4}));
+  // Not GPU-instance profiles of this GPU.
+  EXPECT_FALSE(mig_geometry("1c.3g.40gb", 80));
+  EXPECT_FALSE(mig_geometry("1g.30gb", 80));
+  EXPECT_FALSE(mig_geometry("5g.50gb", 80));
+  EXPECT_FALSE(mig_geometry("1g.10gb+gfx", 80));
+  EXPECT_FALSE(mig_geometry("", 80));
+  EXPECT_FALSE(mig_geometry("1g.10gb", 0));
+}
+
+TEST(MigGeometry, ALayoutFitsOnlyAsNvidiaPlacesInstances) {
+  auto starts = [](Names p) { return mig_layout_starts(p, 80); };
+  EXPECT_EQ(starts({}), std::vector<int>{});
+  EXPECT_TRUE(starts(Names(7, "1g.10gb")));
+  EXPECT_FALSE(starts(Names(8, "1g.10gb")));
+  EXPECT_TRUE(starts(Names(4, "1g.20gb")));
+  EXPECT_FALSE(starts(Names(5, "1g.20gb")));
+  EXPECT_TRUE(starts({"3g.40gb", "3g.40gb"}));
+  EXPECT_FALSE(starts({"3g.40gb", "3g.40gb", "1g.10gb"}));  // memory all taken
+  EXPECT_EQ(starts({"1g.10gb", "2g.20gb", "4g.40gb"}), (std::vector<int>{6, 4, 0}));
+  // Four 1-slice instances beside a 3g: the 3g must sit at slice 4, which the search finds.
+  EXPECT_EQ(starts({"3g.40gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"}),
+            (std::vector<int>{4, 0, 1, 2, 3}));
+  EXPECT_FALSE(starts({"4g.40gb", "3g.40gb"}));  // not a combination NVIDIA supports
+  EXPECT_FALSE(starts({"1g.10gb+me", "1g.10gb+me"}));
+  EXPECT_FALSE(starts({"7g.80gb", "1g.10gb"}));
+  EXPECT_FALSE(starts({"1g.18gb"}));  // an H200 name on an 80 GB GPU
+}
+
+PolicyConfig dynamic() {
+  PolicyConfig c;
+  c.mig_dynamic = true;
+  c.mig_hold = 10 * kMinute;
+  return c;
+}
+
+JobSpec named(World& w, BudgetId b, const std::string& profile) {
+  JobSpec j = w.job(b, 1);
+  j.shape.mig = *w.s.catalog().find_mig_profile(profile);
+  j.shape.gpu_milli = w.s.catalog().mig_profile(j.shape.mig).milli;
+  return j;
+}
+
+std::vector<std::string> names(const Scheduler& s, const std::vector<MigInstance>& layout) {
+  std::vector<std::string> out;
+  for (const MigInstance& m : layout) out.push_back(s.catalog().mig_profile(m.profile).name);
+  return out;
+}
+
+TEST(DynamicMig, AnIdleGpuIsSplitForTheProfileAWaitingJobNamesAndNothingRunsThereMeanwhile) {
+  World w(dynamic());
+  const NodeId n = w.add_nodes(1, 2, "H200").front();
+  const BudgetId b = w.budget("/lab/a");
+  const JobId busy = w.submit(b, 1);
+  ASSERT_EQ(w.run().starts.size(), 1u);  // GPU 0 busy, GPU 1 idle
+  const JobId inference = w.submit(named(w, b, "3g.71gb"));
+
+  w.now = 10;
+  CycleResult r = w.run();
+  EXPECT_TRUE(r.starts.empty());
+  ASSERT_EQ(r.repartitions.size(), 1u);
+  const MigRepartition split = r.repartitions.front();
+  EXPECT_EQ(split.node, n);
+  EXPECT_EQ(split.gpu, 1);
+  EXPECT_EQ(split.for_job, inference);
+  // The profile asked for, then the space left as the smallest instances.
+  EXPECT_EQ(names(w.s, split.instances),
+            (Names{"3g.71gb", "1g.18gb", "1g.18gb", "1g.18gb", "1g.18gb"}));
+  EXPECT_TRUE(w.s.mig_reconfiguring(n));
+
+  // Until the node reports, the GPU takes no work: not even a whole-GPU job that fits it.
+  const JobId whole = w.submit(b, 1);
+  w.now = 20;
+  r = w.run();
+  EXPECT_TRUE(r.starts.empty());
+  EXPECT_TRUE(r.repartitions.empty());  // decided once
+
+  const Status set = w.s.set_gpu_mig(n, 1, split.instances);
+  ASSERT_TRUE(set.ok()) << set.error().message();
+  EXPECT_FALSE(w.s.mig_reconfiguring(n));
+  EXPECT_TRUE(w.s.pool().in_mig_mode(n, 1));
+  // (The whole-GPU job now holds a reservation of the node for when GPU 0 frees; it is withdrawn
+  // so that the instance is free to all.)
+  ASSERT_TRUE(w.s.job_finished(whole, 25).ok());
+  w.now = 30;
+  r = w.run();
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(r.starts.front().job, inference);
+  EXPECT_EQ(r.starts.front().placement.front().mig, *w.s.catalog().find_mig_profile("3g.71gb"));
+  EXPECT_TRUE(w.running(busy));
+}
+
+TEST(DynamicMig, StaticLayoutsAreNeverChanged) {
+  World w;  // mig_dynamic off
+  w.add_nodes(1, 1, "H200");
+  const BudgetId b = w.budget("/lab/a");
+  w.submit(named(w, b, "1g.18gb"));
+  const CycleResult r = w.run();
+  EXPECT_TRUE(r.repartitions.empty());
+  EXPECT_TRUE(r.starts.empty());  // waits for an instance no node has
+}
+
+TEST(DynamicMig, GpusOfModelsWithoutMigOrOfReservedNodesAreNotSplit) {
+  World w(dynamic());
+  w.add_nodes(1, 1, "L40S");
+  const BudgetId b = w.budget("/lab/a");
+  w.submit(named(w, b, "1g.18gb"));
+  EXPECT_TRUE(w.run().repartitions.empty());
+}
+
+TEST(DynamicMig, WholeGpuWorkTakesIdleMigGpusBackAndTheHoldBoundsFlapping) {
+  World w(dynamic());
+  const NodeId n = w.add_nodes(1, 2, "H200").front();
+  const BudgetId b = w.budget("/lab/a");
+  const JobId small = w.submit(named(w, b, "1g.18gb"));
+  CycleResult r = w.run();
+  // Both GPUs are idle: the planner splits one (the higher index), which the job then uses.
+  ASSERT_EQ(r.repartitions.size(), 1u);
+  EXPECT_EQ(r.repartitions.front().gpu, 1);
+  EXPECT_EQ(names(w.s, r.repartitions.front().instances), Names(7, "1g.18gb"));
+  ASSERT_TRUE(w.s.set_gpu_mig(n, 1, r.repartitions.front().instances).ok());
+  w.now = 60;
+  r = w.run();
+  ASSERT_EQ(r.starts.size(), 1u);
+  ASSERT_TRUE(w.s.job_finished(small, 120).ok());
+
+  // A 2-GPU job waits: GPU 1 is idle in MIG mode but was split under the hold (10 min).
+  const JobId training = w.submit(b, 2);
+  w.now = 180;
+  r = w.run();
+  EXPECT_TRUE(r.starts.empty());
+  EXPECT_TRUE(r.repartitions.empty());
+  EXPECT_EQ(w.s.next_wakeup(), 10 * kMinute);
+
+  w.now = 10 * kMinute;
+  r = w.run();
+  ASSERT_EQ(r.repartitions.size(), 1u);
+  EXPECT_EQ(r.repartitions.front().gpu, 1);
+  EXPECT_TRUE(r.repartitions.front().instances.empty());  // whole again
+  ASSERT_TRUE(w.s.set_gpu_mig(n, 1, {}).ok());
+  EXPECT_TRUE(w.s.nodes()[n].spec.mig.empty());
+  w.now += 30;
+  r = w.run();
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(r.starts.front().job, training);
+}
+
+TEST(DynamicMig, AMergeThatWouldNotLetWholeWorkFitIsNotMade) {
+  World w(dynamic());
+  NodeSpec spec;
+  spec.name = "mig";
+  spec.model = w.model("H200");
+  spec.gpus = 2;
+  const MigProfileId p = *w.s.catalog().find_mig_profile("1g.18gb");
+  spec.mig = {std::vector<MigInstance>(7, MigInstance{p, 142}), {}};
+  ASSERT_TRUE(w.s.add_node(spec).ok());
+  const BudgetId b = w.budget("/lab/a");
+  w.submit(b, 4);  // more than the node has, whatever is merged
+  EXPECT_TRUE(w.run().repartitions.empty());
+}
+
+TEST(DynamicMig, ANodeThatAchievedNothingGetsItsGpuBack) {
+  World w(dynamic());
+  const NodeId n = w.add_nodes(1, 1, "H200").front();
+  const BudgetId b = w.budget("/lab/a");
+  w.submit(named(w, b, "2g.35gb"));
+  ASSERT_EQ(w.run().repartitions.size(), 1u);
+  // The report brings the layout as it was (the agent could not split it): the plan is dropped
+  // and the GPU takes work again; the hold keeps the planner from asking again at once.
+  w.s.cancel_mig_plans(n);
+  EXPECT_FALSE(w.s.mig_reconfiguring(n));
+  const JobId whole = w.submit(b, 1);
+  w.now = 30;
+  const CycleResult r = w.run();
+  EXPECT_TRUE(r.repartitions.empty());
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(r.starts.front().job, whole);
+}
+
+TEST(DynamicMig, ACopyOfTheSchedulerKeepsItsPlans) {
+  World w(dynamic());
+  const NodeId n = w.add_nodes(1, 1, "H200").front();
+  const BudgetId b = w.budget("/lab/a");
+  w.submit(named(w, b, "1g.18gb"));
+  ASSERT_EQ(w.run().repartitions.size(), 1u);
+  Scheduler copy = w.s;
+  EXPECT_TRUE(copy.mig_reconfiguring(n));
+  EXPECT_EQ(copy.pool().whole_free(n), 0);
+}
+
+}  // namespace
+}  // namespace allot::core
