@@ -133,6 +133,10 @@ void usage(bool up) {
       "  --inference-share F  allocated inference work (services' protected replicas) holds\n"
       "                       at most F of each cluster's GPUs; beyond, replicas run\n"
       "                       unallocated (docs/policy.md section 15; default 0 = no bound)\n"
+      "  --mig-dynamic        re-partition idle GPUs into the MIG instances waiting jobs name,\n"
+      "                       and make them whole again for whole-GPU work (docs/policy.md\n"
+      "                       section 7.5; default off: nodes' layouts are their own)\n"
+      "  --mig-hold S         seconds a GPU keeps a layout the scheduler decided (default 600)\n"
       "  --interactive-stop-grace S  seconds of notice ($ALLOT_STOP_NOTICE) and time to save\n"
       "                       before an interactive job is stopped (section 9; default 0 =\n"
       "                       an ordinary stop; 300 is the measured setting)\n"
@@ -243,6 +247,10 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
         std::exit(2);
       }
       a.policy.inference_share = f;
+    } else if (k == "--mig-dynamic") {
+      a.policy.mig_dynamic = true;
+    } else if (k == "--mig-hold") {
+      a.policy.mig_hold = number("seconds");
     } else if (k == "--interactive-stop-grace") {
       a.policy.interactive_stop_grace = number("seconds");
     } else if (k == "--submit-rate") {

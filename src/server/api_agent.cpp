@@ -67,6 +67,15 @@ json ApiServer::Impl::assignments_json(const Snapshot& snap, const std::string& 
     if (st.notice_seconds > 0) stop["notice_seconds"] = st.notice_seconds;
     out["stop"].push_back(std::move(stop));
   }
+  // GPUs to re-partition before any run (docs/policy.md section 7.5); absent when none, so that
+  // agents older than dynamic MIG see what they always saw.
+  if (!it->second.mig_layouts.empty()) {
+    json layouts = json::array();
+    for (const auto& m : it->second.mig_layouts) {
+      layouts.push_back({{"gpu", m.gpu}, {"profiles", m.profiles}});
+    }
+    out["mig_layouts"] = std::move(layouts);
+  }
   return out;
 }
 

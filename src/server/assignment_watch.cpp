@@ -54,6 +54,11 @@ std::string assignment_version(const Snapshot& snap, const std::string& node) {
       f.num(s.run);
       f.num(s.notice_seconds);
     }
+    for (const auto& m : it->second.mig_layouts) {
+      f.num(m.gpu);
+      f.num(static_cast<std::int64_t>(m.profiles.size()));
+      for (const auto& p : m.profiles) f.str(p);
+    }
   }
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(f.h));

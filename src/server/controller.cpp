@@ -294,6 +294,7 @@ void Controller::cycle(bool explain) {
     }
     batch.push_back(op::UpdateJob{a.rec});
   }
+  for (const auto& r : res.repartitions) order_repartition(r, now, batch);
   if (explain) {
     auto why = std::make_shared<std::map<JobId, WhyInfo>>();
     for (const auto& e : res.waiting) {
@@ -377,6 +378,10 @@ void Controller::publish() {
     }
   }
   s->submits_taken = taken_;
+  for (const auto& [node, gpus] : mig_orders_) {
+    for (const auto& [gpu, profiles] : gpus)
+      s->assignments[node].mig_layouts.push_back({gpu, profiles});
+  }
   s->version = ++published_;
   // GPUs still being vacated: those of runs stopping (preempted, drained, cancelled) that their
   // agents have not yet confirmed gone. A job placed on any of them reaches its agents only once

@@ -91,9 +91,17 @@ struct StopRun {
   int run = 0;
   int notice_seconds = 0;  // > 0: warn first, SIGTERM this long after (an interactive job)
 };
+// A GPU the scheduler re-partitioned (docs/policy.md section 7.5): the agent makes it hold exactly
+// these MIG instances (none: whole, MIG mode off), then registers again with what it achieved.
+struct MigLayoutOrder {
+  int gpu = 0;
+  std::vector<std::string> profiles;
+};
+
 struct NodeAssignments {
-  std::vector<AssignedRun> run;  // should be running on the node
-  std::vector<StopRun> stop;     // to stop, then report preempted
+  std::vector<AssignedRun> run;             // should be running on the node
+  std::vector<StopRun> stop;                // to stop, then report preempted
+  std::vector<MigLayoutOrder> mig_layouts;  // before any run
 };
 
 // What an agent report did: the job's state after it, or why it was not applied.
@@ -359,6 +367,9 @@ class Controller {
   // (protected first), cancels those over what is wanted (elastic ones, waiting ones first) and
   // takes the autoscaler's decision (`measure`: on the explaining cycles, once a second).
   void reconcile_services(Time now, store::WriteBatch& batch, bool measure);
+  // Dynamic MIG (controller_nodes.cpp): a re-partition the core decided goes to the node's agent
+  // (a simulated node makes it at once); the agent's next registration settles it.
+  void order_repartition(const core::MigRepartition& r, Time now, store::WriteBatch& batch);
   void submit_replica(ServiceRt& s, bool protected_tier, Time now, store::WriteBatch& batch);
   void cancel_in_loop(Active& a, const std::string& reason, Time now, store::WriteBatch& batch);
   // The mean fraction of GPU memory used on a running replica's GPUs, from its nodes' latest
@@ -388,6 +399,9 @@ class Controller {
   std::map<JobId, Vacating> vacating_;
   std::map<std::string, core::NodeId> node_ids_;
   std::vector<store::NodeRecord> nodes_;  // by NodeId
+  // node name -> GPU -> the MIG profiles its agent is to make (order_repartition), until the
+  // node registers again.
+  std::map<std::string, std::map<int, std::vector<std::string>>> mig_orders_;
   std::map<std::string, store::BudgetRecord> budgets_;
   std::map<std::string, std::string> user_limits_;  // user -> their limits' JSON
   std::map<std::string, core::ClusterId> cluster_ids_;

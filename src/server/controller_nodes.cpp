@@ -158,6 +158,13 @@ core::Result<std::pair<store::NodeRecord, bool>> Controller::register_node(store
         }
         dirty_ = true;
       }
+      // A re-partition ordered before this registration is settled by it: the agent made it
+      // (the layout above matched it) or could not (the GPU takes work as it is).
+      if (sched_.mig_reconfiguring(it->second) || mig_orders_.count(n.name) > 0) {
+        sched_.cancel_mig_plans(it->second);
+        mig_orders_.erase(n.name);
+        dirty_ = true;
+      }
       cur.address = n.address;
       cur.devices_json = n.devices_json;
       cur.labels_json = n.labels_json;
@@ -370,6 +377,31 @@ Status Controller::heartbeat(const std::string& name) {
   std::lock_guard lk(contact_mu_);
   if (!last_contact_.count(name)) return Error{"node", "no node named " + name};
   return core::ok_status();
+}
+
+void Controller::order_repartition(const core::MigRepartition& r, Time now,
+                                   store::WriteBatch& batch) {
+  if (r.node >= nodes_.size()) return;
+  const std::string& name = nodes_[r.node].name;
+  std::vector<std::string> profiles;
+  std::string list;
+  for (const auto& m : r.instances) {
+    profiles.push_back(sched_.catalog().mig_profile(m.profile).name);
+    list += (list.empty() ? "" : ", ") + profiles.back();
+  }
+  const std::string what = "GPU " + std::to_string(r.gpu) + " of node " + name +
+                           (profiles.empty() ? " made whole for waiting whole-GPU work"
+                                             : " being split into MIG instances " + list);
+  std::fprintf(stderr, "allot: %s\n", what.c_str());
+  if (auto a = active_.find(r.for_job); a != active_.end()) {
+    batch.push_back(op::AddEvent{
+        {r.for_job, now, a->second.rec.state, a->second.rec.state, what + " for this job"}});
+  }
+  if (nodes_[r.node].simulated) {  // no agent: the layout is made at once
+    (void)sched_.set_gpu_mig(r.node, r.gpu, r.instances);
+    return;
+  }
+  mig_orders_[name][r.gpu] = std::move(profiles);
 }
 
 }  // namespace allot::server

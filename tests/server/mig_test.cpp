@@ -157,5 +157,88 @@ TEST_F(Mig, BadProfilesAreRefusedNamingTheField) {
   EXPECT_EQ(r.body["error"]["field"], "devices[0].mig");
 }
 
+// docs/policy.md section 7.5: with dynamic MIG the server orders an idle GPU split for a job that
+// names a profile, the agent is told in its assignments, and its next registration settles it.
+TEST(DynamicMigServer, AnIdleGpuIsSplitThroughTheAgentAndTakenBackForTraining) {
+  TempDir dir;
+  ControllerOptions o;
+  o.policy.mig_dynamic = true;
+  o.policy.mig_hold = 60;
+  Harness h(dir.file("allot.db"), {}, 1'000'000, o);
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"members", {"ann"}}}).status, 200);
+  const json whole_gpu = {{"name", "n1"},
+                          {"cluster", "c1"},
+                          {"model", "H200"},
+                          {"gpus", 1},
+                          {"devices", {{{"index", 0}, {"uuid", "GPU-0"}}}}};
+  auto tok = h.token("agent-n1", "agent", "n1");
+  ASSERT_EQ(h.post("/api/v1/nodes", whole_gpu, tok).status, 201);
+  auto b = job("k1", "/lab/a", 1);
+  b.erase("gpus_per_node");
+  b["mig"] = "2g.35gb";
+  b["command"] = {"true"};
+  auto r = h.post("/api/v1/jobs", b);
+  ASSERT_EQ(r.status, 201) << r.body.dump();
+  const std::string path = "/api/v1/jobs/" + std::to_string(r.body["id"].get<JobId>());
+  h.sync();
+  auto a = h.get("/api/v1/agent/nodes/n1/assignments", tok);
+  EXPECT_TRUE(a.body["run"].empty()) << a.body.dump();
+  ASSERT_EQ(a.body["mig_layouts"].size(), 1u) << a.body.dump();
+  EXPECT_EQ(a.body["mig_layouts"][0]["gpu"], 0);
+  EXPECT_EQ(a.body["mig_layouts"][0]["profiles"],
+            json::array({"2g.35gb", "1g.18gb", "1g.18gb", "1g.18gb", "1g.18gb", "1g.18gb"}));
+  EXPECT_EQ(h.get(path).body["state"], "pending");
+  const json events = h.get(path + "/events").body["events"];
+  bool told = false;
+  for (const auto& e : events) {
+    told |= e["reason"].get<std::string>().find("GPU 0 of node n1 being split") == 0;
+  }
+  EXPECT_TRUE(told) << events.dump();
+
+  // The agent made it and registers again: the job starts on its 2g instance, and the order is
+  // gone from the assignments.
+  json split = whole_gpu;
+  json instances = json::array();
+  instances.push_back({{"uuid", "MIG-0"}, {"profile", "2g.35gb"}, {"milli", 285}});
+  for (int i = 1; i <= 5; ++i) {
+    instances.push_back(
+        {{"uuid", "MIG-" + std::to_string(i)}, {"profile", "1g.18gb"}, {"milli", 142}});
+  }
+  split["devices"][0]["mig"] = instances;
+  ASSERT_EQ(h.post("/api/v1/nodes", split, tok).status, 200);
+  h.sync();
+  a = h.get("/api/v1/agent/nodes/n1/assignments", tok);
+  EXPECT_FALSE(a.body.contains("mig_layouts")) << a.body.dump();
+  ASSERT_EQ(a.body["run"].size(), 1u) << a.body.dump();
+  EXPECT_EQ(a.body["run"][0]["mig_profile"], "2g.35gb");
+  EXPECT_EQ(h.get(path).body["state"], "starting");
+  const JobId id = r.body["id"];
+  for (const char* event : {"started", "exited"}) {
+    json one = {{"job", id}, {"run", 1}, {"event", event}};
+    if (std::string(event) == "exited") one["exit_code"] = 0;
+    ASSERT_EQ(h.post("/api/v1/agent/nodes/n1/reports", {{"reports", {one}}}, tok).status, 200);
+  }
+  EXPECT_EQ(h.get(path).body["state"], "succeeded");
+
+  // Training waits for the whole GPU: once the hold is over, the idle GPU is made whole.
+  auto training = job("k2", "/lab/a", 1);
+  training["command"] = {"true"};
+  auto t = h.post("/api/v1/jobs", training);
+  ASSERT_EQ(t.status, 201) << t.body.dump();
+  for (int i = 0; i < 3; ++i) {  // the node stays in touch while the hold runs out
+    h.advance(21);
+    ASSERT_EQ(h.post("/api/v1/nodes/n1/heartbeat", json::object(), tok).status, 200);
+  }
+  h.sync();
+  a = h.get("/api/v1/agent/nodes/n1/assignments", tok);
+  ASSERT_EQ(a.body["mig_layouts"].size(), 1u) << a.body.dump();
+  EXPECT_EQ(a.body["mig_layouts"][0]["profiles"], json::array());
+  // An agent that could not do it registers the layout unchanged: the GPU is back as it was.
+  ASSERT_EQ(h.post("/api/v1/nodes", split, tok).status, 200);
+  h.sync();
+  a = h.get("/api/v1/agent/nodes/n1/assignments", tok);
+  EXPECT_FALSE(a.body.contains("mig_layouts")) << a.body.dump();
+}
+
 }  // namespace
 }  // namespace allot::server
