@@ -269,11 +269,15 @@ void GpuPool::whole_gpus_of(NodeId n, int count, Placement* out) const {
 
 std::optional<Placement> GpuPool::find_single(const Index& idx, const Shape& s,
                                               const NodeMask* ex) const {
-  for (auto it = idx.by_free.lower_bound({s.gpus_per_node, 0}); it != idx.by_free.end(); ++it) {
-    if (excluded_node(ex, it->second)) continue;
-    Placement p;
-    whole_gpus_of(it->second, s.gpus_per_node, &p);
-    return p;
+  // With dynamic MIG, whole GPUs of nodes with none in MIG mode first, so that MIG instances stay
+  // on few nodes and the rest stay whole for gangs (docs/policy.md section 7.5).
+  for (int pass = spare_mig_nodes_ ? 0 : 1; pass < 2; ++pass) {
+    for (auto it = idx.by_free.lower_bound({s.gpus_per_node, 0}); it != idx.by_free.end(); ++it) {
+      if (excluded_node(ex, it->second) || (pass == 0 && has_mig(it->second))) continue;
+      Placement p;
+      whole_gpus_of(it->second, s.gpus_per_node, &p);
+      return p;
+    }
   }
   return std::nullopt;
 }

@@ -102,6 +102,18 @@ class GpuPool {
   // GPUs of `node` free for `shape` once `extra` (GPU index -> milli) is handed back.
   bool fits_node_with(NodeId node, const Shape& shape, const std::vector<Milli>& extra) const;
 
+  // With dynamic MIG: a single-node whole-GPU request goes to a node without GPUs in MIG mode
+  // when one fits, before the best fit among the others (docs/policy.md section 7.5).
+  void set_spare_mig_nodes(bool on) { spare_mig_nodes_ = on; }
+  bool has_mig(NodeId node) const {
+    const NodeState& s = nodes_[node];
+    if (s.mig_at == 0) return false;
+    for (std::size_t g = 0; g < s.free.size(); ++g) {
+      if (in_mig(s, g)) return true;
+    }
+    return false;
+  }
+
   // Rises whenever capacity is handed back; a failed search stays failed while it does not change.
   std::uint64_t generation() const { return generation_; }
   // For a what-if search that handed capacity back and took it again: nothing changed, so a
@@ -159,6 +171,7 @@ class GpuPool {
   std::map<Key, Index> index_;
   std::uint64_t generation_ = 0;
   std::uint64_t version_ = 0;
+  bool spare_mig_nodes_ = false;
 };
 
 }  // namespace allot::core

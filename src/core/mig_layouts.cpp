@@ -31,6 +31,29 @@ bool accepts_cluster(const JobSpec& spec, ClusterId c) {
 
 }  // namespace
 
+// The space a split leaves after the profiles asked for: the largest profile of the GPU that still
+// fits, again and again (no media extension; of two with the same compute, the one with less
+// memory), so that a split GPU offers a spread of sizes rather than only the smallest.
+template <class Offered, class Add>
+void Scheduler::fill_mig_layout(int memory, const Offered& offered, const Add& add) const {
+  std::vector<std::pair<std::pair<int, int>, MigProfileId>> order;
+  for (MigProfileId p = 1; p <= catalog_.mig_profile_count(); ++p) {
+    const auto geo = mig_geometry(catalog_.mig_profile(p).name, memory);
+    if (!offered(p) || !geo || geo->media) continue;
+    order.push_back({{-geo->compute_slices, geo->memory_slices}, p});
+  }
+  std::sort(order.begin(), order.end());
+  for (bool added = true; added;) {
+    added = false;
+    for (const auto& [size, p] : order) {
+      if (add(p)) {
+        added = true;
+        break;
+      }
+    }
+  }
+}
+
 void Scheduler::rebuild_node_capacity(NodeId node) {
   pool_.set_mig(node, nodes_[node].spec.mig);
   for (const JobEntry* j : jobs_on_node_[node]) {
@@ -109,12 +132,15 @@ Time Scheduler::next_mig_wakeup() const {
 void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, CycleResult& out) {
   std::erase_if(mig_changed_at_,
                 [&](const auto& e) { return e.second + config_.mig_hold <= now_; });
-  std::vector<char> reserved(nodes_.size(), 0);
+  // Reserved nodes, with what their holder needs of each (§7.4).
+  std::vector<int> reserved(nodes_.size(), 0);
   for (const Reservation& r : reservations_[c]) {
-    for (NodeId n : r.nodes) reserved[n] = 1;
+    const JobEntry* h = job(r.job);
+    for (NodeId n : r.nodes) reserved[n] = h ? std::max(1, h->spec.shape.gpus_per_node) : 1;
   }
   struct Idle {
-    bool in_mig, node_has_mig;
+    bool in_mig;
+    int node_mig;  // GPUs of the node in MIG mode
     int whole_free;
     NodeId node;
     int gpu;
@@ -123,15 +149,15 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
   std::vector<std::pair<NodeId, std::vector<int>>> mergeable;  // per node, idle GPUs in MIG mode
   for (NodeId n : cluster_nodes_[c]) {
     const Node& node = nodes_[n];
+    int node_mig = 0;
+    for (int g = 0; g < node.spec.gpus; ++g) node_mig += pool_.in_mig_mode(n, g);
     if (!node.schedulable() || !catalog_.model(node.spec.model).mig_capable) continue;
-    bool node_has_mig = false;
-    for (int g = 0; g < node.spec.gpus; ++g) node_has_mig |= pool_.in_mig_mode(n, g);
     std::vector<int> idle_mig;
     for (int g = 0; g < node.spec.gpus; ++g) {
       if (!mig_layout_may_change(n, g) || !pool_.entire_gpu(n, g)) continue;
       const bool in_mig = pool_.in_mig_mode(n, g);
       if (in_mig) idle_mig.push_back(g);
-      if (!reserved[n]) idle.push_back({in_mig, node_has_mig, pool_.whole_free(n), n, g});
+      if (!reserved[n]) idle.push_back({in_mig, node_mig, pool_.whole_free(n), n, g});
     }
     if (!idle_mig.empty()) mergeable.emplace_back(n, std::move(idle_mig));
   }
@@ -159,7 +185,8 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
   // Merges first: whole-GPU training takes GPUs back.
   std::set<std::pair<NodeId, int>> merged;
   for (const auto& [n, gpus] : mergeable) {
-    const int need = whole_need[nodes_[n].spec.model];
+    // A reserved node is drained for its holder: what it needs; elsewhere the smallest request.
+    const int need = reserved[n] > 0 ? reserved[n] : whole_need[nodes_[n].spec.model];
     const int have = pool_.whole_free(n);
     if (need == 0 || have >= need || have + static_cast<int>(gpus.size()) < need) continue;
     for (int k = 0; k < need - have; ++k) {
@@ -170,11 +197,25 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
   }
 
   std::sort(idle.begin(), idle.end(), [](const Idle& a, const Idle& b) {
-    return std::make_tuple(!a.in_mig, !a.node_has_mig, a.whole_free, a.node, -a.gpu) <
-           std::make_tuple(!b.in_mig, !b.node_has_mig, b.whole_free, b.node, -b.gpu);
+    return std::make_tuple(!a.in_mig, -a.node_mig, a.whole_free, a.node, -a.gpu) <
+           std::make_tuple(!b.in_mig, -b.node_mig, b.whole_free, b.node, -b.gpu);
   });
+  // Instances already being made serve the first waiting jobs that name their profiles: a job is
+  // not split a second GPU while its first is re-partitioned.
   std::vector<char> served(named.size(), 0);
+  for (const auto& [at, layout] : mig_plans_) {
+    if (nodes_[at.first].spec.cluster != c) continue;
+    for (const MigInstance& m : layout) {
+      for (std::size_t k = 0; k < named.size(); ++k) {
+        if (!served[k] && named[k]->spec.shape.mig == m.profile) {
+          served[k] = 1;
+          break;
+        }
+      }
+    }
+  }
   for (const Idle& cand : idle) {
+    if (std::all_of(served.begin(), served.end(), [](char s) { return s != 0; })) break;
     if (merged.count({cand.node, cand.gpu}) > 0) continue;
     const GpuModelId model = nodes_[cand.node].spec.model;
     const int memory = catalog_.model(model).memory_gib;
@@ -205,17 +246,8 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
       }
     }
     if (first == kNoJob) continue;
-    // The space left: instances of the smallest profile of this GPU (one compute and one memory
-    // slice, no media engines), which any small fraction can use.
-    for (MigProfileId p = 1; p <= catalog_.mig_profile_count(); ++p) {
-      const auto geo = mig_geometry(catalog_.mig_profile(p).name, memory);
-      if (!offered(p) || !geo || geo->memory_slices != 1 || geo->media) continue;
-      while (add(p)) {
-      }
-      break;
-    }
+    fill_mig_layout(memory, offered, add);
     out.repartitions.push_back({c, cand.node, cand.gpu, layout, first});
-    if (std::all_of(served.begin(), served.end(), [](char s) { return s != 0; })) break;
   }
 
   for (const MigRepartition& r : out.repartitions) {

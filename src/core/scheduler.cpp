@@ -74,7 +74,9 @@ void Scheduler::ScratchDeleter::operator()(ClusterScratch* s) const {
 }
 
 Scheduler::Scheduler(PolicyConfig config, GpuCatalog catalog)
-    : detail::SchedulerState(config, std::move(catalog)) {}
+    : detail::SchedulerState(config, std::move(catalog)) {
+  pool_.set_spare_mig_nodes(config_.mig_dynamic);
+}
 
 Scheduler::Scheduler(const Scheduler& other) : detail::SchedulerState(other) {
   repoint_pending();

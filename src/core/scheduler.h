@@ -350,6 +350,8 @@ class Scheduler : private detail::SchedulerState {
   // mig_layouts.cpp: §7.5, dynamic MIG.
   void plan_mig_layouts(ClusterId c, const std::set<JobId>& started, CycleResult& out);
   bool mig_layout_may_change(NodeId n, int gpu) const;
+  template <class Offered, class Add>
+  void fill_mig_layout(int memory, const Offered& offered, const Add& add) const;
   void rebuild_node_capacity(NodeId n);
   void settle_mig_plans(NodeId n);
   Time next_mig_wakeup() const;

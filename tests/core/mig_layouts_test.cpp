@@ -92,9 +92,8 @@ TEST(DynamicMig, AnIdleGpuIsSplitForTheProfileAWaitingJobNamesAndNothingRunsTher
   EXPECT_EQ(split.node, n);
   EXPECT_EQ(split.gpu, 1);
   EXPECT_EQ(split.for_job, inference);
-  // The profile asked for, then the space left as the smallest instances.
-  EXPECT_EQ(names(w.s, split.instances),
-            (Names{"3g.71gb", "1g.18gb", "1g.18gb", "1g.18gb", "1g.18gb"}));
+  // The profile asked for, then the space left as the largest profiles that still fit.
+  EXPECT_EQ(names(w.s, split.instances), (Names{"3g.71gb", "3g.71gb"}));
   EXPECT_TRUE(w.s.mig_reconfiguring(n));
 
   // Until the node reports, the GPU takes no work: not even a whole-GPU job that fits it.
@@ -146,8 +145,12 @@ TEST(DynamicMig, WholeGpuWorkTakesIdleMigGpusBackAndTheHoldBoundsFlapping) {
   // Both GPUs are idle: the planner splits one (the higher index), which the job then uses.
   ASSERT_EQ(r.repartitions.size(), 1u);
   EXPECT_EQ(r.repartitions.front().gpu, 1);
-  EXPECT_EQ(names(w.s, r.repartitions.front().instances), Names(7, "1g.18gb"));
-  ASSERT_TRUE(w.s.set_gpu_mig(n, 1, r.repartitions.front().instances).ok());
+  EXPECT_EQ(names(w.s, r.repartitions.front().instances), (Names{"1g.18gb", "4g.71gb", "2g.35gb"}));
+  const std::vector<MigInstance> layout = r.repartitions.front().instances;
+  // While GPU 1 is re-partitioned the job is served by it: GPU 0, idle too, is left whole.
+  w.now = 5;
+  EXPECT_TRUE(w.run().repartitions.empty());
+  ASSERT_TRUE(w.s.set_gpu_mig(n, 1, layout).ok());
   w.now = 60;
   r = w.run();
   ASSERT_EQ(r.starts.size(), 1u);

@@ -185,8 +185,7 @@ TEST(DynamicMigServer, AnIdleGpuIsSplitThroughTheAgentAndTakenBackForTraining) {
   EXPECT_TRUE(a.body["run"].empty()) << a.body.dump();
   ASSERT_EQ(a.body["mig_layouts"].size(), 1u) << a.body.dump();
   EXPECT_EQ(a.body["mig_layouts"][0]["gpu"], 0);
-  EXPECT_EQ(a.body["mig_layouts"][0]["profiles"],
-            json::array({"2g.35gb", "1g.18gb", "1g.18gb", "1g.18gb", "1g.18gb", "1g.18gb"}));
+  EXPECT_EQ(a.body["mig_layouts"][0]["profiles"], json::array({"2g.35gb", "4g.71gb", "1g.18gb"}));
   EXPECT_EQ(h.get(path).body["state"], "pending");
   const json events = h.get(path + "/events").body["events"];
   bool told = false;
@@ -200,10 +199,8 @@ TEST(DynamicMigServer, AnIdleGpuIsSplitThroughTheAgentAndTakenBackForTraining) {
   json split = whole_gpu;
   json instances = json::array();
   instances.push_back({{"uuid", "MIG-0"}, {"profile", "2g.35gb"}, {"milli", 285}});
-  for (int i = 1; i <= 5; ++i) {
-    instances.push_back(
-        {{"uuid", "MIG-" + std::to_string(i)}, {"profile", "1g.18gb"}, {"milli", 142}});
-  }
+  instances.push_back({{"uuid", "MIG-1"}, {"profile", "4g.71gb"}, {"milli", 571}});
+  instances.push_back({{"uuid", "MIG-2"}, {"profile", "1g.18gb"}, {"milli", 142}});
   split["devices"][0]["mig"] = instances;
   ASSERT_EQ(h.post("/api/v1/nodes", split, tok).status, 200);
   h.sync();
