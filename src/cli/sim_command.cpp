@@ -76,6 +76,11 @@ void usage(FILE* out) {
       "                         (default 0: none; 8 is the measured setting; fairshare only)\n"
       "  --interactive-stop-grace DUR  warning before an interactive job's stop, its work saved\n"
       "                         (default 0: an ordinary stop; 5m measured; fairshare only)\n"
+      "  --mig-dynamic on|off   the scheduler re-partitions idle GPUs into the MIG instances\n"
+      "                         waiting jobs name, and back (docs/policy.md 7.5; default off)\n"
+      "  --mig-hold DUR         a GPU keeps a layout the scheduler decided this long (10m)\n"
+
+      "  --mig-reconfigure DUR  a GPU being re-partitioned is unusable this long (default 30s)\n"
       "  --debug-first on|off   debug jobs get a pass of their own before other work (default:\n"
       "                         as the preset says: on, except fifo-strict and sjf-strict)\n"
       "sweep (allot sim sweep): comma-separated values make a grid, e.g.\n"
@@ -215,6 +220,8 @@ int sim_main(int argc, char** argv) {
   std::optional<bool> share_claims, keep_non_resumable;
   std::optional<int> interactive_allowance;
   std::optional<core::Duration> interactive_grace;
+  std::optional<bool> mig_dynamic;
+  std::optional<core::Duration> mig_hold, mig_reconfigure;
   std::vector<core::Duration> loss_patience;
   std::optional<bool> debug_first;  // overrides every preset's debug_jobs_first
   std::vector<std::string> budget_files;
@@ -366,6 +373,16 @@ int sim_main(int argc, char** argv) {
         return bad("bad --interactive-stop-grace (one duration)");
       }
       interactive_grace = d;
+    } else if (a == "--mig-dynamic") {
+      if (!need("--mig-dynamic")) return 2;
+      if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
+        return bad(std::string("bad --mig-dynamic '") + v + "' (expected on or off)");
+      }
+      mig_dynamic = std::strcmp(v, "on") == 0;
+    } else if (a == "--mig-hold" || a == "--mig-reconfigure") {
+      core::Duration d = 0;
+      if (!need(a.c_str()) || !duration(&d)) return bad("bad " + a + " (one duration)");
+      (a == "--mig-hold" ? mig_hold : mig_reconfigure) = d;
     } else if (a == "--unallocated-loss-ratio") {
       if (!need("--unallocated-loss-ratio") || !parse_numbers(v, &loss_ratio) ||
           loss_ratio.size() != 1) {
@@ -465,6 +482,10 @@ int sim_main(int argc, char** argv) {
     if (!loss_ratio.empty()) o.policy.max_unallocated_loss_ratio = loss_ratio.front();
     if (!loss_patience.empty()) o.policy.unallocated_loss_patience = loss_patience.front();
     if (debug_first) o.policy.debug_jobs_first = *debug_first;
+    // Infrastructure rather than policy: every policy's run gets it alike.
+    if (mig_dynamic) o.policy.mig_dynamic = *mig_dynamic;
+    if (mig_hold) o.policy.mig_hold = *mig_hold;
+    if (mig_reconfigure) o.mig_reconfigure = *mig_reconfigure;
   }
 
   // The lab model states its own load (its regime); a closed loop's first jobs have no load of

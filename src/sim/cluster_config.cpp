@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/mig_geometry.h"
+
 namespace allot::sim {
 
 int ClusterConfig::total_gpus() const {
@@ -67,6 +69,15 @@ core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const 
       pool.gpu_model = p["gpu_model"].as<std::string>();
       if (p["gpus_per_node"]) pool.gpus_per_node = p["gpus_per_node"].as<int>();
       if (p["nodes_per_block"]) pool.nodes_per_block = p["nodes_per_block"].as<int>();
+      if (p["mig_gpus_per_node"]) pool.mig_gpus = p["mig_gpus_per_node"].as<int>();
+      if (p["mig_profiles"]) pool.mig_profiles = p["mig_profiles"].as<std::vector<std::string>>();
+      if ((pool.mig_gpus > 0) != !pool.mig_profiles.empty() || pool.mig_gpus < 0 ||
+          pool.mig_gpus > pool.gpus_per_node || pool.mig_profiles.size() > 7) {
+        return error("pools[" + std::to_string(i) + "].mig_profiles",
+                     "mig_gpus_per_node (1 to gpus_per_node) and mig_profiles (1 to 7 MIG "
+                     "profiles) go together",
+                     line);
+      }
       if (!printable_name(pool.name)) {
         return error("pools[" + std::to_string(i) + "].name",
                      "must be 1-128 printable ASCII characters", line);
@@ -131,6 +142,24 @@ core::Result<core::ClusterId> build_cluster(const ClusterConfig& cluster, core::
       spec.gpus = p.gpus_per_node;
       spec.block =
           p.nodes_per_block > 0 ? p.name + "-b" + std::to_string(i / p.nodes_per_block) : p.name;
+      if (p.mig_gpus > 0) {
+        const int memory = s.catalog().model(*model).memory_gib;
+        if (!core::mig_layout_starts(p.mig_profiles, memory)) {
+          return core::Error{"pool " + p.name + ": mig_profiles",
+                             "not a layout one " + p.gpu_model + " GPU can hold"};
+        }
+        std::vector<core::MigInstance> gpu;
+        for (const std::string& name : p.mig_profiles) {
+          const auto prof = s.catalog().find_mig_profile(name);
+          if (!prof) {
+            return core::Error{"pool " + p.name + ": mig_profiles",
+                               "'" + name + "' is not a MIG profile of the catalogue"};
+          }
+          gpu.push_back({*prof, s.catalog().mig_profile(*prof).milli});
+        }
+        spec.mig.assign(static_cast<std::size_t>(p.gpus_per_node), {});
+        for (int g = 0; g < p.mig_gpus; ++g) spec.mig[static_cast<std::size_t>(g)] = gpu;
+      }
       auto r = s.add_node(std::move(spec));
       if (!r.ok()) return core::Error{"pool " + p.name + ": " + r.error().field, r.error().reason};
     }

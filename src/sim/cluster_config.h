@@ -7,6 +7,8 @@
 //       gpu_model: H100     # a model of the core's catalogue, or a new name (added to it)
 //       gpus_per_node: 8
 //       nodes_per_block: 4  # optional topology blocks of this many nodes (default: one block)
+//       mig_gpus_per_node: 2                  # optional: the first 2 GPUs of each node split
+//       mig_profiles: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]   # into these MIG instances
 #pragma once
 
 #include <string>
@@ -23,6 +25,10 @@ struct NodePool {
   std::string gpu_model;
   int gpus_per_node = 8;
   int nodes_per_block = 0;  // 0: the whole pool is one block
+  // A static MIG layout (docs/policy.md section 7.3): the first mig_gpus GPUs of each node hold
+  // these instances (a layout NVIDIA's geometry allows, of profiles the model offers).
+  int mig_gpus = 0;
+  std::vector<std::string> mig_profiles;
 };
 
 struct ClusterConfig {

@@ -350,7 +350,8 @@ core::Status validate(const LabWorkloadModel& m) {
 ClusterConfig lab_cluster(const LabWorkloadModel& m) {
   ClusterConfig c;
   c.name = "lab-" + std::to_string(m.nodes * m.gpus_per_node);
-  c.pools.push_back(NodePool{"h100", m.nodes, m.gpu_model, m.gpus_per_node, m.nodes_per_block});
+  c.pools.push_back(
+      NodePool{"h100", m.nodes, m.gpu_model, m.gpus_per_node, m.nodes_per_block, 0, {}});
   return c;
 }
 

@@ -123,6 +123,15 @@ core::Result<Workload> parse_native_workload(const std::string& text, const std:
       }
       job.gpu_milli = *m;
     }
+    if (j.contains("mig")) {
+      const auto& m = j["mig"];
+      if (!m.is_string() || m.get<std::string>().empty() || m.get<std::string>().size() > 32 ||
+          job.gpus != 1 || job.nodes > 0 || j.contains("gpu_milli")) {
+        bad("mig", "must be a MIG profile name (\"1g.10gb\"), for one GPU, without gpu_milli");
+        continue;
+      }
+      job.mig = m.get<std::string>();
+    }
     if (j.contains("min_runtime")) {
       auto d = duration_field(j["min_runtime"]);
       if (!d || *d < 0) {

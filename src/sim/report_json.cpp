@@ -49,6 +49,10 @@ Json policy_config(const core::PolicyConfig& c) {
   if (c.burst_exempt_below > 0) j["burst_exempt_below"] = fixed(c.burst_exempt_below);
   if (c.burst_exempt_max_size > 0) j["burst_exempt_max_size"] = fixed(c.burst_exempt_max_size);
   if (c.keep_non_resumable_allocated) j["keep_non_resumable_allocated"] = true;
+  if (c.mig_dynamic) {  // docs/policy.md §7.5
+    j["mig_dynamic"] = true;
+    j["mig_hold_s"] = c.mig_hold;
+  }
   if (c.funding == core::Funding::Lookback && c.preemption) j["share_claims"] = c.share_claims;
   if (c.funding == core::Funding::Lookback) {  // docs/policy.md §6, §9
     j["interactive_gpus_per_user"] = c.interactive_gpus_per_user;
@@ -126,6 +130,11 @@ Json run_json(const RunResult& r) {
                         {"preempted", r.interactive_preemptions},
                         {"lost_gpu_hours", fixed(r.interactive_lost_gpu_hours, 3)},
                         {"wait", summary(r.interactive_wait)}};
+  if (r.mig_splits + r.mig_merges > 0) {
+    j["mig"] = {{"splits", r.mig_splits},
+                {"merges", r.mig_merges},
+                {"reconfigure_gpu_hours", fixed(r.mig_reconfigure_gpu_hours, 3)}};
+  }
   j["fragmentation"] = {{"idle_gpu_hours", fixed(r.fragmented_gpu_hours, 3)},
                         {"of_available", fixed(r.fragmentation)}};
   j["jain_fairness"] = fixed(r.jain_fairness);

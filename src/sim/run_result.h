@@ -95,6 +95,10 @@ struct RunResult {
   double interactive_lost_gpu_hours = 0;
   Summary interactive_wait;
   double fragmented_gpu_hours = 0, fragmentation = 0;  // idle while a fitting-size job waited
+  // Dynamic MIG (docs/policy.md section 7.5): GPUs re-partitioned (split and made whole), and the
+  // GPU-hours they spent unusable meanwhile (SimOptions::mig_reconfigure each).
+  std::size_t mig_splits = 0, mig_merges = 0;
+  double mig_reconfigure_gpu_hours = 0;
   double jain_fairness = 1;
   double total_gpu_hours = 0, available_gpu_hours = 0, occupied_gpu_hours = 0;
   double allocated_gpu_hours = 0, unallocated_gpu_hours = 0, draining_gpu_hours = 0;

@@ -86,6 +86,20 @@ Scenario make_scenario(ClusterConfig cluster, BudgetConfig budgets, const Worklo
     AdmittedJob a;
     a.job = j;
     a.shape = shape;
+    if (!j.mig.empty()) {  // the profile's share, on the models that offer it (as the server does)
+      const auto p = catalog.find_mig_profile(j.mig);
+      if (!p || catalog.mig_profile(*p).models.empty()) {
+        diag.skip(file, j.line, "mig", "'" + j.mig + "' is not a MIG profile of the catalogue");
+        continue;
+      }
+      a.shape.mig = *p;
+      a.shape.gpu_milli = catalog.mig_profile(*p).milli;
+      if (a.job.gpu_models.empty()) {
+        for (core::GpuModelId m : catalog.mig_profile(*p).models) {
+          a.job.gpu_models.push_back(catalog.model(m).name);
+        }
+      }
+    }
     // The uneven shape needs nodes - 1 nodes of its full size and one more with the remainder;
     // where the cluster's mix of node sizes cannot give that, the job keeps its even shape.
     const core::Shape uneven = shape_for(j, node_gpus, GangShape::Uneven);
@@ -98,6 +112,7 @@ Scenario make_scenario(ClusterConfig cluster, BudgetConfig budgets, const Worklo
     const bool fits =
         full >= (uneven.uneven() ? uneven.nodes - 1 : uneven.nodes) && any >= uneven.nodes;
     a.uneven_shape = fits ? uneven : shape;
+    if (a.shape.mig != 0) a.uneven_shape = a.shape;
     a.budget_path = j.budget;
     if (!a.job.kind) a.job.kind = core::JobKind::Batch;
     if (!a.job.min_runtime) a.job.min_runtime = 0;

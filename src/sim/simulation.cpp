@@ -107,7 +107,10 @@ void Run::add_logical(std::size_t i) {
   j.remaining = a.job.duration;
   j.milli = a.shape.total_milli();
   j.leaf = *sched_.budgets().find(a.budget_path);
-  j.category = a.shape.nodes > 1 ? kLarge : *a.job.kind == core::JobKind::Debug ? kDebug : kBatch;
+  j.category = a.shape.mig != 0                      ? kMig
+               : a.shape.nodes > 1                   ? kLarge
+               : *a.job.kind == core::JobKind::Debug ? kDebug
+                                                     : kBatch;
   if (i < sc_.jobs.size()) ++budget_jobs_[j.leaf];
 }
 
@@ -363,6 +366,32 @@ void Run::on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scri
   push(next.time, EventKind::Fault, next.node, static_cast<std::uint64_t>(next.health));
 }
 
+// The core decided a new MIG layout for a GPU: it is unusable (the core holds it) until the
+// layout is made, SimOptions::mig_reconfigure later.
+void Run::on_repartition(const core::MigRepartition& r, Time t) {
+  ++(r.instances.empty() ? r_.mig_merges : r_.mig_splits);
+  r_.mig_reconfigure_gpu_hours += static_cast<double>(o_.mig_reconfigure) / 3600.0;
+  mig_making_[{r.node, r.gpu}] = r.instances;
+  push(t + o_.mig_reconfigure, EventKind::MigReady, r.node, static_cast<std::uint64_t>(r.gpu));
+  if (o_.record_events) {
+    std::string layout;
+    for (const core::MigInstance& m : r.instances) {
+      layout += (layout.empty() ? "" : " ") + sched_.catalog().mig_profile(m.profile).name;
+    }
+    record(t, "mig", 0, r.for_job, core::kWholeGpu,
+           sched_.nodes()[r.node].spec.name + " GPU " + std::to_string(r.gpu) + ": " +
+               (layout.empty() ? "whole" : layout));
+  }
+}
+
+void Run::on_mig_ready(core::NodeId node, int gpu, Time t) {
+  auto it = mig_making_.find({node, gpu});
+  if (it == mig_making_.end()) return;
+  (void)sched_.set_gpu_mig(node, gpu, std::move(it->second));
+  mig_making_.erase(it);
+  (void)t;
+}
+
 // When the run is expected to end, for the progress bar: the period asked for (--until, a closed
 // loop's horizon), else a lower bound of when a fixed workload's last job ends: no job ends
 // before its submission plus its duration, and all the work takes at least work / capacity.
@@ -418,6 +447,7 @@ void Run::cycles(Time t) {
     for (const core::StopDecision& d : cr.stops) again |= on_stop(d, t);
     for (const core::ClassChange& c : cr.class_changes) on_class_change(c, t);
     for (const core::StartDecision& d : cr.starts) on_start(d, t);
+    for (const core::MigRepartition& r : cr.repartitions) on_repartition(r, t);
     measure_fragmentation(t);
     if (!again) break;
   }
@@ -466,6 +496,8 @@ RunResult Run::go() {
         on_end(e.a, e.b, t);
       } else if (e.kind == EventKind::Arrival) {
         submit(static_cast<std::size_t>(e.a), t, false);
+      } else if (e.kind == EventKind::MigReady) {
+        on_mig_ready(static_cast<core::NodeId>(e.a), static_cast<int>(e.b), t);
       } else {
         on_fault(static_cast<core::NodeId>(e.a), static_cast<core::NodeHealth>(e.b), t,
                  e.kind == EventKind::Scripted);

@@ -82,7 +82,10 @@ struct SimOptions {
   const Scenario* scenario = nullptr;
   core::PolicyConfig policy;
   GangShape gang_shape = GangShape::Even;  // the preset's shape rule for jobs that give a GPU count
-  bool oracle_durations = false;           // jobs declare their true duration (PolicyPreset)
+  // Dynamic MIG: how long a GPU the core decided to re-partition stays unusable before its new
+  // layout is in service (the agent's next poll, draining nothing, NVML's destroy and create).
+  core::Duration mig_reconfigure = 30;
+  bool oracle_durations = false;  // jobs declare their true duration (PolicyPreset)
   FaultModel faults;
   // Health changes at given times (maintenance, or a test's hand-made failure), besides `faults`.
   std::vector<FaultEvent> scripted_health;

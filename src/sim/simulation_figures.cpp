@@ -83,10 +83,12 @@ void Run::finish(Time end) {
 
   std::vector<double> all;
   for (int c = 0; c < kCategories; ++c) all.insert(all.end(), waits_[c].begin(), waits_[c].end());
-  std::size_t all_censored = censored_[kDebug] + censored_[kBatch] + censored_[kLarge];
+  std::size_t all_censored = 0;
+  for (std::size_t c : censored_) all_censored += c;
   r_.waits.emplace_back("all", summarize(all, all_censored));
   r_.wait_samples.emplace_back("all", all);
   for (int c = 0; c < kCategories; ++c) {
+    if (c == kMig && waits_[c].empty()) continue;  // a workload without MIG jobs
     r_.waits.emplace_back(kCategoryNames[c], summarize(waits_[c], censored_[c]));
     r_.wait_samples.emplace_back(kCategoryNames[c], waits_[c]);
   }

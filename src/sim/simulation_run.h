@@ -23,7 +23,14 @@ inline constexpr double kMilliGpuSecondsPerGpuHour = 1000.0 * 3600.0;
 
 // Arrival: a job a JobSource made (a closed loop's next job), submitted after the other events
 // of its time, like the workload's own arrivals.
-enum class EventKind : std::uint8_t { JobEnd = 0, Fault = 1, Scripted = 2, Arrival = 3 };
+// MigReady: a GPU's re-partition is done (a: node, b: GPU).
+enum class EventKind : std::uint8_t {
+  JobEnd = 0,
+  Fault = 1,
+  Scripted = 2,
+  Arrival = 3,
+  MigReady = 4
+};
 
 struct Event {
   Time time = 0;
@@ -38,8 +45,9 @@ struct Event {
   }
 };
 
-enum Category : std::uint8_t { kDebug, kBatch, kLarge, kCategories };
-const char* const kCategoryNames[] = {"debug", "batch", "large"};
+// kMig: jobs that name a MIG profile (reported only when there are some).
+enum Category : std::uint8_t { kDebug, kBatch, kLarge, kMig, kCategories };
+const char* const kCategoryNames[] = {"debug", "batch", "large", "mig"};
 
 struct LogicalJob {
   std::uint64_t run_id = 0;  // the core's id of its current incarnation
@@ -99,6 +107,8 @@ class Run {
   void on_end(std::uint64_t run_id, std::uint64_t serial, Time t);
   void on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scripted);
   void cycles(Time t);
+  void on_repartition(const core::MigRepartition& r, Time t);
+  void on_mig_ready(core::NodeId node, int gpu, Time t);
   void charge_backlog(std::size_t backlog, double seconds);  // RunResult::core_by_backlog
   void measure_fragmentation(Time t);
   Time expected_end(Time stop_at) const;
@@ -124,6 +134,8 @@ class Run {
   std::vector<RunSlot> slots_;  // by the core's job id
   std::uint64_t next_run_id_ = 0;
   std::unique_ptr<FaultSchedule> faults_;
+  // Dynamic MIG: the layouts being made, by (node, GPU), until their MigReady.
+  std::map<std::pair<core::NodeId, int>, std::vector<core::MigInstance>> mig_making_;
   std::unique_ptr<JobSource> source_;  // a closed loop, or nothing
   std::deque<AdmittedJob> made_;       // its jobs (a deque: references stay valid)
   std::size_t arrivals_due_ = 0;       // its jobs made but not yet submitted

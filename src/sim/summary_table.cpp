@@ -76,6 +76,14 @@ std::string summary_table(const Report& rep, bool with_wall_time) {
                   static_cast<unsigned long long>(r.cycles),
                   static_cast<unsigned long long>(r.events_processed));
     out += line;
+    if (r.mig_splits + r.mig_merges > 0 || wait(r, "mig", true) != "-") {
+      std::snprintf(line, sizeof line,
+                    "    MIG: jobs naming a profile waited %s (p50) / %s (p90); %zu GPUs split, "
+                    "%zu made whole, %.1f GPU-h unusable while re-partitioned\n",
+                    wait(r, "mig", true).c_str(), wait(r, "mig", false).c_str(), r.mig_splits,
+                    r.mig_merges, r.mig_reconfigure_gpu_hours);
+      out += line;
+    }
     if (with_wall_time) {
       std::snprintf(
           line, sizeof line,

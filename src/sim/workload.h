@@ -24,10 +24,11 @@ struct SimJob {
   int nodes = 0;          // 0: chosen from the cluster's node size (see shape_for)
   int gpus_per_node = 0;  // with nodes > 0
   core::Milli gpu_milli = core::kWholeGpu;  // < 1000: a fraction of one GPU
-  core::Duration duration = 0;              // seconds of work when it runs undisturbed
-  double utilization = 1.0;                 // mean used / assigned over its life
-  bool utilization_known = false;           // the workload gave `utilization` (else assumed 1)
-  std::vector<std::string> gpu_models;      // accepted models; empty = any
+  std::string mig;  // a MIG profile the job names ("1g.10gb"): its fraction is the profile's
+  core::Duration duration = 0;          // seconds of work when it runs undisturbed
+  double utilization = 1.0;             // mean used / assigned over its life
+  bool utilization_known = false;       // the workload gave `utilization` (else assumed 1)
+  std::vector<std::string> gpu_models;  // accepted models; empty = any
   // Unknown in traces: filled in by assign_missing() from seeded distributions.
   std::optional<core::Duration> min_runtime;
   std::optional<core::JobKind> kind;

@@ -59,7 +59,7 @@ std::vector<Expected> read_sample() {
 Scenario scenario_of(const std::vector<Expected>& sample, int nodes) {
   ClusterConfig c;
   c.name = "sample";
-  c.pools.push_back({"n", nodes, "V100", 8, 0});
+  c.pools.push_back({"n", nodes, "V100", 8, 0, 0, {}});
   BudgetConfig b;
   b.budgets = {{"/a", 1}};
   Workload w;
@@ -247,8 +247,8 @@ TEST(ShapeRule, AnUnevenShapeTheNodesCannotTakeFallsBackToTheEvenOne) {
   // needs two, so it keeps the even 3 x 6.
   ClusterConfig c;
   c.name = "mixed";
-  c.pools.push_back({"big", 1, "V100", 8, 0});
-  c.pools.push_back({"small", 3, "V100", 6, 0});
+  c.pools.push_back({"big", 1, "V100", 8, 0, 0, {}});
+  c.pools.push_back({"small", 3, "V100", 6, 0, 0, {}});
   BudgetConfig b;
   b.budgets = {{"/a", 1}};
   Workload w;

@@ -215,7 +215,7 @@ TEST(SimScenario, ShapesSplitLargeJobsAcrossWholeNodes) {
 
 TEST(SimScenario, RejectsUnknownBudgetsAndJobsLargerThanTheCluster) {
   ClusterConfig c;
-  c.pools.push_back({"h", 2, "H100", 8, 0});
+  c.pools.push_back({"h", 2, "H100", 8, 0, 0, {}});
   BudgetConfig b;
   b.budgets = {{"/org", 1}, {"/org/a", 1}};
   Workload w;

@@ -36,7 +36,7 @@ Scenario scenario(int nodes, std::vector<SimJob> jobs,
                   std::vector<BudgetEntry> budgets = {{"/a", 1}, {"/b", 1}}) {
   ClusterConfig c;
   c.name = "test";
-  c.pools.push_back({"n", nodes, "H100", 8, 0});
+  c.pools.push_back({"n", nodes, "H100", 8, 0, 0, {}});
   BudgetConfig b;
   b.budgets = std::move(budgets);
   Workload w;
