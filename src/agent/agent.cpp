@@ -257,6 +257,7 @@ void Agent::fail_contact(const Reply& r, const std::string& what) {
 }
 
 bool Agent::try_register() {
+  if (rediscover_ && !rediscover()) return false;
   Registration reg;
   reg.name = o_.node;
   reg.cluster = o_.cluster;
@@ -337,6 +338,7 @@ void Agent::fetch_and_reconcile() {
     return;
   }
   assigned_ = std::move(parsed.value());
+  apply_mig_layouts(*assigned_);  // first: a run of this answer may be placed on the new layout
   restate_started(*assigned_);
   restate_ready(*assigned_);
   reconcile_with(*assigned_);

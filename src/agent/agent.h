@@ -104,6 +104,12 @@ class Agent {
   void sample_gpus();
   void fetch_and_reconcile();
   void restate_started(const Assignments& a);
+  // Dynamic MIG (agent_mig.cpp; docs/agent-protocol.md, "mig_layouts"): re-partitions each GPU of
+  // the answer's layouts that no run here holds, then discovers and registers again, so that the
+  // server learns the instances made; before any run of the same answer starts.
+  void apply_mig_layouts(const Assignments& a);
+  // Discovers the GPUs again (after a re-partition); false, to be retried, when the backend fails.
+  bool rediscover();
   void reconcile_with(const Assignments& a);
   void launch(const Assignment& a);
   // What the runner starts for an assignment: the run itself, or (with another command) its
@@ -154,6 +160,12 @@ class Agent {
   std::map<RunKey, ReadyProbe> probes_;
   // HTTP checks of runs that ended meanwhile: awaited without blocking the loop.
   std::vector<std::future<Runner::CheckOutcome>> orphans_;
+
+  // The last answer's MIG layouts, acted on at mig_orders_at_: the same again within a while are
+  // not acted on again (the server repeats them until it has the layout achieved).
+  std::vector<MigLayoutOrder> mig_orders_;
+  std::chrono::steady_clock::time_point mig_orders_at_{};
+  bool rediscover_ = false;  // the GPUs were re-partitioned: discover before registering
 
   std::set<RunKey> waiting_;  // launches held back while their GPUs are still held (said once)
   std::map<RunKey, RunRecord> records_;

@@ -1,20 +1,25 @@
 // The fake backend: a node described in YAML (fake_node_config.h), its telemetry following a
 // script over the agent's clock, and overridden by files in a control directory that tests and
-// test jobs write while the agent runs.
+// test jobs write while the agent runs. It re-partitions GPUs into MIG instances by the rules the
+// driver applies (core/mig_geometry.h), taking the configured time.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/fake_node_config.h"
 #include "agent/gpu_backend.h"
+#include "core/gpu_catalog.h"
+#include "core/mig_geometry.h"
 
 namespace allot::agent {
 namespace {
@@ -56,12 +61,12 @@ std::optional<double> parse_value(FakeField f, const std::string& text) {
 
 class FakeBackend final : public GpuBackend {
  public:
-  FakeBackend(FakeNodeConfig config, const std::string& seed, std::string control_dir)
-      : config_(std::move(config)), control_dir_(std::move(control_dir)) {
+  FakeBackend(FakeNodeConfig config, std::string seed, std::string control_dir)
+      : config_(std::move(config)), seed_(std::move(seed)), control_dir_(std::move(control_dir)) {
     for (int i = 0; i < config_.gpus; ++i) {
       GpuDevice d;
       d.index = i;
-      d.uuid = "GPU-fake-" + seed + "-" + std::to_string(i);
+      d.uuid = "GPU-fake-" + seed_ + "-" + std::to_string(i);
       d.name = config_.name;
       d.model = config_.model;
       d.memory_mib = config_.memory_mib;
@@ -73,7 +78,7 @@ class FakeBackend final : public GpuBackend {
         for (std::size_t j = 0; j < it->second.size(); ++j) {
           const MigProfile p = *parse_mig_profile(it->second[j]);
           MigDevice m;
-          m.uuid = "MIG-fake-" + seed + "-" + std::to_string(i) + "-" + std::to_string(j);
+          m.uuid = "MIG-fake-" + seed_ + "-" + std::to_string(i) + "-" + std::to_string(j);
           m.profile = it->second[j];
           m.milli = 1000 * p.compute_slices / kMigSlices;
           m.memory_mib = std::int64_t{p.memory_gib} * 1024;
@@ -121,7 +126,57 @@ class FakeBackend final : public GpuBackend {
     return out;
   }
 
+  // Refuses what the driver would refuse (no such GPU, a model without MIG, a layout the
+  // placement rules do not allow) before anything changes; then takes the configured time, and the
+  // GPU's MIG devices are the new ones, with UUIDs no earlier layout had.
+  core::Status reconfigure_mig(int gpu, const std::vector<std::string>& profiles) override {
+    if (gpu < 0 || static_cast<std::size_t>(gpu) >= devices_.size()) {
+      return core::Error{"gpu", "no GPU " + std::to_string(gpu) + " on this node (it has " +
+                                    std::to_string(devices_.size()) + ")"};
+    }
+    const core::GpuCatalog catalog = core::GpuCatalog::standard();
+    const auto model = catalog.find(config_.model);
+    if (!model || !catalog.model(*model).mig_capable) {
+      return core::Error{"mig", config_.model + " GPUs cannot be split into MIG instances"};
+    }
+    const int memory_gib = catalog.model(*model).memory_gib;
+    for (const std::string& p : profiles) {
+      if (!core::mig_geometry(p, memory_gib)) {
+        return core::Error{"mig", "'" + p + "' is not a MIG profile of a " + config_.model + " (" +
+                                      std::to_string(memory_gib) + " GB)"};
+      }
+    }
+    if (!core::mig_layout_starts(profiles, memory_gib)) {
+      return core::Error{"mig", "[" + join(profiles) + "] cannot share one " + config_.model +
+                                    ": they overlap, need more than 7 compute slices, or break "
+                                    "NVIDIA's placement rules"};
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(config_.mig_reconfigure_seconds));
+    ++generation_;
+    GpuDevice& d = devices_[static_cast<std::size_t>(gpu)];
+    d.mig_enabled = !profiles.empty();
+    d.mig.clear();
+    for (std::size_t j = 0; j < profiles.size(); ++j) {
+      MigDevice m;
+      // The generation keeps UUIDs apart across layouts, as the driver's are: a run's device
+      // must never name an instance of a later layout.
+      m.uuid = "MIG-fake-" + seed_ + "-" + std::to_string(gpu) + "-g" +
+               std::to_string(generation_) + "-" + std::to_string(j);
+      m.profile = profiles[j];
+      m.milli = 1000 * core::mig_geometry(profiles[j], memory_gib)->compute_slices / kMigSlices;
+      m.memory_mib = std::int64_t{core::mig_profile_memory_gb(profiles[j])} * 1024;
+      d.mig.push_back(std::move(m));
+    }
+    return core::ok_status();
+  }
+
  private:
+  static std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+    return out;
+  }
+
   // Applies every script event due by `now`, in order; an XID is queued for this sample.
   void play_script(double now) {
     for (; next_ < config_.script.size() && config_.script[next_].at <= now; ++next_) {
@@ -189,12 +244,14 @@ class FakeBackend final : public GpuBackend {
   };
 
   FakeNodeConfig config_;
+  std::string seed_;
   std::string control_dir_;
   std::vector<GpuDevice> devices_;
   std::vector<FakeGpuState> state_;  // defaults plus the script so far
   std::vector<std::vector<int>> xids_;
   std::vector<XidFile> xid_files_;
   std::size_t next_ = 0;  // the first script event not yet played
+  int generation_ = 0;    // layouts made by reconfigure_mig so far
 };
 
 core::Result<std::unique_ptr<GpuBackend>> make(const std::string& text, const std::string& file,

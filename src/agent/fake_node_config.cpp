@@ -160,7 +160,7 @@ FakeNodeConfig parse(const std::string& text, const Reader& r) {
   if (!root.IsMap()) r.fail(root, "node", "expected a mapping with gpus, memory_mib, ...");
   r.only(root, "",
          {"model", "name", "gpus", "memory_mib", "uuid_seed", "mig", "telemetry", "script",
-          "control_dir"});
+          "control_dir", "mig_reconfigure_seconds"});
   FakeNodeConfig c;
   if (!root["gpus"]) r.fail(root, "gpus", "missing (how many GPUs the node has)");
   c.gpus = static_cast<int>(r.integer(root["gpus"], "gpus", 1, 64));
@@ -173,6 +173,10 @@ FakeNodeConfig parse(const std::string& text, const Reader& r) {
   if (c.model.empty()) c.model = catalog_model_name(c.name);
   if (root["uuid_seed"]) c.uuid_seed = r.string(root["uuid_seed"], "uuid_seed");
   if (root["control_dir"]) c.control_dir = r.string(root["control_dir"], "control_dir");
+  if (root["mig_reconfigure_seconds"]) {
+    c.mig_reconfigure_seconds =
+        r.number(root["mig_reconfigure_seconds"], "mig_reconfigure_seconds", 0, 600);
+  }
 
   if (const YAML::Node mig = root["mig"]) {
     if (!mig.IsMap()) r.fail(mig, "mig", "expected a mapping: GPU index -> list of profiles");

@@ -50,6 +50,9 @@ struct FakeNodeConfig {
   FakeGpuState defaults{0, 0, 35, 70, 0, 0, 0};  // util, mem, temp, power, ecc, ecc, lost
   std::vector<FakeScriptEvent> script;           // in time order
   std::string control_dir;                       // "" = none; may contain "{node}"
+  // How long re-partitioning a GPU into MIG instances takes (GpuBackend::reconfigure_mig); a
+  // driver takes seconds, which the agent's loop waits through.
+  double mig_reconfigure_seconds = 1;
 };
 
 // `file` names the source in errors ("<file>:<line>: <field>").

@@ -64,6 +64,16 @@ class GpuBackend {
   // One sample per discovered GPU, in index order. `now` is seconds since the agent started
   // (the fake backend's scripts run on it; NVML ignores it).
   virtual core::Result<std::vector<GpuSample>> sample(double now) = 0;
+  // Makes GPU `gpu` hold exactly these GPU instances ("1g.18gb", "3g.71gb"; each with one compute
+  // instance spanning it), placed where core::mig_layout_starts says; `profiles` empty: no
+  // instance, MIG mode off (the GPU whole). Blocks until done (NVML's calls are synchronous). The
+  // caller makes sure no job runs on the GPU, and discovers again afterwards: what it finds is the
+  // layout achieved, also after a failure part way. A backend that cannot re-partition says so.
+  virtual core::Status reconfigure_mig(int gpu, const std::vector<std::string>& profiles) {
+    (void)profiles;
+    return core::Error{"mig", name() + " backend cannot re-partition GPU " + std::to_string(gpu) +
+                                  " into MIG instances"};
+  }
 };
 
 // Fails with a clear reason when libnvidia-ml.so.1 cannot be loaded or initialised.

@@ -24,13 +24,20 @@ constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
 constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
 constexpr nvmlReturn_t NVML_ERROR_RESET_REQUIRED = 14;
 constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+constexpr nvmlReturn_t NVML_ERROR_IN_USE = 19;
+constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_RESOURCES = 23;
 constexpr nvmlReturn_t NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25;
 constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
 
 constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
 constexpr unsigned NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;
 
+constexpr unsigned NVML_DEVICE_MIG_DISABLE = 0;
 constexpr unsigned NVML_DEVICE_MIG_ENABLE = 1;
+// The GPU-instance profile index of the 1-slice profile with the media engines ("1g.10gb+me"):
+// what names it where the driver's profile info has no name (version 1).
+constexpr unsigned NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7;
+constexpr unsigned NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0;
 constexpr int NVML_TEMPERATURE_GPU = 0;              // nvmlTemperatureSensors_t
 constexpr int NVML_MEMORY_ERROR_TYPE_CORRECTED = 0;  // nvmlMemoryErrorType_t
 constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;
@@ -108,10 +115,61 @@ constexpr unsigned int nvmlGpuInstanceProfileInfo_v2 =
 // own NVML_GPU_INSTANCE_PROFILE_COUNT answer an error, which is skipped.
 constexpr unsigned int kGpuInstanceProfileIndices = 16;
 
-struct nvmlGpuInstancePlacement_t {
+// Version 1 (nvmlDeviceGetGpuInstanceProfileInfo): no version field, no name.
+struct nvmlGpuInstanceProfileInfo_t {
+  unsigned int id;
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+};
+
+struct nvmlGpuInstancePlacement_t {  // in memory slices
   unsigned int start;
   unsigned int size;
 };
+
+struct nvmlComputeInstance_st;
+using nvmlComputeInstance_t = nvmlComputeInstance_st*;
+
+// A compute-instance profile of a GPU instance (nvmlGpuInstanceGetComputeInstanceProfileInfo,
+// version 1; NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE (0) and up).
+struct nvmlComputeInstanceProfileInfo_t {
+  unsigned int id;  // the profile's id within the GPU instance
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+};
+// Version 2 (nvmlGpuInstanceGetComputeInstanceProfileInfoV) adds the version and the name.
+struct nvmlComputeInstanceProfileInfo_v2_t {
+  unsigned int version;  // nvmlComputeInstanceProfileInfo_v2 below
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+};
+constexpr unsigned int nvmlComputeInstanceProfileInfo_v2 =
+    static_cast<unsigned int>(sizeof(nvmlComputeInstanceProfileInfo_v2_t)) | (2U << 24U);
+// NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE (0) up to past the newest drivers' count, as for GPU
+// instances.
+constexpr unsigned int kComputeInstanceProfileIndices = 16;
 
 struct nvmlGpuInstanceInfo_t {
   nvmlDevice_t device;
@@ -174,5 +232,34 @@ using DeviceRegisterEventsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long
                                                 nvmlEventSet_t);  // nvmlDeviceRegisterEvents
 using EventSetWaitFn = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*,
                                         unsigned int timeout_ms);  // nvmlEventSetWait_v2
+
+// Re-partitioning a GPU into MIG instances (nvml_mig.cpp). All privileged (root).
+using DeviceSetMigModeFn =
+    nvmlReturn_t (*)(nvmlDevice_t, unsigned int mode,
+                     nvmlReturn_t* activation_status);  // nvmlDeviceSetMigMode
+using DeviceGetGpuInstanceProfileInfoFn =
+    nvmlReturn_t (*)(nvmlDevice_t, unsigned int profile_index,
+                     nvmlGpuInstanceProfileInfo_t*);  // nvmlDeviceGetGpuInstanceProfileInfo
+using DeviceGetGpuInstancesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int profile_id,
+                                                 nvmlGpuInstance_t* instances,
+                                                 unsigned int* count);  // nvmlDeviceGetGpuInstances
+using DeviceCreateGpuInstanceWithPlacementFn =
+    nvmlReturn_t (*)(nvmlDevice_t, unsigned int profile_id, const nvmlGpuInstancePlacement_t*,
+                     nvmlGpuInstance_t*);  // nvmlDeviceCreateGpuInstanceWithPlacement
+using GpuInstanceDestroyFn = nvmlReturn_t (*)(nvmlGpuInstance_t);  // nvmlGpuInstanceDestroy
+using GpuInstanceGetComputeInstanceProfileInfoFn = nvmlReturn_t (*)(
+    nvmlGpuInstance_t, unsigned int profile_index, unsigned int engine_profile,
+    nvmlComputeInstanceProfileInfo_t*);  // nvmlGpuInstanceGetComputeInstanceProfileInfo
+using GpuInstanceGetComputeInstanceProfileInfoVFn = nvmlReturn_t (*)(
+    nvmlGpuInstance_t, unsigned int profile_index, unsigned int engine_profile,
+    nvmlComputeInstanceProfileInfo_v2_t*);  // nvmlGpuInstanceGetComputeInstanceProfileInfoV
+using GpuInstanceGetComputeInstancesFn =
+    nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned int profile_id, nvmlComputeInstance_t* instances,
+                     unsigned int* count);  // nvmlGpuInstanceGetComputeInstances
+using GpuInstanceCreateComputeInstanceFn =
+    nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned int profile_id,
+                     nvmlComputeInstance_t*);  // nvmlGpuInstanceCreateComputeInstance
+using ComputeInstanceDestroyFn =
+    nvmlReturn_t (*)(nvmlComputeInstance_t);  // nvmlComputeInstanceDestroy
 
 }  // namespace allot::agent::nvml

@@ -11,6 +11,7 @@
 
 #include "agent/gpu_backend.h"
 #include "agent/nvml_api.h"
+#include "agent/nvml_mig.h"
 
 namespace allot::agent {
 namespace {
@@ -53,6 +54,7 @@ struct Functions {
   EventSetFreeFn event_set_free = nullptr;
   DeviceRegisterEventsFn register_events = nullptr;
   EventSetWaitFn event_wait = nullptr;
+  MigFunctions mig;  // re-partitioning (nvml_mig.h): all optional
 };
 
 // Resolves every function; returns the name of the first required one missing ("" if none).
@@ -89,6 +91,7 @@ std::string resolve(void* lib, Functions& f) {
   f.event_set_free = symbol<EventSetFreeFn>(lib, "nvmlEventSetFree");
   f.register_events = symbol<DeviceRegisterEventsFn>(lib, "nvmlDeviceRegisterEvents");
   f.event_wait = symbol<EventSetWaitFn>(lib, "nvmlEventSetWait_v2");
+  resolve_mig(lib, f.mig);
   const Required required[] = {
       {"nvmlInit_v2", f.init != nullptr},
       {"nvmlShutdown", f.shutdown != nullptr},
@@ -196,6 +199,30 @@ class NvmlBackend final : public GpuBackend {
     return out;
   }
 
+  core::Status reconfigure_mig(int index, const std::vector<std::string>& profiles) override {
+    if (!discovered_) {
+      if (auto d = discover(); !d.ok()) return d.error();
+    }
+    Gpu* gpu = nullptr;
+    for (Gpu& g : gpus_) {
+      if (g.index == index) gpu = &g;
+    }
+    if (!gpu) {
+      return core::Error{"gpu", "no GPU " + std::to_string(index) + " on this node (it has " +
+                                    std::to_string(gpus_.size()) + ")"};
+    }
+    if (!gpu->handle) return core::Error{"gpu", gpu->unreadable};
+    const core::Status done =
+        nvml::reconfigure_mig(f_.mig, {gpu->handle, index, gpu->model, gpu->memory_mib}, profiles);
+    // The old instances' handles are gone, whatever was made: read the GPU's MIG devices again
+    // (samples go on from them until the agent discovers again).
+    gpu->migs.clear();
+    GpuDevice d;
+    d.memory_mib = gpu->memory_mib;
+    read_mig(*gpu, d);
+    return done;
+  }
+
  private:
   struct Mig {
     nvmlDevice_t handle = nullptr;
@@ -206,6 +233,7 @@ class NvmlBackend final : public GpuBackend {
     nvmlDevice_t handle = nullptr;
     std::string unreadable;  // why discovery could not read it
     bool mig_mode = false;
+    std::string model;            // the catalogue's name, as discovered
     std::int64_t memory_mib = 0;  // as discovered (the whole GPU's, also when not readable later)
     std::vector<Mig> migs;
     std::string xid_error;   // why its XIDs are not watched ("" when they are, or not supported)
@@ -243,6 +271,7 @@ class NvmlBackend final : public GpuBackend {
       d.memory_mib = full_gpu_memory_mib(gpu.handle, d);
     }
     gpu.memory_mib = d.memory_mib;
+    gpu.model = d.model;
     return "";
   }
 

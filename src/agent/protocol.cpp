@@ -188,6 +188,38 @@ core::Result<Assignments> parse_assignments(const json& body) {
       out.stop.push_back(s);
     }
   }
+  auto layouts = body.find("mig_layouts");
+  if (layouts != body.end() && !layouts->is_null()) {
+    if (!layouts->is_array() || layouts->size() > 64) {
+      return Error{"mig_layouts", "must be a list of at most 64 layouts"};
+    }
+    for (const auto& e : *layouts) {
+      if (!e.is_object()) return Error{"mig_layouts", "entries must be objects"};
+      auto gpu = e.find("gpu");
+      // Compared before narrowing, as for run.gpus: 2^32 must not read as GPU 0.
+      if (gpu == e.end() || !gpu->is_number_integer() || gpu->get<std::int64_t>() < 0 ||
+          gpu->get<std::int64_t>() > 63) {
+        return Error{"mig_layouts.gpu", "must be a GPU index between 0 and 63"};
+      }
+      auto profiles = e.find("profiles");
+      // Required, unlike most lists here: an absent list must not read as "make the GPU whole".
+      if (profiles == e.end() || !profiles->is_array()) {
+        return Error{"mig_layouts.profiles",
+                     "must be a list of MIG profiles (empty: the GPU whole, MIG mode off)"};
+      }
+      Fields f(e, "mig_layouts");
+      MigLayoutOrder order;
+      order.gpu = gpu->get<int>();
+      order.profiles = f.strings("profiles", 7, 32);
+      if (f.error()) return *f.error();
+      for (const MigLayoutOrder& o : out.mig_layouts) {
+        if (o.gpu == order.gpu) {
+          return Error{"mig_layouts.gpu", "GPU " + std::to_string(order.gpu) + " given twice"};
+        }
+      }
+      out.mig_layouts.push_back(std::move(order));
+    }
+  }
   return out;
 }
 

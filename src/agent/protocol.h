@@ -59,9 +59,21 @@ struct StopOrder {
   int notice_seconds = 0;
 };
 
+// One entry of `mig_layouts`: the MIG instances the scheduler wants GPU `gpu` split into
+// (docs/agent-protocol.md). The agent applies it through its backend when no run of its own holds
+// the GPU, then registers again so that the server learns the instances actually made.
+struct MigLayoutOrder {
+  int gpu = 0;
+  // GPU-instance profiles ("1g.18gb", "3g.71gb"), one compute instance spanning each; empty: the
+  // GPU whole, MIG mode off.
+  std::vector<std::string> profiles;
+  bool operator==(const MigLayoutOrder&) const = default;
+};
+
 struct Assignments {
   std::vector<Assignment> run;
   std::vector<StopOrder> stop;
+  std::vector<MigLayoutOrder> mig_layouts;  // none from a server older than dynamic MIG
   int lease_seconds = 30;
   std::int64_t server_time = 0;
 };

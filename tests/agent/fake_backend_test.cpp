@@ -1,8 +1,9 @@
-// The fake backend: discovery from YAML, script timing, control-directory overrides, and errors
-// that name the file, line and field.
+// The fake backend: discovery from YAML, script timing, control-directory overrides, errors that
+// name the file, line and field, and MIG re-partitioning by the driver's placement rules.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -226,7 +227,7 @@ TEST(FakeBackend, YamlErrors) {
             "<fake node>:2: gpus: expected a whole number, got 2.5");
   EXPECT_EQ(error_of("model: H100\ngpus: 2\nmemory_mib: 1\ngpu: 3\n"),
             "<fake node>:4: gpu: unknown field (expected one of: model, name, gpus, memory_mib, "
-            "uuid_seed, mig, telemetry, script, control_dir)");
+            "uuid_seed, mig, telemetry, script, control_dir, mig_reconfigure_seconds)");
   EXPECT_EQ(error_of("model: H100\ngpus: 2\nmemory_mib: 10\ntelemetry: {util_pct: 120}\n"),
             "<fake node>:4: telemetry.util_pct: must be between 0 and 100, got 120");
   EXPECT_EQ(error_of("model: H100\ngpus: 2\nmemory_mib: 10\ntelemetry: {heat: 1}\n"),
@@ -266,6 +267,131 @@ TEST(FakeBackend, MigProfileParsing) {
   EXPECT_FALSE(parse_mig_profile("1g.10"));
   EXPECT_FALSE(parse_mig_profile("1g.10gbx"));
   EXPECT_FALSE(parse_mig_profile("g.10gb"));
+}
+
+// --- MIG re-partitioning (GpuBackend::reconfigure_mig) ---------------------------------------
+
+constexpr const char* kMigNode =
+    "model: H100\ngpus: 2\nmemory_mib: 81559\nmig_reconfigure_seconds: 0\n"
+    "mig:\n  1: [3g.40gb]\n";
+
+std::vector<GpuDevice> devices(GpuBackend& b) {
+  auto d = b.discover();
+  EXPECT_TRUE(d.ok()) << d.error().message();
+  return d.ok() ? d.value() : std::vector<GpuDevice>{};
+}
+
+std::vector<std::string> profiles_of(const GpuDevice& d) {
+  std::vector<std::string> out;
+  for (const MigDevice& m : d.mig) out.push_back(m.profile);
+  return out;
+}
+
+TEST(FakeBackend, ReconfigureMigAppliesTheLayout) {
+  auto b = fake(kMigNode);
+  ASSERT_TRUE(b);
+  auto st = b->reconfigure_mig(0, {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"});
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  auto d = devices(*b);
+  ASSERT_EQ(d.size(), 2u);
+  const GpuDevice& g0 = d[0];
+  EXPECT_TRUE(g0.mig_enabled);
+  EXPECT_EQ(profiles_of(g0),
+            (std::vector<std::string>{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}));
+  EXPECT_EQ(g0.mig[0].milli, 428);
+  EXPECT_EQ(g0.mig[1].milli, 285);
+  EXPECT_EQ(g0.mig[3].milli, 142);
+  EXPECT_EQ(g0.mig[0].memory_mib, 40960);
+  EXPECT_EQ(g0.mig[1].memory_mib, 20480);
+  EXPECT_EQ(g0.mig[0].uuid, "MIG-fake-n01-0-g1-0");
+  EXPECT_EQ(g0.mig[3].uuid, "MIG-fake-n01-0-g1-3");
+  EXPECT_EQ(g0.uuid, "GPU-fake-n01-0") << "the GPU itself stays";
+  EXPECT_EQ(profiles_of(d[1]), std::vector<std::string>{"3g.40gb"}) << "the other GPU untouched";
+  EXPECT_EQ(d[1].mig[0].uuid, "MIG-fake-n01-1-0");
+  auto s = sample(*b, 1);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_TRUE(s[0].present);
+  EXPECT_EQ(s[0].error, "");
+  EXPECT_EQ(s[0].mem_total_mib, 81559);
+
+  // A new layout's instances are new devices: no UUID of the previous one comes back.
+  ASSERT_TRUE(b->reconfigure_mig(1, {"4g.40gb", "2g.20gb", "1g.10gb+me"}).ok());
+  ASSERT_TRUE(b->reconfigure_mig(0, {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}).ok());
+  d = devices(*b);
+  EXPECT_EQ(profiles_of(d[1]), (std::vector<std::string>{"4g.40gb", "2g.20gb", "1g.10gb+me"}));
+  EXPECT_EQ(d[1].mig[2].milli, 142);
+  EXPECT_EQ(d[1].mig[2].memory_mib, 10240);
+  EXPECT_EQ(d[0].mig[0].uuid, "MIG-fake-n01-0-g3-0");
+  EXPECT_NE(d[0].mig[0].uuid, g0.mig[0].uuid);
+}
+
+TEST(FakeBackend, ReconfigureMigRefusesWhatTheDriverWouldAndChangesNothing) {
+  auto b = fake(kMigNode);
+  ASSERT_TRUE(b);
+  const auto before = devices(*b);
+  auto refused = [&](int gpu, const std::vector<std::string>& profiles) {
+    auto st = b->reconfigure_mig(gpu, profiles);
+    return st.ok() ? std::string("(applied)") : st.error().message();
+  };
+  EXPECT_EQ(refused(2, {"7g.80gb"}), "gpu: no GPU 2 on this node (it has 2)");
+  EXPECT_EQ(refused(-1, {}), "gpu: no GPU -1 on this node (it has 2)");
+  EXPECT_EQ(refused(0, {"9g.1gb"}), "mig: '9g.1gb' is not a MIG profile of a H100 (80 GB)");
+  EXPECT_EQ(refused(0, {"3g.71gb"}), "mig: '3g.71gb' is not a MIG profile of a H100 (80 GB)")
+      << "an H200's profile";
+  const std::string no_fit =
+      "cannot share one H100: they overlap, need more than 7 compute slices, or break NVIDIA's "
+      "placement rules";
+  EXPECT_EQ(refused(0, {"4g.40gb", "3g.40gb"}), "mig: [4g.40gb, 3g.40gb] " + no_fit);
+  EXPECT_EQ(refused(1, {"3g.40gb", "3g.40gb", "2g.20gb"}),
+            "mig: [3g.40gb, 3g.40gb, 2g.20gb] " + no_fit);
+  EXPECT_EQ(refused(1, {"1g.10gb+me", "1g.10gb+me"}), "mig: [1g.10gb+me, 1g.10gb+me] " + no_fit)
+      << "one instance at most has the media engines";
+  EXPECT_EQ(refused(0, {"7g.80gb", "1g.10gb"}), "mig: [7g.80gb, 1g.10gb] " + no_fit);
+  const auto after = devices(*b);
+  ASSERT_EQ(after.size(), before.size());
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].mig_enabled, before[i].mig_enabled) << i;
+    EXPECT_EQ(profiles_of(after[i]), profiles_of(before[i])) << i;
+  }
+
+  auto l40s = fake("model: L40S\ngpus: 1\nmemory_mib: 46068\nmig_reconfigure_seconds: 0\n");
+  ASSERT_TRUE(l40s);
+  auto st = l40s->reconfigure_mig(0, {"1g.10gb"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(), "mig: L40S GPUs cannot be split into MIG instances");
+}
+
+TEST(FakeBackend, ReconfigureMigBackToWhole) {
+  auto b = fake(kMigNode);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(devices(*b)[1].mig_enabled);
+  auto st = b->reconfigure_mig(1, {});
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  const auto d = devices(*b);
+  EXPECT_FALSE(d[1].mig_enabled);
+  EXPECT_TRUE(d[1].mig.empty());
+  EXPECT_EQ(sample(*b, 1).size(), 2u);
+}
+
+TEST(FakeBackend, ReconfigureMigTakesTheConfiguredTime) {
+  using Clock = std::chrono::steady_clock;
+  auto b = fake("model: H200\ngpus: 1\nmemory_mib: 143771\nmig_reconfigure_seconds: 0.2\n");
+  ASSERT_TRUE(b);
+  auto t0 = Clock::now();
+  ASSERT_TRUE(b->reconfigure_mig(0, {"3g.71gb", "3g.71gb"}).ok());
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(200));
+  EXPECT_EQ(devices(*b)[0].mig[1].milli, 428);
+  t0 = Clock::now();
+  EXPECT_FALSE(b->reconfigure_mig(0, {"3g.40gb"}).ok());
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(200)) << "a refusal does not wait";
+
+  auto c = parse_fake_node("model: H100\ngpus: 1\nmemory_mib: 81559\n", "n.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value().mig_reconfigure_seconds, 1) << "a driver's seconds by default";
+  EXPECT_EQ(error_of("model: H100\ngpus: 1\nmemory_mib: 1\nmig_reconfigure_seconds: 601\n"),
+            "<fake node>:4: mig_reconfigure_seconds: must be between 0 and 600, got 601");
+  EXPECT_EQ(error_of("model: H100\ngpus: 1\nmemory_mib: 1\nmig_reconfigure_seconds: soon\n"),
+            "<fake node>:4: mig_reconfigure_seconds: expected a number, got 'soon'");
 }
 
 TEST(FakeBackend, ShippedExamplesLoad) {

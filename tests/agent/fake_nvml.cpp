@@ -4,122 +4,48 @@
 // driver does where that matters: memory v2 leaves out what the driver reserves (v1 counts it as
 // used), a GPU in MIG mode refuses aggregate memory to a non-root caller, GPU-instance lookups are
 // privileged, events come only for registered GPUs and a freed set forgets its registrations.
+// MIG instances are made and destroyed as the driver does it (fake_nvml_mig.cpp; the state both
+// sources share is in fake_nvml.h), each new MIG device with a UUID of its own.
 // Built three times: as is, with FAKE_NVML_WITHOUT_COUNT (nvmlDeviceGetCount_v2 missing, as in a
-// foreign library) and with FAKE_NVML_OLD_DRIVER (no memory v2, no MIG profile queries).
+// foreign library) and with FAKE_NVML_OLD_DRIVER (no memory v2, no versioned MIG profile queries).
+#include "fake_nvml.h"
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <string>
 #include <type_traits>
-#include <utility>
 
-#include "agent/nvml_api.h"
-
-using namespace allot::agent::nvml;  // NOLINT(google-build-using-namespace)
-
-struct allot::agent::nvml::nvmlDevice_st {
-  int gpu = 0;
-  int mig = -1;  // -1: the whole GPU
-};
-struct allot::agent::nvml::nvmlEventSet_st {
-  int unused = 0;
-};
-struct allot::agent::nvml::nvmlGpuInstance_st {
-  int gpu = 0;
-  int slot = 0;
-};
-
-namespace {
-
-constexpr int kMaxGpus = 8;
-constexpr unsigned long long kMiB = 1024ULL * 1024;
-constexpr unsigned long long kReservedMiB = 512;  // what the driver keeps for itself
-constexpr int kUnknownRc = 999;                   // NVML_ERROR_UNKNOWN
-
-struct State {
-  nvmlReturn_t init_rc = NVML_SUCCESS;
-  nvmlReturn_t count_rc = NVML_SUCCESS;
-  unsigned count = 2;
-  int lost = -1;         // every query of this GPU answers GPU_IS_LOST
-  int unreadable = -1;   // its handle cannot be had
-  int mig = -1;          // this GPU is in MIG mode with a 1-slice and a 3-slice instance
-  bool h200 = false;     // NVIDIA H200 (141 GB) rather than H100 80GB
-  bool nonroot = false;  // the caller is not root
-  bool media = false;    // the 1-slice instance is the media-extension profile (1g.*+me)
-  int needs_reset = -1;  // every query of this GPU answers RESET_REQUIRED
-  int unknown = -1;      // every query of this GPU answers UNKNOWN
-  bool events = true;
-  nvmlReturn_t wait_rc = NVML_SUCCESS;  // the next event wait fails with this, once
-  nvmlReturn_t v2_rc = NVML_SUCCESS;    // nvmlDeviceGetMemoryInfo_v2 answers this instead
-  int register_gpu = -1;                // registering this GPU for events fails with register_rc
-  nvmlReturn_t register_rc = NVML_SUCCESS;
-  bool registered[kMaxGpus] = {};
-  int event_sets = 0;
-  unsigned util = 37;
-  unsigned long long ecc[kMaxGpus] = {};
-  std::deque<std::pair<int, int>> pending;  // (gpu, xid)
-  int inits = 0, shutdowns = 0;
-};
+namespace fake_nvml {
 
 State state;
 nvmlDevice_st gpus[kMaxGpus];
-nvmlDevice_st migs[kMaxGpus][7];
-nvmlEventSet_st event_set;
+nvmlGpuInstance_st gpu_instances[kMaxGpus][kSlots];
+nvmlComputeInstance_st compute_instances[kMaxGpus][kSlots];
 
-int gpu_of(nvmlDevice_t d) {
-  return d ? d->gpu : -1;
-}
-
-// The error every query of `d` answers (SUCCESS: none).
 nvmlReturn_t broken(nvmlDevice_t d) {
-  const int g = gpu_of(d);
+  const int g = d ? d->gpu : -1;
   if (g == state.lost) return NVML_ERROR_GPU_IS_LOST;
   if (g == state.needs_reset) return NVML_ERROR_RESET_REQUIRED;
   if (g == state.unknown) return kUnknownRc;
   return NVML_SUCCESS;
 }
-#define FAKE_NVML_CHECK(d) \
-  if (nvmlReturn_t rc_ = broken(d); rc_ != NVML_SUCCESS) return rc_
 
-// GPU-instance profiles as the driver lists them (index = NVML_GPU_INSTANCE_PROFILE_*), for an
-// H100 80GB and an H200 141GB; memory in MiB as the driver reports it.
-struct Profile {
-  unsigned index, id, slices;
-  unsigned long long memory_mib;
-  const char* name;
-};
-constexpr Profile kH100Profiles[] = {
-    {0, 19, 1, 9984, "MIG 1g.10gb"},  {1, 14, 2, 20096, "MIG 2g.20gb"},
-    {2, 9, 3, 40448, "MIG 3g.40gb"},  {3, 5, 4, 40448, "MIG 4g.40gb"},
-    {4, 0, 7, 80768, "MIG 7g.80gb"},  {7, 20, 1, 9984, "MIG 1g.10gb+me"},
-    {9, 15, 1, 20096, "MIG 1g.20gb"},
-};
-constexpr Profile kH200Profiles[] = {
-    {0, 19, 1, 16128, "MIG 1g.18gb"},  {1, 14, 2, 32512, "MIG 2g.35gb"},
-    {2, 9, 3, 71168, "MIG 3g.71gb"},   {3, 5, 4, 71168, "MIG 4g.71gb"},
-    {4, 0, 7, 143488, "MIG 7g.141gb"}, {7, 20, 1, 16128, "MIG 1g.18gb+me"},
-    {9, 15, 1, 32512, "MIG 1g.35gb"},
-};
+}  // namespace fake_nvml
 
-const Profile* profile_at(unsigned index) {
-  for (const Profile& p : state.h200 ? kH200Profiles : kH100Profiles) {
-    if (p.index == index) return &p;
-  }
-  return nullptr;
-}
+using namespace fake_nvml;  // NOLINT(google-build-using-namespace)
 
-// Slot 0 holds a 1-slice instance (profile index 0, or 7 with media extensions), slot 2 a
-// 3-slice one (index 2).
-const Profile* slot_profile(int slot) {
-  if (slot == 0) return profile_at(state.media ? 7 : 0);
-  if (slot == 2) return profile_at(2);
-  return nullptr;
-}
+namespace {
 
-bool mig_attributes(int slot, nvmlDeviceAttributes_t* a) {
-  const Profile* p = slot_profile(slot);
+nvmlDevice_st migs[kMaxGpus][kSlots];
+nvmlEventSet_st event_set;
+
+bool mig_attributes(int g, int slot, nvmlDeviceAttributes_t* a) {
+  const Instance* i = mig_device(g, slot);
+  const Profile* p = i ? profile_at(i->profile_index) : nullptr;
   if (!p) return false;
-  *a = {16 * p->slices, p->slices, p->slices, 0, p->slices, 0, p->slices, p->slices, p->memory_mib};
+  const unsigned ci = compute_slices(static_cast<unsigned>(i->ci_profile));
+  *a = {16 * ci, p->slices, p->slices, 0, p->slices, 0, p->slices, ci, p->memory_mib};
   return true;
 }
 
@@ -131,12 +57,14 @@ unsigned long long gpu_total_mib() {
 
 extern "C" {
 
-// "key=value,key=value": init, count, count_rc, lost, unreadable, mig, h200, nonroot, media,
-// needs_reset, unknown, events, v2_rc, wait_rc, register=<gpu>:<rc>, util, ecc=<gpu>:<n>,
-// xid=<gpu>:<xid> (queued), reset.
+// "key=value,key=value": init, count, count_rc, lost, unreadable, mig (a GPU in MIG mode with
+// a 1-slice and a 3-slice instance), h200, nonroot, media, needs_reset, unknown, events, v2_rc,
+// wait_rc, register=<gpu>:<rc>, util, ecc=<gpu>:<n>, xid=<gpu>:<xid> (queued), mig_reset (a MIG
+// mode change of this GPU needs a reset), in_use (its compute instances are in use), reset.
 void fake_nvml_configure(const char* spec) {
   std::string s = spec;
   std::size_t at = 0;
+  int layout = -1;  // set up once every key is read: `media` may come after `mig`
   while (at < s.size()) {
     std::size_t end = s.find(',', at);
     if (end == std::string::npos) end = s.size();
@@ -164,7 +92,11 @@ void fake_nvml_configure(const char* spec) {
     } else if (key == "unreadable") {
       state.unreadable = n;
     } else if (key == "mig") {
-      state.mig = n;
+      layout = n;
+    } else if (key == "mig_reset") {
+      state.mig_reset = n;
+    } else if (key == "in_use") {
+      state.in_use = n;
     } else if (key == "h200") {
       state.h200 = n != 0;
     } else if (key == "nonroot") {
@@ -192,6 +124,7 @@ void fake_nvml_configure(const char* spec) {
       state.pending.emplace_back(n, second);
     }
   }
+  install_layout(layout);
 }
 
 int fake_nvml_inits() {
@@ -203,13 +136,16 @@ int fake_nvml_shutdowns() {
 int fake_nvml_event_sets() {
   return state.event_sets;
 }
-
 nvmlReturn_t nvmlInit_v2() {
   if (state.init_rc != NVML_SUCCESS) return state.init_rc;
   ++state.inits;
   for (int i = 0; i < kMaxGpus; ++i) {
     gpus[i].gpu = i;
-    for (int j = 0; j < 7; ++j) migs[i][j] = {i, j};
+    for (int j = 0; j < kSlots; ++j) {
+      migs[i][j] = {i, j};
+      gpu_instances[i][j] = {i, j};
+      compute_instances[i][j] = {i, j};
+    }
   }
   return NVML_SUCCESS;
 }
@@ -235,6 +171,10 @@ const char* nvmlErrorString(nvmlReturn_t rc) {
       return "GPU requires reset";
     case NVML_ERROR_NOT_FOUND:
       return "Not Found";
+    case NVML_ERROR_IN_USE:
+      return "In use by another client";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+      return "Insufficient Resources";
     default:
       return "Unknown Error";
   }
@@ -258,9 +198,16 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* dev
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char* out, unsigned int length) {
   FAKE_NVML_CHECK(d);
-  std::string uuid = d->mig < 0 ? "GPU-5e1f0000-0000-0000-0000-00000000000" + std::to_string(d->gpu)
-                                : "MIG-5e1f0000-0000-0000-0000-0000000000" +
-                                      std::to_string(d->gpu) + std::to_string(d->mig);
+  std::string uuid = "GPU-5e1f0000-0000-0000-0000-00000000000" + std::to_string(d->gpu);
+  if (d->mig >= 0) {
+    const Instance* i = mig_device(d->gpu, d->mig);
+    if (!i) return NVML_ERROR_NOT_FOUND;
+    // A device of a later layout has a UUID no earlier one had, as with the driver.
+    char generation[8];
+    std::snprintf(generation, sizeof generation, "%04d", i->generation % 10000);
+    uuid = "MIG-5e1f0000-0000-0000-" + std::string(generation) + "-0000000000" +
+           std::to_string(d->gpu) + std::to_string(d->mig);
+  }
   if (uuid.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
   std::memcpy(out, uuid.c_str(), uuid.size() + 1);
   return NVML_SUCCESS;
@@ -275,10 +222,11 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* out, unsigned int length) {
 }
 
 // What the driver reports for `d` (v2: `used` without the reserved part); MIG devices report
-// their own memory, with 300 MiB used on the 1-slice one and 5000 MiB on the 3-slice one.
+// their own memory, with 300 MiB used on the device in slot 0 (`mig=N`: the 1-slice one) and 5000
+// MiB on the others.
 nvmlReturn_t memory(nvmlDevice_t d, nvmlMemory_v2_t* m) {
   FAKE_NVML_CHECK(d);
-  if (d->mig < 0 && d->gpu == state.mig && state.nonroot) {
+  if (d->mig < 0 && state.mig_on[d->gpu] && state.nonroot) {
     return NVML_ERROR_NO_PERMISSION;  // aggregate memory of a GPU in MIG mode: root only
   }
   unsigned long long total = 0, used = 0, reserved = 0;
@@ -287,7 +235,8 @@ nvmlReturn_t memory(nvmlDevice_t d, nvmlMemory_v2_t* m) {
     used = (1024 + 100ULL * static_cast<unsigned>(d->gpu)) * kMiB;
     reserved = kReservedMiB * kMiB;
   } else {
-    const Profile* p = slot_profile(d->mig);
+    const Instance* i = mig_device(d->gpu, d->mig);
+    const Profile* p = i ? profile_at(i->profile_index) : nullptr;
     if (!p) return NVML_ERROR_NOT_FOUND;
     total = p->memory_mib * kMiB;
     used = (d->mig == 0 ? 300 : 5000) * kMiB;
@@ -312,59 +261,6 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {
 }
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo_v2), DeviceGetMemoryInfoV2Fn>);
 
-nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t d, unsigned int index,
-                                                  nvmlGpuInstanceProfileInfo_v2_t* info) {
-  FAKE_NVML_CHECK(d);
-  if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  if (d->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;  // a parent GPU's call
-  const Profile* p = profile_at(index);
-  if (!p) return index < 10 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
-  *info = {};
-  info->version = nvmlGpuInstanceProfileInfo_v2;
-  info->id = p->id;
-  info->sliceCount = p->slices;
-  info->instanceCount = 7 / p->slices;
-  info->multiprocessorCount = 16 * p->slices;
-  info->memorySizeMB = p->memory_mib;
-  std::strncpy(info->name, p->name, sizeof info->name - 1);
-  return NVML_SUCCESS;
-}
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetGpuInstanceProfileInfoV),
-                             DeviceGetGpuInstanceProfileInfoVFn>);
-
-nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned int* id) {
-  FAKE_NVML_CHECK(d);
-  if (d->mig < 0) return NVML_ERROR_INVALID_ARGUMENT;  // MIG devices only
-  *id = static_cast<unsigned>(d->mig) + 1;
-  return NVML_SUCCESS;
-}
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetGpuInstanceId), DeviceGetUintFn>);
-
-nvmlGpuInstance_st instances[kMaxGpus][7];
-
-nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t d, unsigned int id, nvmlGpuInstance_t* gi) {
-  FAKE_NVML_CHECK(d);
-  if (state.nonroot) return NVML_ERROR_NO_PERMISSION;  // as documented: privileged callers only
-  if (d->mig >= 0 || d->gpu != state.mig || id < 1 || id > 7 ||
-      !slot_profile(static_cast<int>(id) - 1)) {
-    return NVML_ERROR_NOT_FOUND;
-  }
-  instances[d->gpu][id - 1] = {d->gpu, static_cast<int>(id) - 1};
-  *gi = &instances[d->gpu][id - 1];
-  return NVML_SUCCESS;
-}
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetGpuInstanceById), DeviceGetGpuInstanceByIdFn>);
-
-nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t* info) {
-  const Profile* p = slot_profile(gi->slot);
-  if (!p) return NVML_ERROR_INVALID_ARGUMENT;
-  *info = {&gpus[gi->gpu],
-           static_cast<unsigned>(gi->slot) + 1,
-           p->id,
-           {static_cast<unsigned>(gi->slot), p->slices}};
-  return NVML_SUCCESS;
-}
-static_assert(std::is_same_v<decltype(&nvmlGpuInstanceGetInfo), GpuInstanceGetInfoFn>);
 #endif
 
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t* pci) {
@@ -379,21 +275,21 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t* pci) {
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int* current, unsigned int* pending) {
   FAKE_NVML_CHECK(d);
-  *current = *pending = d->gpu == state.mig ? NVML_DEVICE_MIG_ENABLE : 0;
+  *current = state.mig_on[d->gpu] ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  *pending = state.mig_pending[d->gpu];
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int* count) {
   FAKE_NVML_CHECK(d);
-  *count = 7;
+  *count = kSlots;
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index,
                                                  nvmlDevice_t* mig) {
   FAKE_NVML_CHECK(d);
-  nvmlDeviceAttributes_t a{};
-  if (d->gpu != state.mig || index >= 7 || !mig_attributes(static_cast<int>(index), &a)) {
+  if (!state.mig_on[d->gpu] || !mig_device(d->gpu, static_cast<int>(index))) {
     return NVML_ERROR_NOT_FOUND;
   }
   *mig = &migs[d->gpu][index];
@@ -402,12 +298,12 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int in
 
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t d, nvmlDeviceAttributes_t* a) {
   if (d->mig < 0) return NVML_ERROR_NOT_SUPPORTED;  // as documented: MIG handles only
-  return mig_attributes(d->mig, a) ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+  return mig_attributes(d->gpu, d->mig, a) ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
 }
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u) {
   FAKE_NVML_CHECK(d);
-  if (d->gpu == state.mig) return NVML_ERROR_NOT_SUPPORTED;  // as in MIG mode
+  if (state.mig_on[d->gpu]) return NVML_ERROR_NOT_SUPPORTED;  // as in MIG mode
   *u = {state.util, 20};
   return NVML_SUCCESS;
 }

@@ -2,7 +2,6 @@
 // sampling, MIG, XID events, each way loading or reading can fail, and what the real driver does
 // that a naive fake would not (NvmlDriver.*: profile names, reserved memory, resets, event
 // failures, a caller that is not root).
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -11,31 +10,10 @@
 
 #include "agent/gpu_backend.h"
 #include "agent/health.h"
+#include "fake_nvml_handle.h"
 
 namespace allot::agent {
 namespace {
-
-// The test's own handle on the fake library, the same one the backend loads (dlopen counts
-// references by file), to script its answers.
-class FakeNvml {
- public:
-  explicit FakeNvml(const char* path = FAKE_NVML_LIBRARY) : handle_(dlopen(path, RTLD_NOW)) {
-    EXPECT_NE(handle_, nullptr) << dlerror();
-    configure("reset");
-  }
-  ~FakeNvml() { dlclose(handle_); }
-  void configure(const std::string& spec) const {
-    auto fn = reinterpret_cast<void (*)(const char*)>(dlsym(handle_, "fake_nvml_configure"));
-    fn(spec.c_str());
-  }
-  int inits() const { return call("fake_nvml_inits"); }
-  int event_sets() const { return call("fake_nvml_event_sets"); }
-  int shutdowns() const { return call("fake_nvml_shutdowns"); }
-
- private:
-  int call(const char* name) const { return reinterpret_cast<int (*)()>(dlsym(handle_, name))(); }
-  void* handle_;
-};
 
 TEST(NvmlBackend, MissingLibraryIsAClearError) {
   auto b = make_nvml_backend("/nonexistent/libnvidia-ml.so.1");

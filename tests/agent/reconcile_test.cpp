@@ -314,5 +314,62 @@ TEST(Assignments, RefusesWhatItCannotTrust) {
             "run.gpus");
 }
 
+TEST(Assignments, MigLayoutsToApply) {
+  auto a = parse_assignments(nlohmann::json::parse(R"({"run": [], "stop": [],
+      "mig_layouts": [{"gpu": 3, "profiles": ["3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"]},
+                      {"gpu": 5, "profiles": []}]})"));
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  ASSERT_EQ(a.value().mig_layouts.size(), 2u);
+  EXPECT_EQ(a.value().mig_layouts[0].gpu, 3);
+  EXPECT_EQ(a.value().mig_layouts[0].profiles,
+            (std::vector<std::string>{"3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"}));
+  EXPECT_EQ(a.value().mig_layouts[1].gpu, 5);
+  EXPECT_TRUE(a.value().mig_layouts[1].profiles.empty()) << "the GPU whole, MIG mode off";
+  // A server older than dynamic MIG sends none.
+  auto old = parse_assignments(nlohmann::json::parse(R"({"run": [], "stop": []})"));
+  ASSERT_TRUE(old.ok());
+  EXPECT_TRUE(old.value().mig_layouts.empty());
+  auto null = parse_assignments(nlohmann::json::parse(R"({"mig_layouts": null})"));
+  ASSERT_TRUE(null.ok());
+  EXPECT_TRUE(null.value().mig_layouts.empty());
+}
+
+TEST(Assignments, RefusesMigLayoutsItCannotTrust) {
+  auto bad = [](const std::string& layouts) {
+    auto a = parse_assignments(nlohmann::json::parse(R"({"mig_layouts": )" + layouts + "}"));
+    return a.ok() ? std::string("ok") : a.error().message();
+  };
+  EXPECT_EQ(bad(R"([{"gpu": 0, "profiles": ["7g.80gb"]}])"), "ok");
+  EXPECT_EQ(bad(R"({"gpu": 0})"), "mig_layouts: must be a list of at most 64 layouts");
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += std::string(i ? "," : "") + R"({"gpu": 0, "profiles": []})";
+  EXPECT_EQ(bad(many + "]"), "mig_layouts: must be a list of at most 64 layouts");
+  EXPECT_EQ(bad(R"([3])"), "mig_layouts: entries must be objects");
+  EXPECT_EQ(bad(R"([{"profiles": []}])"), "mig_layouts.gpu: must be a GPU index between 0 and 63");
+  EXPECT_EQ(bad(R"([{"gpu": 64, "profiles": []}])"),
+            "mig_layouts.gpu: must be a GPU index between 0 and 63");
+  EXPECT_EQ(bad(R"([{"gpu": 4294967296, "profiles": []}])"),
+            "mig_layouts.gpu: must be a GPU index between 0 and 63")
+      << "not GPU 0 once narrowed";
+  EXPECT_EQ(bad(R"([{"gpu": "1", "profiles": []}])"),
+            "mig_layouts.gpu: must be a GPU index between 0 and 63");
+  EXPECT_EQ(bad(R"([{"gpu": 1}])"),
+            "mig_layouts.profiles: must be a list of MIG profiles (empty: the GPU whole, MIG mode "
+            "off)")
+      << "an absent list is not an order to make the GPU whole";
+  EXPECT_EQ(bad(R"([{"gpu": 1, "profiles": "1g.10gb"}])"),
+            "mig_layouts.profiles: must be a list of MIG profiles (empty: the GPU whole, MIG mode "
+            "off)");
+  EXPECT_EQ(bad(R"([{"gpu": 1, "profiles": ["1g.10gb","1g.10gb","1g.10gb","1g.10gb",
+                                            "1g.10gb","1g.10gb","1g.10gb","1g.10gb"]}])"),
+            "mig_layouts.profiles: must be a list of at most 7 strings");
+  EXPECT_EQ(bad(R"([{"gpu": 1, "profiles": [7]}])"),
+            "mig_layouts.profiles: entries must be strings of at most 32 characters");
+  EXPECT_EQ(bad(R"([{"gpu": 1, "profiles": [")" + std::string(33, 'g') + R"("]}])"),
+            "mig_layouts.profiles: entries must be strings of at most 32 characters");
+  EXPECT_EQ(bad(R"([{"gpu": 1, "profiles": []}, {"gpu": 1, "profiles": ["7g.80gb"]}])"),
+            "mig_layouts.gpu: GPU 1 given twice");
+}
+
 }  // namespace
 }  // namespace allot::agent
