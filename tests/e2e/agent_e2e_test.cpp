@@ -131,6 +131,49 @@ TEST(EndToEnd, AJobNamingAMigProfileRunsOnAnInstanceOfIt) {
   })) << c.get("/api/v1/jobs/" + std::to_string(none) + "/why").raw;
 }
 
+// Dynamic MIG (docs/policy.md section 7.5) end to end: a job naming a profile has an idle GPU
+// split for it, the fake agent makes the layout (taking its reconfiguration time) and registers
+// again, and the job runs on the new instance; then a job that needs every GPU whole has the GPU
+// made whole again once the hold is over, and runs on whole GPUs.
+TEST(EndToEnd, DynamicMigSplitsAGpuForAProfileAndGivesItBackToTraining) {
+  std::vector<std::string> flags = kFastServer;
+  for (const char* f : {"--mig-dynamic", "--mig-hold", "2"}) flags.emplace_back(f);
+  TestCluster c(flags);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.node_yaml_extra("n1", "mig_reconfigure_seconds: 0.3\n");
+  c.start_agent("n1", 2);
+  const auto inference = c.submit(
+      {{"budget", "/lab/a"},
+       {"mig", "3g.40gb"},
+       {"min_runtime", 60},
+       {"command", c.marked("inference", "echo $CUDA_VISIBLE_DEVICES > " + c.out("inference"))}});
+  ASSERT_TRUE(c.wait_state(inference, "succeeded")) << c.history(inference);
+  EXPECT_EQ(slurp(c.out("inference")).rfind("MIG-", 0), 0u) << slurp(c.out("inference"));
+  EXPECT_NE(c.history(inference).find("being split into MIG instances 3g.40gb"), std::string::npos)
+      << c.history(inference);
+  std::size_t split = 0;
+  const json split_node = c.get("/api/v1/nodes/n1").body;
+  for (const auto& d : split_node["devices"]) split += !d.value("mig", json::array()).empty();
+  EXPECT_EQ(split, 1u) << split_node.dump();
+
+  const auto training = c.submit(
+      {{"budget", "/lab/a"},
+       {"gpus_per_node", 2},
+       {"min_runtime", 60},
+       {"command", c.marked("training", "echo $CUDA_VISIBLE_DEVICES > " + c.out("training"))}});
+  ASSERT_TRUE(c.wait_state(training, "succeeded")) << c.history(training);
+  const std::string gpus = slurp(c.out("training"));
+  EXPECT_EQ(gpus.find("MIG-"), std::string::npos) << gpus;
+  EXPECT_NE(gpus.find(','), std::string::npos) << gpus;  // two whole GPUs
+  const json whole_node = c.get("/api/v1/nodes/n1").body;
+  for (const auto& d : whole_node["devices"]) {
+    EXPECT_TRUE(d.value("mig", json::array()).empty()) << d.dump();
+  }
+  const std::string log = slurp(c.agent_log("n1"));
+  EXPECT_NE(log.find("MIG layout"), std::string::npos) << log;
+}
+
 // A run record damaged in the agent's state directory (a field of another type) is passed over
 // with a line in the agent's log: the agent starts and runs jobs (it once ended at start).
 TEST(EndToEnd, ADamagedRunRecordDoesNotKeepTheAgentFromStarting) {
