@@ -212,7 +212,7 @@ class NvmlBackend final : public GpuBackend {
                                     std::to_string(gpus_.size()) + ")"};
     }
     if (!gpu->handle) return core::Error{"gpu", gpu->unreadable};
-    const core::Status done =
+    core::Status done =
         nvml::reconfigure_mig(f_.mig, {gpu->handle, index, gpu->model, gpu->memory_mib}, profiles);
     // The old instances' handles are gone, whatever was made: read the GPU's MIG devices again
     // (samples go on from them until the agent discovers again).

@@ -281,6 +281,7 @@ core::Status reconfigure_mig(const MigFunctions& f, const MigTarget& gpu,
     }
     if (!found) {
       std::vector<std::string> names;
+      names.reserve(offered.size());
       for (const GpuInstanceProfile& p : offered) {
         names.push_back(!p.name.empty() ? p.name : std::to_string(p.slices) + "g");
       }

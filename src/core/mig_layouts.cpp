@@ -37,7 +37,8 @@ bool accepts_cluster(const JobSpec& spec, ClusterId c) {
 template <class Offered, class Add>
 void Scheduler::fill_mig_layout(int memory, const Offered& offered, const Add& add) const {
   std::vector<std::pair<std::pair<int, int>, MigProfileId>> order;
-  for (MigProfileId p = 1; p <= catalog_.mig_profile_count(); ++p) {
+  for (std::size_t i = 1; i <= catalog_.mig_profile_count(); ++i) {
+    const auto p = static_cast<MigProfileId>(i);
     const auto geo = mig_geometry(catalog_.mig_profile(p).name, memory);
     if (!offered(p) || !geo || geo->media) continue;
     order.push_back({{-geo->compute_slices, geo->memory_slices}, p});
@@ -174,8 +175,8 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
     if (j.spec.shape.mig != 0) {
       named.push_back(&j);
     } else if (!j.spec.shape.fractional() && !mergeable.empty()) {
-      for (GpuModelId m = 0; m < catalog_.size(); ++m) {
-        if (!accepts(j.spec.models, m)) continue;
+      for (std::size_t m = 0; m < catalog_.size(); ++m) {
+        if (!accepts(j.spec.models, static_cast<GpuModelId>(m))) continue;
         int& need = whole_need[m];
         need = need == 0 ? j.spec.shape.gpus_per_node : std::min(need, j.spec.shape.gpus_per_node);
       }
