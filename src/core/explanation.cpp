@@ -1,4 +1,5 @@
 // Sentences for people: why a job waits, why a job was stopped.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -49,6 +50,20 @@ std::string Scheduler::describe(const Explanation& e) const {
   std::string out;
   switch (e.code) {
     case WaitCode::NoMatchingNodes:
+      if (e.needs_mig != 0 && e.mig_split_for_it) {
+        return "needs " + shape + ": a GPU of cluster " + cluster +
+               " is being split into one for it (dynamic MIG)";
+      }
+      if (e.needs_mig != 0 && config_.mig_dynamic &&
+          std::any_of(nodes_.begin(), nodes_.end(), [&](const Node& n) {
+            const auto& models = catalog_.mig_profile(e.needs_mig).models;
+            return n.spec.cluster == e.cluster &&
+                   std::find(models.begin(), models.end(), n.spec.model) != models.end();
+          })) {
+        return "needs " + shape + " but no GPU of cluster " + cluster +
+               " is split into one yet: the scheduler splits an idle GPU for it when one is free "
+               "(dynamic MIG)";
+      }
       if (e.needs_mig != 0) {
         return "needs " + shape + " but no GPU of cluster " + cluster +
                " is split into one: split one (nvidia-smi mig) or change the request";

@@ -35,6 +35,8 @@ struct Explanation {
   int needs_nodes = 1;
   int needs_gpus_per_node = 1;
   MigProfileId needs_mig = 0;    // the MIG profile it names (Shape::mig), if any
+  // Dynamic MIG (docs/policy.md section 7.5): a GPU is being split into an instance for it.
+  bool mig_split_for_it = false;
   int largest_free = 0;          // most whole GPUs free on one eligible node
   Time expected_start = kNever;  // when known (from declared durations and minimum runtimes)
   JobId reserved_for = kNoJob;   // for BlockedByReservation

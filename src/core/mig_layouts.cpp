@@ -162,7 +162,7 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
     }
     if (!idle_mig.empty()) mergeable.emplace_back(n, std::move(idle_mig));
   }
-  if (idle.empty() && mergeable.empty()) return;
+  if (idle.empty() && mergeable.empty() && mig_plans_.empty()) return;
 
   // The waiting work, in submission order: jobs that name a profile, and the smallest per-node
   // request of whole-GPU work by model.
@@ -249,6 +249,17 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
     if (first == kNoJob) continue;
     fill_mig_layout(memory, offered, add);
     out.repartitions.push_back({c, cand.node, cand.gpu, layout, first});
+  }
+
+  // What `allot why` says of the jobs served (the walk explained them before this plan).
+  if (!out.waiting.empty() && std::any_of(served.begin(), served.end(), [](char s) { return s; })) {
+    std::set<JobId> serving;
+    for (std::size_t k = 0; k < named.size(); ++k) {
+      if (served[k]) serving.insert(named[k]->spec.id);
+    }
+    for (Explanation& e : out.waiting) {
+      if (e.cluster == c && serving.count(e.job) > 0) e.mig_split_for_it = true;
+    }
   }
 
   for (const MigRepartition& r : out.repartitions) {

@@ -95,6 +95,15 @@ TEST(DynamicMig, AnIdleGpuIsSplitForTheProfileAWaitingJobNamesAndNothingRunsTher
   // The profile asked for, then the space left as the largest profiles that still fit.
   EXPECT_EQ(names(w.s, split.instances), (Names{"3g.71gb", "3g.71gb"}));
   EXPECT_TRUE(w.s.mig_reconfiguring(n));
+  auto why = [&](const CycleResult& cr) {
+    for (const Explanation& e : cr.waiting) {
+      if (e.job == inference) return w.s.describe(e);
+    }
+    return std::string("not waiting");
+  };
+  EXPECT_EQ(why(r),
+            "needs a 3g.71gb MIG instance: a GPU of cluster test is being split into one "
+            "for it (dynamic MIG)");
 
   // Until the node reports, the GPU takes no work: not even a whole-GPU job that fits it.
   const JobId whole = w.submit(b, 1);
@@ -102,6 +111,7 @@ TEST(DynamicMig, AnIdleGpuIsSplitForTheProfileAWaitingJobNamesAndNothingRunsTher
   r = w.run();
   EXPECT_TRUE(r.starts.empty());
   EXPECT_TRUE(r.repartitions.empty());  // decided once
+  EXPECT_NE(why(r).find("is being split into one for it"), std::string::npos) << why(r);
 
   const Status set = w.s.set_gpu_mig(n, 1, split.instances);
   ASSERT_TRUE(set.ok()) << set.error().message();
@@ -132,8 +142,29 @@ TEST(DynamicMig, GpusOfModelsWithoutMigOrOfReservedNodesAreNotSplit) {
   World w(dynamic());
   w.add_nodes(1, 1, "L40S");
   const BudgetId b = w.budget("/lab/a");
-  w.submit(named(w, b, "1g.18gb"));
-  EXPECT_TRUE(w.run().repartitions.empty());
+  const JobId j = w.submit(named(w, b, "1g.18gb"));
+  const CycleResult r = w.run();
+  EXPECT_TRUE(r.repartitions.empty());
+  ASSERT_EQ(r.waiting.size(), 1u);
+  EXPECT_EQ(r.waiting.front().job, j);
+  EXPECT_NE(w.s.describe(r.waiting.front()).find("change the request"), std::string::npos)
+      << w.s.describe(r.waiting.front());
+}
+
+TEST(DynamicMig, AJobWithNoIdleGpuToSplitIsToldItWillBeSplitOneWhenOneFrees) {
+  World w(dynamic());
+  w.add_nodes(1, 1, "H200");
+  const BudgetId b = w.budget("/lab/a");
+  w.submit(b, 1);
+  ASSERT_EQ(w.run().starts.size(), 1u);
+  const JobId j = w.submit(named(w, b, "1g.18gb"));
+  const CycleResult r = w.run();
+  EXPECT_TRUE(r.repartitions.empty());
+  ASSERT_EQ(r.waiting.size(), 1u);
+  EXPECT_EQ(r.waiting.front().job, j);
+  EXPECT_NE(w.s.describe(r.waiting.front()).find("splits an idle GPU for it when one is free"),
+            std::string::npos)
+      << w.s.describe(r.waiting.front());
 }
 
 TEST(DynamicMig, WholeGpuWorkTakesIdleMigGpusBackAndTheHoldBoundsFlapping) {
