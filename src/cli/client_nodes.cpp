@@ -129,6 +129,7 @@ int cmd_nodes(const Args& a, const Conn& c) {
     }
     std::string health = n.value("health", "");
     if (n.value("cordoned", false)) health += ",cordoned";
+    if (!n.value("mig_reconfiguring", json::array()).empty()) health += ",mig-reconfiguring";
     std::string eta = "-";
     if (n["draining"].get<bool>()) {
       const auto& e = n["drain_eta"];

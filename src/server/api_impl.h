@@ -76,7 +76,20 @@ struct ApiServer::Impl {
     if (!opts.logs_dir.empty()) logs = std::make_unique<LogStore>(opts.logs_dir);
   }
 
-  json node_out(const store::NodeRecord& n) { return node_json(n, ctl->node_telemetry(n.name)); }
+  json node_out(const store::NodeRecord& n) {
+    json out = node_json(n, ctl->node_telemetry(n.name));
+    // GPUs being re-partitioned (dynamic MIG, docs/policy.md section 7.5): ordered, not yet
+    // reported made by the node's agent; they take no work meanwhile.
+    json re = json::array();
+    const auto snap = ctl->snapshot();
+    if (auto a = snap->assignments.find(n.name); a != snap->assignments.end()) {
+      for (const auto& m : a->second.mig_layouts) {
+        re.push_back({{"gpu", m.gpu}, {"profiles", m.profiles}});
+      }
+    }
+    out["mig_reconfiguring"] = std::move(re);
+    return out;
+  }
   // An agent call: checks the token may act for the node and that the node exists, and counts as
   // contact with it.
   std::string agent_call(const httplib::Request& req, const Principal& p) {

@@ -187,6 +187,10 @@ TEST(DynamicMigServer, AnIdleGpuIsSplitThroughTheAgentAndTakenBackForTraining) {
   EXPECT_EQ(a.body["mig_layouts"][0]["gpu"], 0);
   EXPECT_EQ(a.body["mig_layouts"][0]["profiles"], json::array({"2g.35gb", "4g.71gb", "1g.18gb"}));
   EXPECT_EQ(h.get(path).body["state"], "pending");
+  // Operators see the GPU being re-partitioned.
+  const json reconfiguring = h.get("/api/v1/nodes/n1").body["mig_reconfiguring"];
+  ASSERT_EQ(reconfiguring.size(), 1u) << reconfiguring.dump();
+  EXPECT_EQ(reconfiguring[0]["gpu"], 0);
   const json events = h.get(path + "/events").body["events"];
   bool told = false;
   for (const auto& e : events) {
@@ -206,6 +210,7 @@ TEST(DynamicMigServer, AnIdleGpuIsSplitThroughTheAgentAndTakenBackForTraining) {
   h.sync();
   a = h.get("/api/v1/agent/nodes/n1/assignments", tok);
   EXPECT_FALSE(a.body.contains("mig_layouts")) << a.body.dump();
+  EXPECT_TRUE(h.get("/api/v1/nodes/n1").body["mig_reconfiguring"].empty());
   ASSERT_EQ(a.body["run"].size(), 1u) << a.body.dump();
   EXPECT_EQ(a.body["run"][0]["mig_profile"], "2g.35gb");
   EXPECT_EQ(h.get(path).body["state"], "starting");
