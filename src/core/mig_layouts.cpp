@@ -123,13 +123,14 @@ Time Scheduler::next_mig_wakeup() const {
 
 // §7.5. Splits: a GPU of a MIG-capable model on a schedulable node, not reserved, idle (whole and
 // free, or in MIG mode with every instance free) and past its hold, is split for the waiting jobs
-// that name a profile its model offers, in submission order: their profiles as long as they fit
-// the GPU's geometry, then the smallest profile in the space left. GPUs already in MIG mode go
-// first, then GPUs of nodes that already have some in MIG mode, then those of the node with the
-// fewest whole GPUs free. Merges: a GPU in MIG mode with every instance free and past its hold is
-// made whole when whole-GPU work waits that its node could then hold (the node's whole GPUs free
-// and such GPUs reaching the smallest per-node request of a waiting whole-GPU job that accepts the
-// node's model), as few GPUs as that takes.
+// that name a profile its model offers and no instance being made serves, in submission order:
+// their profiles as long as they fit the GPU's geometry, then the largest profiles that still fit
+// (fill_mig_layout). GPUs already in MIG mode go first, then those of the nodes with the most GPUs
+// in MIG mode, then those of the node with the fewest whole GPUs free. Merges: a GPU in MIG mode
+// with every instance free and past its hold is made whole when whole-GPU work waits that its node
+// could then hold (the node's whole GPUs free and such GPUs reaching its reservation holder's
+// per-node request, or else the smallest per-node request of a waiting whole-GPU job that accepts
+// the node's model), as few GPUs as that takes.
 void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, CycleResult& out) {
   std::erase_if(mig_changed_at_,
                 [&](const auto& e) { return e.second + config_.mig_hold <= now_; });
