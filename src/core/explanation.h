@@ -34,7 +34,7 @@ struct Explanation {
   bool at_burst_limit = false;
   int needs_nodes = 1;
   int needs_gpus_per_node = 1;
-  MigProfileId needs_mig = 0;    // the MIG profile it names (Shape::mig), if any
+  MigProfileId needs_mig = 0;  // the MIG profile it names (Shape::mig), if any
   // Dynamic MIG (docs/policy.md section 7.5): a GPU is being split into an instance for it.
   bool mig_split_for_it = false;
   int largest_free = 0;          // most whole GPUs free on one eligible node
