@@ -315,6 +315,7 @@ TEST(FakeBackend, ReconfigureMigAppliesTheLayout) {
   EXPECT_EQ(s[0].mem_total_mib, 81559);
 
   // A new layout's instances are new devices: no UUID of the previous one comes back.
+  const std::string first_uuid = g0.mig[0].uuid;  // g0 is gone once d is read again
   ASSERT_TRUE(b->reconfigure_mig(1, {"4g.40gb", "2g.20gb", "1g.10gb+me"}).ok());
   ASSERT_TRUE(b->reconfigure_mig(0, {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}).ok());
   d = devices(*b);
@@ -322,7 +323,7 @@ TEST(FakeBackend, ReconfigureMigAppliesTheLayout) {
   EXPECT_EQ(d[1].mig[2].milli, 142);
   EXPECT_EQ(d[1].mig[2].memory_mib, 10240);
   EXPECT_EQ(d[0].mig[0].uuid, "MIG-fake-n01-0-g3-0");
-  EXPECT_NE(d[0].mig[0].uuid, g0.mig[0].uuid);
+  EXPECT_NE(d[0].mig[0].uuid, first_uuid);
 }
 
 TEST(FakeBackend, ReconfigureMigRefusesWhatTheDriverWouldAndChangesNothing) {
