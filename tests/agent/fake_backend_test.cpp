@@ -10,6 +10,7 @@
 
 #include "agent/fake_node_config.h"
 #include "agent/gpu_backend.h"
+#include "mig_devices.h"
 
 namespace allot::agent {
 namespace {
@@ -274,18 +275,6 @@ TEST(FakeBackend, MigProfileParsing) {
 constexpr const char* kMigNode =
     "model: H100\ngpus: 2\nmemory_mib: 81559\nmig_reconfigure_seconds: 0\n"
     "mig:\n  1: [3g.40gb]\n";
-
-std::vector<GpuDevice> devices(GpuBackend& b) {
-  auto d = b.discover();
-  EXPECT_TRUE(d.ok()) << d.error().message();
-  return d.ok() ? d.value() : std::vector<GpuDevice>{};
-}
-
-std::vector<std::string> profiles_of(const GpuDevice& d) {
-  std::vector<std::string> out;
-  for (const MigDevice& m : d.mig) out.push_back(m.profile);
-  return out;
-}
 
 TEST(FakeBackend, ReconfigureMigAppliesTheLayout) {
   auto b = fake(kMigNode);

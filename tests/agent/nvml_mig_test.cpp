@@ -10,6 +10,7 @@
 
 #include "agent/gpu_backend.h"
 #include "fake_nvml_handle.h"
+#include "mig_devices.h"
 
 namespace allot::agent {
 namespace {
@@ -18,18 +19,6 @@ std::unique_ptr<GpuBackend> backend(const char* library = FAKE_NVML_LIBRARY) {
   auto b = make_nvml_backend(library);
   EXPECT_TRUE(b.ok()) << b.error().message();
   return b.ok() ? std::move(b.value()) : nullptr;
-}
-
-std::vector<GpuDevice> devices(GpuBackend& b) {
-  auto d = b.discover();
-  EXPECT_TRUE(d.ok()) << d.error().message();
-  return d.ok() ? d.value() : std::vector<GpuDevice>{};
-}
-
-std::vector<std::string> profiles_of(const GpuDevice& d) {
-  std::vector<std::string> out;
-  for (const MigDevice& m : d.mig) out.push_back(m.profile);
-  return out;
 }
 
 std::string error_of(const core::Status& st) {

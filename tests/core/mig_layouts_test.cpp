@@ -210,13 +210,8 @@ TEST(DynamicMig, WholeGpuWorkTakesIdleMigGpusBackAndTheHoldBoundsFlapping) {
 
 TEST(DynamicMig, AMergeThatWouldNotLetWholeWorkFitIsNotMade) {
   World w(dynamic());
-  NodeSpec spec;
-  spec.name = "mig";
-  spec.model = w.model("H200");
-  spec.gpus = 2;
   const MigProfileId p = *w.s.catalog().find_mig_profile("1g.18gb");
-  spec.mig = {std::vector<MigInstance>(7, MigInstance{p, 142}), {}};
-  ASSERT_TRUE(w.s.add_node(spec).ok());
+  w.mig_node({std::vector<MigInstance>(7, MigInstance{p, 142}), {}});
   const BudgetId b = w.budget("/lab/a");
   w.submit(b, 4);  // more than the node has, whatever is merged
   EXPECT_TRUE(w.run().repartitions.empty());

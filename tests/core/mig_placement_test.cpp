@@ -19,18 +19,6 @@ struct MigWorld {
   MigInstance i1{p1, 142}, i1_large{p1_large, 142}, i2{p2, 285}, i3{p3, 428};
 };
 
-// An H200 node of `world` whose GPUs are split as `layout` (an empty entry: a whole GPU).
-NodeId mig_node(World& world, std::vector<std::vector<MigInstance>> layout) {
-  NodeSpec n;
-  n.name = "mig";
-  n.model = world.model("H200");
-  n.gpus = static_cast<int>(layout.size());
-  n.mig = std::move(layout);
-  auto id = world.s.add_node(n);
-  EXPECT_TRUE(id.ok());
-  return id.value();
-}
-
 Shape fraction(Milli milli, MigProfileId mig = 0) {
   Shape s;
   s.gpu_milli = milli;
@@ -135,7 +123,7 @@ TEST(MigPool, ANamedProfileTakesOnlyThatProfile) {
 TEST(MigScheduler, JobsWaitForAFreeInstanceNotForFreeMilli) {
   MigWorld m;
   World w;
-  mig_node(w, {{m.i1, m.i1}});
+  w.mig_node({{m.i1, m.i1}});
   const BudgetId b = w.budget("/lab/a");
   JobSpec j1 = w.job(b, 1), j2 = w.job(b, 1), j3 = w.job(b, 1), big = w.job(b, 1);
   for (JobSpec* j : {&j1, &j2, &j3}) j->shape.gpu_milli = 100;
@@ -153,7 +141,7 @@ TEST(MigScheduler, JobsWaitForAFreeInstanceNotForFreeMilli) {
 TEST(MigScheduler, ANamedProfileNoNodeOffersHoldsNothingBackFromAPlainFractionOfItsSize) {
   MigWorld m;
   World w;
-  mig_node(w, {{m.i1}});
+  w.mig_node({{m.i1}});
   const BudgetId b = w.budget("/lab/a");
   JobSpec named = w.job(b, 1), plain = w.job(b, 1);
   named.shape.gpu_milli = 142;
@@ -175,7 +163,7 @@ TEST(MigScheduler, ANamedProfileNoNodeOffersHoldsNothingBackFromAPlainFractionOf
 TEST(MigScheduler, ANewLayoutKeepsWhatRunningJobsHold) {
   MigWorld m;
   World w;
-  const NodeId node = mig_node(w, {{m.i3, m.i1}});
+  const NodeId node = w.mig_node({{m.i3, m.i1}});
   const BudgetId b = w.budget("/lab/a");
   JobSpec j = w.job(b, 1);
   j.shape.gpu_milli = 400;
@@ -195,7 +183,7 @@ TEST(MigScheduler, ANewLayoutKeepsWhatRunningJobsHold) {
 TEST(MigScheduler, AWholeGpuRequestNeverLandsOnASplitGpu) {
   MigWorld m;
   World w;
-  mig_node(w, {{m.i3, m.i3}, {}});
+  w.mig_node({{m.i3, m.i3}, {}});
   const BudgetId b = w.budget("/lab/a");
   const JobId one = w.submit(b, 1), two = w.submit(b, 2);
   w.carry_out(w.run());

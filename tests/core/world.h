@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/scheduler.h"
@@ -36,6 +37,18 @@ struct World {
       out.push_back(r.value());
     }
     return out;
+  }
+
+  // An H200 node whose GPUs are split as `layout` (an empty entry: a whole GPU).
+  NodeId mig_node(std::vector<std::vector<MigInstance>> layout) {
+    NodeSpec n;
+    n.name = "mig";
+    n.model = model("H200");
+    n.gpus = static_cast<int>(layout.size());
+    n.mig = std::move(layout);
+    auto id = s.add_node(n);
+    EXPECT_TRUE(id.ok());
+    return id.value();
   }
 
   BudgetId budget(const std::string& path, double share = 1.0) {

@@ -8,53 +8,24 @@
 #include "sim/policies.h"
 #include "sim/simulation.h"
 #include "sim/trace_loaders.h"
+#include "sim_test_helpers.h"
 
 namespace allot::sim {
 namespace {
-
-SimJob job(std::uint64_t id, core::Time submit, const char* budget, int gpus,
-           core::Duration duration, const char* mig = "") {
-  SimJob j;
-  j.id = id;
-  j.line = id;
-  j.submit = submit;
-  j.budget = budget;
-  j.gpus = gpus;
-  j.duration = duration;
-  j.mig = mig;
-  j.min_runtime = 0;
-  j.resumable = true;
-  j.kind = core::JobKind::Batch;
-  j.priority = core::Priority::Normal;
-  return j;
-}
 
 Scenario scenario(std::vector<SimJob> jobs, int mig_gpus = 0,
                   std::vector<std::string> profiles = {}) {
   ClusterConfig c;
   c.name = "mig";
   c.pools.push_back({"n", 1, "H100", 8, 0, mig_gpus, std::move(profiles)});
-  BudgetConfig b;
-  b.budgets = {{"/a", 1}, {"/b", 1}};
-  Workload w;
-  w.source = "inline";
-  w.jobs = std::move(jobs);
-  sort_jobs(w, false);
-  Diagnostics d;
-  Scenario sc = make_scenario(c, b, w, d);
-  EXPECT_TRUE(d.empty());
-  return sc;
+  return scenario_of(c, {{"/a", 1}, {"/b", 1}}, std::move(jobs));
 }
 
 SimOptions options(bool dynamic) {
-  SimOptions o;
-  const auto p = find_policy("fairshare");
-  o.policy_name = p->name;
-  o.policy = p->config;
+  SimOptions o = policy_options("fairshare");
   o.policy.mig_dynamic = dynamic;
   o.policy.mig_hold = 10 * core::kMinute;
   o.mig_reconfigure = 30;
-  o.record_events = true;
   return o;
 }
 
@@ -86,7 +57,7 @@ std::vector<SimJob> workload() {
 TEST(MigSimulation, TheIdleGpuIsSplitForProfilesAndTakenBackForTraining) {
   const Scenario sc = scenario(workload());
   const RunResult r = simulate(sc, options(true));
-  for (const Check& c : r.checks) EXPECT_TRUE(c.passed) << c.name << ": " << c.detail;
+  expect_checks_pass(r);
   EXPECT_EQ(r.mig_splits, 1u);
   EXPECT_EQ(r.mig_merges, 1u);
   EXPECT_NEAR(r.mig_reconfigure_gpu_hours, 2 * 30 / 3600.0, 1e-9);

@@ -12,49 +12,21 @@
 #include "sim/sweep.h"
 #include "sim/text_table.h"
 #include "sim/tradeoff.h"
+#include "sim_test_helpers.h"
 
 namespace allot::sim {
 namespace {
-
-SimJob job(std::uint64_t id, core::Time submit, const char* budget, int gpus,
-           core::Duration duration, core::Duration min_runtime = 0, bool resumable = true) {
-  SimJob j;
-  j.id = id;
-  j.line = id;
-  j.submit = submit;
-  j.budget = budget;
-  j.gpus = gpus;
-  j.duration = duration;
-  j.min_runtime = min_runtime;
-  j.resumable = resumable;
-  j.kind = core::JobKind::Batch;
-  j.priority = core::Priority::Normal;
-  return j;
-}
 
 Scenario scenario(int nodes, std::vector<SimJob> jobs,
                   std::vector<BudgetEntry> budgets = {{"/a", 1}, {"/b", 1}}) {
   ClusterConfig c;
   c.name = "test";
   c.pools.push_back({"n", nodes, "H100", 8, 0, 0, {}});
-  BudgetConfig b;
-  b.budgets = std::move(budgets);
-  Workload w;
-  w.source = "inline";
-  w.jobs = std::move(jobs);
-  sort_jobs(w, false);
-  Diagnostics d;
-  Scenario sc = make_scenario(c, b, w, d);
-  EXPECT_TRUE(d.empty());
-  return sc;
+  return scenario_of(c, std::move(budgets), std::move(jobs));
 }
 
 SimOptions options(const char* policy) {
-  SimOptions o;
-  const auto p = find_policy(policy);
-  o.policy_name = p->name;
-  o.policy = p->config;
-  o.record_events = true;
+  SimOptions o = policy_options(policy);
   o.cost.checkpoint_interval = 30;
   o.cost.restart_delay = 5;
   return o;
@@ -70,10 +42,6 @@ std::map<std::uint64_t, core::Time> finishes(const RunResult& r) {
     }
   }
   return out;
-}
-
-void expect_checks_pass(const RunResult& r) {
-  for (const Check& c : r.checks) EXPECT_TRUE(c.passed) << c.name << ": " << c.detail;
 }
 
 TEST(Simulation, FifoOnThreeNodes) {
