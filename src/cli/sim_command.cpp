@@ -46,6 +46,8 @@ void usage(FILE* out) {
       "  --nodes FILE           openb node list (default: next to the pod list)\n"
       "  --budgets FILE         budget tree YAML (default: leaves in proportion to demand)\n"
       "                         (sweep: a comma-separated list of files is a grid axis)\n"
+      "  --services FILE        inference services beside the workload, with their request\n"
+      "                         load and budgets (YAML; docs/simulator.md)\n"
       "  --limit N              only the first N jobs\n"
       "  --strict               fail on the first bad record (default: skip and count)\n"
       "models:\n"
@@ -81,6 +83,8 @@ void usage(FILE* out) {
       "  --mig-hold DUR         a GPU keeps a layout the scheduler decided this long (10m)\n"
 
       "  --mig-reconfigure DUR  a GPU being re-partitioned is unusable this long (default 30s)\n"
+      "  --inference-share F    protected replicas hold at most F of the cluster (docs/policy.md\n"
+      "                         15; default 0: no bound; lookback funding only)\n"
       "  --debug-first on|off   debug jobs get a pass of their own before other work (default:\n"
       "                         as the preset says: on, except fifo-strict and sjf-strict)\n"
       "sweep (allot sim sweep): comma-separated values make a grid, e.g.\n"
@@ -222,6 +226,7 @@ int sim_main(int argc, char** argv) {
   std::optional<core::Duration> interactive_grace;
   std::optional<bool> mig_dynamic;
   std::optional<core::Duration> mig_hold, mig_reconfigure;
+  std::optional<double> inference_share;
   std::vector<core::Duration> loss_patience;
   std::optional<bool> debug_first;  // overrides every preset's debug_jobs_first
   std::vector<std::string> budget_files;
@@ -373,6 +378,18 @@ int sim_main(int argc, char** argv) {
         return bad("bad --interactive-stop-grace (one duration)");
       }
       interactive_grace = d;
+    } else if (a == "--services") {
+      if (!need("--services")) return 2;
+      spec.services_path = v;
+    } else if (a == "--inference-share") {
+      if (!need("--inference-share")) return 2;
+      char* end = nullptr;
+      const double f = std::strtod(v, &end);
+      if (!end || *end || !(f >= 0 && f <= 1)) {
+        return bad(std::string("--inference-share must be a fraction from 0 to 1, not '") + v +
+                   "'");
+      }
+      inference_share = f;
     } else if (a == "--mig-dynamic") {
       if (!need("--mig-dynamic")) return 2;
       if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
@@ -478,6 +495,9 @@ int sim_main(int argc, char** argv) {
     }
     if (interactive_grace && o.policy.funding == core::Funding::Lookback) {
       o.policy.interactive_stop_grace = *interactive_grace;
+    }
+    if (inference_share && o.policy.funding == core::Funding::Lookback) {
+      o.policy.inference_share = *inference_share;
     }
     if (!loss_ratio.empty()) o.policy.max_unallocated_loss_ratio = loss_ratio.front();
     if (!loss_patience.empty()) o.policy.unallocated_loss_patience = loss_patience.front();

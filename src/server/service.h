@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autoscale.h"
 #include "core/status.h"
 #include "core/types.h"
 #include "server/job_spec.h"
@@ -30,20 +31,9 @@ struct ServiceLimits {
   std::size_t max_ready = 1024;    // readiness path or command, characters
 };
 
-struct Autoscale {
-  // Mean fraction of GPU memory used on the running replicas' GPUs: above `memory_high` one more
-  // replica, below `memory_low` one fewer (0 < low < high <= 1).
-  double memory_high = 0.8;
-  double memory_low = 0.3;
-  // The service's reported load per running replica (requests/s, or p90 latency in ms: whatever
-  // the service posts; POST /services/NAME/load): above `load_high` out, below `load_low` in.
-  // 0 and 0: the signal is not used.
-  double load_high = 0;
-  double load_low = 0;
-  core::Duration cooldown = 60;  // seconds between two scale decisions of the service
-  // A reported load older than this is ignored (the service stopped reporting).
-  core::Duration load_max_age = 120;
-};
+using core::Autoscale;
+using core::ScaleDecision;
+using core::ScaleSignals;
 
 struct ServiceSpec {  // NOLINT(bugprone-exception-escape): misreads nlohmann::json's noexcept move
   std::string name;
@@ -93,15 +83,7 @@ nlohmann::json replica_job(const ServiceSpec& s, bool protected_tier);
 // The readiness check a replica's canonical spec carries (its "ready" object), if any.
 bool has_ready_check(const nlohmann::json& replica_spec);
 
-// One scale decision, as `allot serve show` lists it.
-struct ScaleDecision {
-  core::Time at = 0;
-  int from = 0;
-  int to = 0;
-  std::string reason;
-  std::optional<double> memory;  // the mean memory pressure seen (0..1)
-  std::optional<double> load;    // the load per replica seen
-};
+// One scale decision (core/autoscale.h), as `allot serve show` lists it.
 nlohmann::json decision_to_json(const ScaleDecision& d);
 
 // What the server decided for a service since its creation: kept with the service (state_json).
@@ -118,18 +100,7 @@ ServiceState state_from_json(const nlohmann::json& j);
 // Appends a decision (dropping the oldest beyond limits.max_decisions) and applies it.
 void record_decision(ServiceState& s, ScaleDecision d, const ServiceLimits& limits = {});
 
-// The figures a scale decision reads: measured over the replicas serving now (running and, where
-// the service has a readiness check, ready).
-struct ScaleSignals {
-  int running = 0;               // replicas serving
-  std::optional<double> memory;  // mean fraction of GPU memory used on their GPUs
-  std::optional<double> load;    // the service's latest fresh report, total
-};
-
-// The next decision for a service wanting `state.desired` replicas, or nothing. Out when memory
-// or load per replica is above its high watermark, in when every signal in use is below its low
-// one (and none above); never inside the cool-down, never past min/max, and only once the
-// replicas wanted are all running (a scale-out waits for the last one to start).
+// The next decision for the service (core::scale_decision with its bounds and state).
 std::optional<ScaleDecision> scale_decision(const ServiceSpec& spec, const ServiceState& state,
                                             const ScaleSignals& sig, core::Time now);
 

@@ -11,6 +11,20 @@ namespace allot::sim {
 
 namespace {
 
+// Adds the services file's services (and budgets) to the scenario and to each budget variant.
+core::Status attach_services(const ExperimentSpec& spec, Inputs& in) {
+  if (spec.services_path.empty()) return core::ok_status();
+  auto f = load_services(spec.services_path);
+  if (!f.ok()) return f.error();
+  if (auto st = add_services(in.scenario, f.value(), spec.seed); !st.ok()) return st;
+  for (BudgetVariant& v : in.budget_variants) {
+    if (auto st = add_services(v.scenario, f.value(), spec.seed); !st.ok()) {
+      return core::Error{st.error().field + " (with budgets " + v.path + ")", st.error().reason};
+    }
+  }
+  return core::ok_status();
+}
+
 // The lab model's inputs: generated jobs, its own cluster (or the given one) and budget tree.
 core::Result<Inputs> prepare_lab_inputs(const ExperimentSpec& spec) {
   const LabWorkloadModel& m = *spec.lab;
@@ -39,6 +53,7 @@ core::Result<Inputs> prepare_lab_inputs(const ExperimentSpec& spec) {
   if (spec.strict && !in.diag.empty()) {
     return core::Error{"", in.diag.skipped().front().message() + " (--strict)"};
   }
+  if (auto st = attach_services(spec, in); !st.ok()) return st.error();
   return in;
 }
 
@@ -114,6 +129,7 @@ core::Result<Inputs> prepare_inputs(const ExperimentSpec& spec) {
   }
   in.scenario = make_scenario(std::move(cluster), std::move(budgets), w, in.diag);
   if (auto e = fail_strict()) return *e;
+  if (auto st = attach_services(spec, in); !st.ok()) return st.error();
   return in;
 }
 

@@ -23,6 +23,8 @@ struct ExperimentSpec {
   // A sweep over budget files: each file makes its own scenario (Inputs::budget_variants).
   std::vector<std::string> budget_variants;
   std::string workload_path;
+  // Inference services beside the workload (docs/simulator.md); empty: none.
+  std::string services_path;
   // The lab workload model instead of a file (`--workload lab`): it brings its own cluster (unless
   // cluster_path is given) and budget tree; `load` is then the model's, not a rescaling.
   std::optional<LabWorkloadModel> lab;

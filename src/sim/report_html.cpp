@@ -219,6 +219,31 @@ std::string report_html(const Report& rep) {
          html_escape(cost->axis_label) + ". Up and to the left is better.</p>";
     h += tradeoff_charts(rep.runs, *cost);
   }
+  if (!rep.runs.empty() && !rep.runs.front().services.empty()) {
+    h += "<h2>Tiers</h2><p>Training: the impact of budgets that fund no service (the other "
+         "figures above are the training tier's too: replicas are in occupancy only). Inference: "
+         "per service, replicas serving over replicas wanted in time, time with at least its "
+         "minimum serving, requests within the serving replicas' capacity, and the time from a "
+         "scale-out to its replica serving.</p><div class='scroll'><table><tr><th>policy</th>"
+         "<th>training impact mean</th><th>training impact worst</th><th>service</th>"
+         "<th>replicas available</th><th>minimum held</th><th>load served</th>"
+         "<th>replicas wanted</th><th>scale-up p50</th><th>scale-up p90</th><th>out / in</th>"
+         "<th>replicas preempted</th></tr>";
+    for (const RunResult& r : rep.runs) {
+      for (const ServiceResult& sv : r.services) {
+        h += "<tr><td>" + html_escape(run_name(r)) + "</td><td>" + pct(r.training_impact_mean) +
+             "</td><td>" + pct(r.training_impact_min) + "</td><td>" + html_escape(sv.name) +
+             "</td><td>" + pct(sv.availability) + "</td><td>" + pct(sv.floor_held) + "</td><td>" +
+             (sv.served < 0 ? std::string("n/a") : pct(sv.served)) + "</td><td>" +
+             fmt(sv.mean_desired, "%.1f") + "</td><td>" +
+             (sv.scale_up_delay.count ? short_duration(sv.scale_up_delay.p50) : "-") + "</td><td>" +
+             (sv.scale_up_delay.count ? short_duration(sv.scale_up_delay.p90) : "-") + "</td><td>" +
+             std::to_string(sv.scale_outs) + " / " + std::to_string(sv.scale_ins) + "</td><td>" +
+             std::to_string(sv.preemptions) + "</td></tr>";
+      }
+    }
+    h += "</table></div>";
+  }
   h += comparison_chart(rep);
 
   h += "<h2>Queue waits</h2><p>From submission to first start; jobs still waiting at the end "

@@ -135,6 +135,31 @@ Json run_json(const RunResult& r) {
                 {"merges", r.mig_merges},
                 {"reconfigure_gpu_hours", fixed(r.mig_reconfigure_gpu_hours, 3)}};
   }
+  if (!r.services.empty()) {  // docs/simulator.md, "Inference services"
+    Json sv = Json::array();
+    for (const ServiceResult& x : r.services) {
+      sv.push_back({{"name", x.name},
+                    {"budget", x.budget},
+                    {"min_replicas", x.min_replicas},
+                    {"max_replicas", x.max_replicas},
+                    {"mean_replicas_wanted", fixed(x.mean_desired, 3)},
+                    {"mean_replicas_serving", fixed(x.mean_serving, 3)},
+                    {"mean_load", fixed(x.mean_load, 3)},
+                    {"replica_availability", fixed(x.availability)},
+                    {"min_replicas_held", fixed(x.floor_held)},
+                    {"load_served", x.served < 0 ? Json() : Json(fixed(x.served))},
+                    {"scale_up_delay", summary(x.scale_up_delay)},
+                    {"scale_outs", x.scale_outs},
+                    {"scale_ins", x.scale_ins},
+                    {"replica_preemptions", x.preemptions},
+                    {"replica_stops", x.stops}});
+    }
+    j["inference"] = {{"services", sv}};
+    j["training"] = {{"impact_mean", fixed(r.training_impact_mean)},
+                     {"impact_min", fixed(r.training_impact_min)}};
+  }
+  if (r.config.inference_share > 0)
+    j["config"]["inference_share"] = fixed(r.config.inference_share);
   j["fragmentation"] = {{"idle_gpu_hours", fixed(r.fragmented_gpu_hours, 3)},
                         {"of_available", fixed(r.fragmentation)}};
   j["jain_fairness"] = fixed(r.jain_fairness);
@@ -208,6 +233,11 @@ std::string report_json(const Report& rep) {
                        {"jobs_left_out", v.skipped}});
     }
     inputs["budgets"] = files;
+  }
+  if (!spec.services_path.empty()) {
+    Json names = Json::array();
+    for (const ScenarioService& s : in.scenario.services) names.push_back(s.spec.name);
+    inputs["services"] = {{"file", spec.services_path}, {"names", names}};
   }
   inputs["seed"] = spec.seed;
   if (spec.lab) {

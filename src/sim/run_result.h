@@ -57,6 +57,20 @@ struct EventRecord {
   std::string reason;
 };
 
+// One inference service's figures (docs/simulator.md, "Inference services").
+struct ServiceResult {
+  std::string name, budget;
+  int min_replicas = 0, max_replicas = 0;
+  double mean_desired = 0, mean_serving = 0;  // replicas wanted, and serving up to those wanted
+  double mean_load = 0;                       // requests/s reported
+  double availability = 1;  // replica availability: serving (up to wanted) over wanted, in time
+  double floor_held = 1;    // time with at least min_replicas serving, over the run
+  double served = -1;       // load within serving capacity over load; -1: no capacity given
+  Summary scale_up_delay;   // from a scale-out decision to its replica serving
+  std::size_t scale_outs = 0, scale_ins = 0;
+  std::size_t preemptions = 0, stops = 0;  // of its replicas (stops: any cause), each replaced
+};
+
 struct RunResult {
   std::string policy;
   std::string description;
@@ -100,6 +114,12 @@ struct RunResult {
   std::size_t mig_splits = 0, mig_merges = 0;
   double mig_reconfigure_gpu_hours = 0;
   double jain_fairness = 1;
+  // Inference services, when the run has some: each one's figures, and the training tier's
+  // impact (budgets that fund no service). The other figures keep replicas out of the jobs,
+  // waits, preemptions and GPU-hours lost (theirs are here); replicas are in occupancy and in
+  // their budgets' delivered GPU-hours.
+  std::vector<ServiceResult> services;
+  double training_impact_mean = 1, training_impact_min = 1;
   double total_gpu_hours = 0, available_gpu_hours = 0, occupied_gpu_hours = 0;
   double allocated_gpu_hours = 0, unallocated_gpu_hours = 0, draining_gpu_hours = 0;
   std::uint64_t cycles = 0, events_processed = 0, submit_errors = 0;

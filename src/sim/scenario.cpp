@@ -125,4 +125,52 @@ Scenario make_scenario(ClusterConfig cluster, BudgetConfig budgets, const Worklo
   return sc;
 }
 
+core::Status add_services(Scenario& sc, const ServiceFile& file, std::uint64_t seed) {
+  core::BudgetTree tree;
+  (void)apply_budgets(sc.budgets, tree);
+  for (const BudgetEntry& e : file.budgets.budgets) {
+    if (tree.find(e.path)) {
+      return core::Error{file.path + ": budgets",
+                         "'" + e.path + "' is a budget of the workload's tree already"};
+    }
+  }
+  if (auto st = apply_budgets(file.budgets, tree); !st.ok()) {
+    return core::Error{file.path + ": budgets " + st.error().field, st.error().reason};
+  }
+  sc.budgets.budgets.insert(sc.budgets.budgets.end(), file.budgets.budgets.begin(),
+                            file.budgets.budgets.end());
+  // Each replica is admitted as a job of the workload is: the same checks, the same shape.
+  Workload w;
+  w.source = file.path;
+  for (const SimService& s : file.services) {
+    SimJob j;
+    j.budget = s.budget;
+    j.gpus = s.mig.empty() ? s.gpus : 1;
+    j.mig = s.mig;
+    j.kind = core::JobKind::Inference;
+    j.min_runtime = 0;
+    j.resumable = false;
+    j.priority = core::Priority::Normal;
+    j.line = s.line;
+    w.jobs.push_back(std::move(j));
+  }
+  Diagnostics diag;
+  Scenario admitted = make_scenario(sc.cluster, sc.budgets, w, diag);
+  if (!diag.empty()) {
+    const InputIssue& i = diag.skipped().front();
+    return core::Error{i.file + ":" + std::to_string(i.line) + ": " + i.field, i.reason};
+  }
+  for (std::size_t k = 0; k < file.services.size(); ++k) {
+    const AdmittedJob& a = admitted.jobs[k];
+    if (a.shape.nodes != 1) {
+      return core::Error{file.path + ":" + std::to_string(file.services[k].line) + ": gpus",
+                         "a replica runs on one node: at most " +
+                             std::to_string(sc.cluster.largest_node_gpus()) + " GPUs"};
+    }
+    sc.services.push_back(ScenarioService{file.services[k], a});
+  }
+  sc.service_seed = seed;
+  return core::ok_status();
+}
+
 }  // namespace allot::sim

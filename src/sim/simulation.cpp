@@ -52,6 +52,12 @@ core::JobSpec Run::spec_for(std::size_t i, std::uint64_t run_id, Time t) const {
   s.priority = *a.job.priority;
   s.submit_time = t;
   if (o_.oracle_durations) s.expected_duration = a.job.duration;
+  if (jobs_[i].service >= 0) {  // docs/policy.md §15: the tiers of a service's replicas
+    const SimService& svc = sc_.services[static_cast<std::size_t>(jobs_[i].service)].spec;
+    s.min_runtime = jobs_[i].protected_tier ? std::min(svc.contract, p.max_min_runtime) : 0;
+    s.renew_contract = jobs_[i].protected_tier;
+    s.expected_duration.reset();
+  }
   return s;
 }
 
@@ -99,6 +105,7 @@ void Run::setup() {
       push(e.time, EventKind::Fault, e.node, static_cast<std::uint64_t>(e.health));
     }
   }
+  setup_services();
 }
 
 void Run::add_logical(std::size_t i) {
@@ -204,11 +211,16 @@ void Run::on_start(const core::StartDecision& d, Time t) {
     if (*a.job.kind == core::JobKind::Interactive) {
       interactive_waits_.push_back(static_cast<double>(t - a.job.submit));
     }
-    budget_waits_[j.leaf].push_back(static_cast<double>(t - a.job.submit));
+    if (j.service < 0) budget_waits_[j.leaf].push_back(static_cast<double>(t - a.job.submit));
   }
   ++j.starts;
   ++r_.runs;
-  push(t + j.remaining + s.overhead, EventKind::JobEnd, d.job, s.serial);
+  if (j.service >= 0) {  // a replica runs until the service lets it go; it serves once loaded
+    const SimService& svc = sc_.services[static_cast<std::size_t>(j.service)].spec;
+    push(t + svc.start_delay, EventKind::ReplicaReady, d.job, s.serial);
+  } else {
+    push(t + j.remaining + s.overhead, EventKind::JobEnd, d.job, s.serial);
+  }
   place(s.placement, s.allocated, +1, t);
   delivered_[j.leaf].add(t, j.milli);
   if (s.allocated) delivered_allocated_[j.leaf].add(t, j.milli);
@@ -228,6 +240,10 @@ void Run::on_start(const core::StartDecision& d, Time t) {
 bool Run::on_stop(const core::StopDecision& d, Time t) {
   RunSlot& s = slot(d.job);
   const std::size_t i = s.logical;
+  if (jobs_[i].service >= 0) {
+    stop_replica(d, t);
+    return true;
+  }
   LogicalJob& j = jobs_[i];
   const AdmittedJob& a = job(i);
   const core::Duration ran = t - s.started;
@@ -384,12 +400,11 @@ void Run::on_repartition(const core::MigRepartition& r, Time t) {
   }
 }
 
-void Run::on_mig_ready(core::NodeId node, int gpu, Time t) {
+void Run::on_mig_ready(core::NodeId node, int gpu) {
   auto it = mig_making_.find({node, gpu});
   if (it == mig_making_.end()) return;
   (void)sched_.set_gpu_mig(node, gpu, std::move(it->second));
   mig_making_.erase(it);
-  (void)t;
 }
 
 // When the run is expected to end, for the progress bar: the period asked for (--until, a closed
@@ -477,7 +492,12 @@ RunResult Run::go() {
   Time wake = core::kNever, now = origin_;
   bool cut = false;
   while (true) {
-    if (next >= n && sched_.jobs().empty() && arrivals_due_ == 0) break;
+    // Done when the workload's jobs are. Services' replicas run for as long as the run: to
+    // --until where it is given.
+    if (next >= n && sched_.jobs().size() == live_replicas() && arrivals_due_ == 0 &&
+        (services_.empty() || o_.until == core::kNever)) {
+      break;
+    }
     Time t = core::kNever;
     if (next < n) t = sc_.jobs[next].job.submit;
     if (!events_.empty()) t = std::min(t, events_.top().time);
@@ -497,7 +517,11 @@ RunResult Run::go() {
       } else if (e.kind == EventKind::Arrival) {
         submit(static_cast<std::size_t>(e.a), t, false);
       } else if (e.kind == EventKind::MigReady) {
-        on_mig_ready(static_cast<core::NodeId>(e.a), static_cast<int>(e.b), t);
+        on_mig_ready(static_cast<core::NodeId>(e.a), static_cast<int>(e.b));
+      } else if (e.kind == EventKind::ServiceReport) {
+        on_service_report(static_cast<std::size_t>(e.a), t);
+      } else if (e.kind == EventKind::ReplicaReady) {
+        on_replica_ready(e.a, e.b, t);
       } else {
         on_fault(static_cast<core::NodeId>(e.a), static_cast<core::NodeHealth>(e.b), t,
                  e.kind == EventKind::Scripted);

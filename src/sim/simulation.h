@@ -16,6 +16,7 @@
 #include "sim/fault_model.h"
 #include "sim/progress.h"
 #include "sim/run_result.h"
+#include "sim/service_model.h"
 #include "sim/workload.h"
 
 namespace allot::sim {
@@ -53,6 +54,13 @@ class JobSource {
   virtual core::Time horizon() const = 0;
 };
 
+// An inference service on the scenario's cluster: its model and its replicas' job, admitted like a
+// workload's job (its budget a leaf of the tree, its replica's shape one the nodes can take).
+struct ScenarioService {
+  SimService spec;
+  AdmittedJob replica;  // kind inference; its tier's minimum runtime is set per replica
+};
+
 // The inputs every policy run shares, checked once.
 struct Scenario {
   ClusterConfig cluster;
@@ -61,6 +69,10 @@ struct Scenario {
   std::string workload_source;
   // Empty for a fixed workload (a trace); otherwise makes each run's closed loop.
   std::function<std::unique_ptr<JobSource>()> job_source;
+  // Inference services beside the workload (docs/simulator.md, "Inference services"), and the
+  // seed of their loads' noise.
+  std::vector<ScenarioService> services;
+  std::uint64_t service_seed = 1;
 };
 
 // The shape of a request of `gpus` whole GPUs on nodes of at most `node_gpus` GPUs: one node if
@@ -73,6 +85,11 @@ core::Shape shape_for(const SimJob& j, int node_gpus, GangShape rule = GangShape
 // `diag` and the job is left out.
 Scenario make_scenario(ClusterConfig cluster, BudgetConfig budgets, const Workload& workload,
                        Diagnostics& diag);
+
+// Adds the services of `file` to a scenario: their budgets to its tree (a path the tree has
+// already is refused), and each service's replica admitted as a job is. The first problem is
+// returned, naming the file, line and field.
+core::Status add_services(Scenario& sc, const ServiceFile& file, std::uint64_t seed);
 
 struct SimOptions {
   std::string policy_name = "fairshare";

@@ -22,7 +22,7 @@ void Run::finish(Time end) {
   r_.end = end;
   r_.bucket = o_.bucket;
   r_.jobs = 0;
-  for (const LogicalJob& j : jobs_) r_.jobs += j.arrived;
+  for (const LogicalJob& j : jobs_) r_.jobs += j.arrived && j.service < 0;
   // Jobs still in the system.
   Milli core_running = 0;
   std::size_t core_pending = 0;
@@ -32,10 +32,25 @@ void Run::finish(Time end) {
       for (const core::GpuSlot& g : e.run.placement) core_running += g.milli;
     }
   }
+  std::size_t replicas_pending = 0;
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     LogicalJob& j = jobs_[i];
     if (j.ended || !j.arrived) continue;
     const RunSlot& s = slot(j.run_id);
+    if (j.service >= 0) {  // a service's replica: the inference tier's figures
+      if (s.running) {
+        const double ms = static_cast<double>(j.milli) * static_cast<double>(end - s.started);
+        assigned_ms_ += ms;
+        used_ms_ += ms * job(i).job.utilization;
+      } else {
+        ++replicas_pending;
+      }
+      if (j.first_start < 0) {
+        waits_[j.category].push_back(static_cast<double>(end - job(i).job.submit));
+        ++censored_[j.category];
+      }
+      continue;
+    }
     if (s.running) {
       ++r_.running_at_end;
       const double ms = static_cast<double>(j.milli) * static_cast<double>(end - s.started);
@@ -81,14 +96,18 @@ void Run::finish(Time end) {
   r_.makespan = r_.completed > 0 ? static_cast<double>(last_completion_ - origin_) : 0;
   r_.completion = summarize(completion_, 0);
 
-  std::vector<double> all;
-  for (int c = 0; c < kCategories; ++c) all.insert(all.end(), waits_[c].begin(), waits_[c].end());
+  std::vector<double> all;  // the training tier's: replicas are the inference tier's
   std::size_t all_censored = 0;
-  for (std::size_t c : censored_) all_censored += c;
+  for (int c = 0; c < kCategories; ++c) {
+    if (c == kInference) continue;
+    all.insert(all.end(), waits_[c].begin(), waits_[c].end());
+    all_censored += censored_[c];
+  }
   r_.waits.emplace_back("all", summarize(all, all_censored));
   r_.wait_samples.emplace_back("all", all);
   for (int c = 0; c < kCategories; ++c) {
-    if (c == kMig && waits_[c].empty()) continue;  // a workload without MIG jobs
+    // A workload without MIG jobs, a run without services.
+    if ((c == kMig || c == kInference) && waits_[c].empty()) continue;
     r_.waits.emplace_back(kCategoryNames[c], summarize(waits_[c], censored_[c]));
     r_.wait_samples.emplace_back(kCategoryNames[c], waits_[c]);
   }
@@ -161,6 +180,7 @@ void Run::finish(Time end) {
   }
   r_.impact_mean = n > 0 ? impact_sum / n : 1.0;
   r_.jain_fairness = impact_sq > 0 ? impact_sum * impact_sum / (n * impact_sq) : 1.0;
+  finish_services(end);
 
   // Conservation checks.
   std::size_t multi_end = 0;
@@ -172,12 +192,13 @@ void Run::finish(Time end) {
   r_.checks.push_back({"every job completed, or is pending or running at the end",
                        accounted == r_.jobs,
                        std::to_string(accounted) + " of " + std::to_string(r_.jobs)});
-  r_.checks.push_back({"the core agrees on pending and running jobs",
-                       core_pending == r_.pending_at_end && core_running == assigned_all_.rate(),
-                       "core: " + std::to_string(core_pending) + " pending, " +
-                           std::to_string(core_running) +
-                           " milli-GPUs running; simulator: " + std::to_string(r_.pending_at_end) +
-                           ", " + std::to_string(assigned_all_.rate())});
+  r_.checks.push_back(
+      {"the core agrees on pending and running jobs",
+       core_pending == r_.pending_at_end + replicas_pending && core_running == assigned_all_.rate(),
+       "core: " + std::to_string(core_pending) + " pending, " + std::to_string(core_running) +
+           " milli-GPUs running; simulator: " +
+           std::to_string(r_.pending_at_end + replicas_pending) + ", " +
+           std::to_string(assigned_all_.rate())});
   std::size_t over = 0;
   for (std::size_t b = 0; b < buckets; ++b) {
     over += occupied_.at(b) > available_.at(b) || available_.at(b) > r_.series_total[b];

@@ -24,12 +24,17 @@ inline constexpr double kMilliGpuSecondsPerGpuHour = 1000.0 * 3600.0;
 // Arrival: a job a JobSource made (a closed loop's next job), submitted after the other events
 // of its time, like the workload's own arrivals.
 // MigReady: a GPU's re-partition is done (a: node, b: GPU).
+// ReplicaReady: a replica's model is loaded and it serves (a: core job id, b: run serial).
+// ServiceReport: a service reports its load and the autoscaler decides (a: service), after the
+// replicas that serve from the same time.
 enum class EventKind : std::uint8_t {
   JobEnd = 0,
   Fault = 1,
   Scripted = 2,
   Arrival = 3,
-  MigReady = 4
+  MigReady = 4,
+  ReplicaReady = 5,
+  ServiceReport = 6
 };
 
 struct Event {
@@ -45,9 +50,10 @@ struct Event {
   }
 };
 
-// kMig: jobs that name a MIG profile (reported only when there are some).
-enum Category : std::uint8_t { kDebug, kBatch, kLarge, kMig, kCategories };
-const char* const kCategoryNames[] = {"debug", "batch", "large", "mig"};
+// kMig: jobs that name a MIG profile (reported only when there are some). kInference: services'
+// replicas, reported apart (not in "all": the other figures are the training tier's).
+enum Category : std::uint8_t { kDebug, kBatch, kLarge, kMig, kInference, kCategories };
+const char* const kCategoryNames[] = {"debug", "batch", "large", "mig", "inference"};
 
 struct LogicalJob {
   std::uint64_t run_id = 0;  // the core's id of its current incarnation
@@ -60,6 +66,27 @@ struct LogicalJob {
   Category category = kBatch;
   Milli milli = 0;  // total milli-GPUs
   core::BudgetId leaf = core::kNoBudget;
+  // A service's replica: its service (index into Scenario::services; -1: a workload's job), its
+  // tier, and since when the service has wanted it serving (a scale-out's time; -1: not timed).
+  int service = -1;
+  bool protected_tier = false;
+  Time wanted_since = -1;
+};
+
+// A service's state in one run (simulation_services.cpp) and what it measured.
+struct ServiceRun {
+  int desired = 0;
+  Time last_scale = 0;
+  std::vector<std::size_t> replicas;  // logical jobs not ended, oldest first
+  int serving = 0;
+  double load = 0;  // its latest report
+  // Integrals over time, from the run's start to `since`: replicas wanted, serving ones up to
+  // those wanted, time with at least min_replicas serving, load, and load within capacity.
+  Time since = 0;
+  double desired_s = 0, serving_s = 0, floor_s = 0, load_s = 0, served_s = 0;
+  std::vector<double> scale_up;  // from a scale-out to its replica serving
+  std::size_t scale_up_censored = 0;
+  std::size_t outs = 0, ins = 0, preemptions = 0, stops = 0;
 };
 
 struct RunSlot {
@@ -70,6 +97,7 @@ struct RunSlot {
   Time started = 0;
   core::Duration overhead = 0;  // restart delay paid at the start of this run
   core::Placement placement;
+  bool serving = false;  // a replica past its start delay
 };
 
 class Run {
@@ -108,7 +136,18 @@ class Run {
   void on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scripted);
   void cycles(Time t);
   void on_repartition(const core::MigRepartition& r, Time t);
-  void on_mig_ready(core::NodeId node, int gpu, Time t);
+  void on_mig_ready(core::NodeId node, int gpu);
+  // Inference services (simulation_services.cpp).
+  void setup_services();
+  std::size_t live_replicas() const;
+  void service_advance(std::size_t k, Time t);
+  void on_service_report(std::size_t k, Time t);
+  void reconcile_service(std::size_t k, Time t, bool scale_out);
+  void new_replica(std::size_t k, bool protected_tier, Time t, bool scale_out);
+  void cancel_replica(std::size_t i, Time t);
+  void on_replica_ready(std::uint64_t run_id, std::uint64_t serial, Time t);
+  void stop_replica(const core::StopDecision& d, Time t);
+  void finish_services(Time end);
   void charge_backlog(std::size_t backlog, double seconds);  // RunResult::core_by_backlog
   void measure_fragmentation(Time t);
   Time expected_end(Time stop_at) const;
@@ -137,8 +176,9 @@ class Run {
   // Dynamic MIG: the layouts being made, by (node, GPU), until their MigReady.
   std::map<std::pair<core::NodeId, int>, std::vector<core::MigInstance>> mig_making_;
   std::unique_ptr<JobSource> source_;  // a closed loop, or nothing
-  std::deque<AdmittedJob> made_;       // its jobs (a deque: references stay valid)
+  std::deque<AdmittedJob> made_;       // its jobs and replicas (a deque: references stay)
   std::size_t arrivals_due_ = 0;       // its jobs made but not yet submitted
+  std::vector<ServiceRun> services_;   // by Scenario::services
 
   // Per node: capacity, health, and the milli-GPUs assigned to allocated / unallocated work.
   std::vector<Milli> node_milli_, node_alloc_, node_unalloc_;

@@ -84,6 +84,27 @@ std::string summary_table(const Report& rep, bool with_wall_time) {
                     r.mig_merges, r.mig_reconfigure_gpu_hours);
       out += line;
     }
+    if (!r.services.empty()) {
+      std::snprintf(line, sizeof line,
+                    "    training tier: impact %s / %s (budgets funding no service)\n",
+                    pct(r.training_impact_mean).c_str(), pct(r.training_impact_min).c_str());
+      out += line;
+    }
+    for (const ServiceResult& sv : r.services) {
+      const std::string served = sv.served < 0 ? std::string("n/a") : pct(sv.served);
+      const std::string delay = sv.scale_up_delay.count == 0
+                                    ? std::string("-")
+                                    : short_duration(sv.scale_up_delay.p50) + " / " +
+                                          short_duration(sv.scale_up_delay.p90);
+      std::snprintf(line, sizeof line,
+                    "    service %s: replicas available %s, min %d held %s, load served %s, "
+                    "%.1f replicas wanted on average; scale-up p50/p90 %s; %zu out, %zu in, "
+                    "%zu replicas preempted\n",
+                    sv.name.c_str(), pct(sv.availability).c_str(), sv.min_replicas,
+                    pct(sv.floor_held).c_str(), served.c_str(), sv.mean_desired, delay.c_str(),
+                    sv.scale_outs, sv.scale_ins, sv.preemptions);
+      out += line;
+    }
     if (with_wall_time) {
       std::snprintf(
           line, sizeof line,

@@ -1,0 +1,211 @@
+// Inference services in the simulator (docs/simulator.md, "Inference services"): replicas kept
+// and scaled with the core's autoscaler, their figures apart from the training tier's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "sim/reports.h"
+#include "sim/service_model.h"
+#include "sim_test_helpers.h"
+
+namespace allot::sim {
+namespace {
+
+ClusterConfig cluster(int nodes, int gpus_per_node = 8) {
+  ClusterConfig c;
+  NodePool p;
+  p.name = "p";
+  p.nodes = nodes;
+  p.gpu_model = "H100";
+  p.gpus_per_node = gpus_per_node;
+  c.pools.push_back(p);
+  return c;
+}
+
+ServiceFile services(const std::string& yaml) {
+  auto f = parse_services(yaml, "services.yaml");
+  EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.error().message());
+  return f.ok() ? f.value() : ServiceFile{};
+}
+
+const char* kDiurnal = R"(
+budgets:
+  - {name: serve, share: 1}
+services:
+  - name: chat
+    budget: /serve
+    gpus: 1
+    min_replicas: 2
+    max_replicas: 12
+    start_delay: 2m
+    capacity: 10
+    load: {trough: 10, peak: 100, peak_hour: 12}
+    autoscale: {load_high: 8, load_low: 4, cooldown: 1m}
+)";
+
+int count_events(const RunResult& r, const std::string& what, const std::string& reason_has) {
+  return static_cast<int>(std::count_if(r.events.begin(), r.events.end(), [&](const auto& e) {
+    return e.event == what && e.reason.find(reason_has) != std::string::npos;
+  }));
+}
+
+TEST(ServiceSimulation, ADiurnalLoadScalesAServiceOutAndBackIn) {
+  Scenario sc = scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 1, 2 * core::kDay)});
+  ASSERT_TRUE(add_services(sc, services(kDiurnal), 1).ok());
+  SimOptions o = policy_options("fairshare");
+  o.until = 2 * core::kDay;
+  const RunResult r = simulate(sc, o);
+  expect_checks_pass(r);
+  ASSERT_EQ(r.services.size(), 1u);
+  const ServiceResult& s = r.services[0];
+  // The load swings 10 to 100 requests/s: 2 replicas at night (the minimum), 12 at noon.
+  EXPECT_GT(s.scale_outs, 10u);
+  EXPECT_GT(s.scale_ins, 10u);
+  EXPECT_GT(s.mean_desired, 2.5);
+  EXPECT_LT(s.mean_desired, 12);
+  // The cluster has room: every replica wanted serves but while it loads, and each scale-out
+  // serves after exactly its start delay.
+  EXPECT_GT(s.availability, 0.95);
+  EXPECT_DOUBLE_EQ(s.floor_held, 1.0 - 120.0 / (2 * core::kDay));  // the first replicas' load
+  EXPECT_EQ(s.scale_up_delay.p50, 120);
+  EXPECT_EQ(s.scale_up_delay.max, 120);
+  EXPECT_GT(s.served, 0.9);
+  EXPECT_EQ(s.preemptions, 0u);
+  // Scale-in cancels replicas; the figures of the training tier count none of them.
+  EXPECT_EQ(count_events(r, "cancel", "scaled in"), static_cast<int>(s.scale_ins));
+  EXPECT_EQ(r.jobs, 1u);
+  EXPECT_EQ(r.completed, 1u);
+  for (const auto& [kind, w] : r.waits) {
+    if (kind == "all") {
+      EXPECT_EQ(w.count, 1u);
+    }
+  }
+}
+
+TEST(ServiceSimulation, TrainingTakesElasticReplicasButNeverTheProtectedOnes) {
+  // One 8-GPU node. The service wants 6 replicas of 1 GPU from the start (its load is high all
+  // day): 2 protected, 4 elastic. A funded 6-GPU training job arrives an hour in and may take the
+  // elastic ones, not the protected ones; the service replaces them, and they wait. (The run
+  // starts with the first submission: a short job at 0.)
+  const char* yaml = R"(
+budgets:
+  - {name: serve, share: 1}
+services:
+  - name: chat
+    budget: /serve
+    min_replicas: 2
+    max_replicas: 6
+    start_delay: 1m
+    load: {trough: 1000, peak: 1000}
+    autoscale: {load_high: 10, load_low: 5, cooldown: 1m}
+)";
+  Scenario sc = scenario_of(
+      cluster(1), {{"/train", 1}},
+      {job(1, 0, "/train", 1, 60), job(2, core::kHour, "/train", 6, 4 * core::kHour, core::kHour)});
+  ASSERT_TRUE(add_services(sc, services(yaml), 1).ok());
+  SimOptions o = policy_options("fairshare");
+  o.until = 6 * core::kHour;
+  const RunResult r = simulate(sc, o);
+  expect_checks_pass(r);
+  ASSERT_EQ(r.services.size(), 1u);
+  const ServiceResult& s = r.services[0];
+  EXPECT_EQ(s.preemptions, 4u);  // the elastic replicas, for the training job
+  EXPECT_EQ(count_events(r, "stop", "replica of chat"), 4);
+  EXPECT_DOUBLE_EQ(s.floor_held, 1.0 - 60.0 / (6 * core::kHour));  // the protected ones stay
+  EXPECT_EQ(r.end, 6 * core::kHour);                               // services run to --until
+  EXPECT_LT(s.availability, 0.6);  // 4 of 6 wanted wait for the 4 hours of training
+  EXPECT_EQ(r.preemptions, 0u);    // replicas' stops are the inference tier's
+  EXPECT_EQ(r.completed, 2u);
+}
+
+TEST(ServiceSimulation, TheBaselinesAndTheSummaryCarryTheTiers) {
+  Scenario sc = scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 4, core::kDay)});
+  ASSERT_TRUE(add_services(sc, services(kDiurnal), 7).ok());
+  for (const char* p : {"fairshare", "fifo", "priority", "fairtree"}) {
+    SimOptions o = policy_options(p);
+    o.until = core::kDay;
+    const RunResult r = simulate(sc, o);
+    expect_checks_pass(r);
+    ASSERT_EQ(r.services.size(), 1u) << p;
+    EXPECT_GT(r.services[0].scale_outs, 0u) << p;
+    // The budget funding a service is left out of the training tier's impact.
+    EXPECT_EQ(r.training_impact_mean,
+              r.budgets[0].path == "/train" ? r.budgets[0].impact : r.budgets[1].impact)
+        << p;
+  }
+}
+
+TEST(ServiceSimulation, TheLoadIsSeededAndDiurnal) {
+  SimService s;
+  s.load = DiurnalLoad{10, 110, 12, 0};
+  EXPECT_DOUBLE_EQ(service_load(s, 0, 1, 12 * core::kHour), 110);
+  EXPECT_DOUBLE_EQ(service_load(s, 0, 1, 0), 10);
+  EXPECT_DOUBLE_EQ(service_load(s, 0, 1, core::kDay + 12 * core::kHour), 110);
+  s.load.noise = 0.5;
+  const double a = service_load(s, 0, 1, 12 * core::kHour);
+  EXPECT_DOUBLE_EQ(a, service_load(s, 0, 1, 12 * core::kHour));  // the same for every policy
+  EXPECT_GE(a, 55);
+  EXPECT_LE(a, 165);
+  bool differs = false;
+  for (int seed = 2; seed < 10 && !differs; ++seed) {
+    differs = service_load(s, 0, seed, 12 * core::kHour) != a;
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(ServiceSimulation, AServicesFileIsCheckedFieldByField) {
+  auto error_of = [](const std::string& yaml) {
+    auto f = parse_services(yaml, "s.yaml");
+    return f.ok() ? std::string("accepted") : f.error().message();
+  };
+  const std::string head = "services:\n  - name: chat\n    budget: /serve\n";
+  EXPECT_NE(error_of(head + "    replicas: 3\n").find("services[0].replicas: unknown field"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "    load: {peak: 1, valley: 2}\n").find("load.valley: unknown"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "    min_replicas: 3\n    max_replicas: 2\n").find("max_replicas"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "    max_replicas: 4\n").find("autoscale.load_high"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "    gpus: 1\n    mig: 1g.10gb\n").find("services[0].mig"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "    contract: 9h\n").find("services[0].contract"), std::string::npos);
+  EXPECT_NE(error_of(head + "    gpus: -1\n").find("services[0].gpus"), std::string::npos);
+  EXPECT_NE(error_of(head + "    load: {peak: .nan}\n").find("load.peak"), std::string::npos);
+  EXPECT_NE(error_of("services:\n  - name: Chat!\n    budget: /s\n").find("name"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "  - name: chat\n    budget: /serve\n").find("given twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("services: []\n").find("empty"), std::string::npos);
+  EXPECT_NE(error_of("servces: []\n").find("services"), std::string::npos);
+  EXPECT_NE(error_of("services:\n  - [\n").find("yaml"), std::string::npos);
+  EXPECT_EQ(error_of(head), "accepted");
+
+  // Budgets and shapes are checked against the scenario.
+  Scenario sc = scenario_of(cluster(1), {{"/train", 1}}, {job(1, 0, "/train", 1, 60)});
+  auto st = add_services(sc, services("services:\n  - {name: a, budget: /nowhere}\n"), 1);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("budget"), std::string::npos);
+  st = add_services(sc,
+                    services("budgets:\n  - {name: train, share: 1}\nservices:\n"
+                             "  - {name: a, budget: /train}\n"),
+                    1);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("already"), std::string::npos);
+  st = add_services(sc, services("services:\n  - {name: a, budget: /train, gpus: 9}\n"), 1);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("gpus"), std::string::npos);
+  EXPECT_TRUE(sc.services.empty());
+}
+
+TEST(ServiceSimulation, ARunWithoutServicesReportsNoTier) {
+  Scenario sc = scenario_of(cluster(1), {{"/train", 1}}, {job(1, 0, "/train", 1, 60)});
+  const RunResult r = simulate(sc, policy_options("fairshare"));
+  EXPECT_TRUE(r.services.empty());
+  for (const auto& [kind, w] : r.waits) EXPECT_NE(kind, "inference");
+}
+
+}  // namespace
+}  // namespace allot::sim
