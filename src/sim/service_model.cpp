@@ -127,6 +127,9 @@ core::Result<SimService> parse_one(const YAML::Node& n, std::size_t i, const Rea
   if (auto e = r.integer(n, "max_replicas", at + "max_replicas", 1, 1024, s.max_replicas)) {
     return *e;
   }
+  if (s.max_replicas < 1) {  // min_replicas 0 and no max
+    return r.error(n, at + "max_replicas", "a service runs at least one replica: give 1 or more");
+  }
   if (s.max_replicas < s.min_replicas) {
     return r.error(n["max_replicas"] ? n["max_replicas"] : n, at + "max_replicas",
                    "must be at least min_replicas");

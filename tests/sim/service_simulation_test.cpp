@@ -172,6 +172,8 @@ TEST(ServiceSimulation, AServicesFileIsCheckedFieldByField) {
   EXPECT_NE(error_of(head + "    gpus: 1\n    mig: 1g.10gb\n").find("services[0].mig"),
             std::string::npos);
   EXPECT_NE(error_of(head + "    contract: 9h\n").find("services[0].contract"), std::string::npos);
+  EXPECT_NE(error_of(head + "    min_replicas: 0\n").find("services[0].max_replicas"),
+            std::string::npos);
   EXPECT_NE(error_of(head + "    gpus: -1\n").find("services[0].gpus"), std::string::npos);
   EXPECT_NE(error_of(head + "    load: {peak: .nan}\n").find("load.peak"), std::string::npos);
   EXPECT_NE(error_of("services:\n  - name: Chat!\n    budget: /s\n").find("name"),
