@@ -134,10 +134,12 @@ Time Scheduler::next_mig_wakeup() const {
 void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, CycleResult& out) {
   std::erase_if(mig_changed_at_,
                 [&](const auto& e) { return e.second + config_.mig_hold <= now_; });
-  // Reserved nodes, with what their holder needs of each (§7.4).
+  // Reserved nodes, with the whole GPUs their holder needs of each (§7.4). A node held for a job
+  // that names a profile is no reason not to split: the split is for such jobs.
   std::vector<int> reserved(nodes_.size(), 0);
   for (const Reservation& r : reservations_[c]) {
     const JobEntry* h = job(r.job);
+    if (h && h->spec.shape.mig != 0) continue;
     for (NodeId n : r.nodes) reserved[n] = h ? std::max(1, h->spec.shape.gpus_per_node) : 1;
   }
   struct Idle {

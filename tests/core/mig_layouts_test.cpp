@@ -128,6 +128,31 @@ TEST(DynamicMig, AnIdleGpuIsSplitForTheProfileAWaitingJobNamesAndNothingRunsTher
   EXPECT_TRUE(w.running(busy));
 }
 
+TEST(DynamicMig, ANodeReservedForAJobNamingAProfileIsStillSplitForIt) {
+  // GPU 1's two 3g.71gb instances are busy; a third job naming the profile waits and holds the
+  // node's reservation. The reservation is no reason to keep GPU 0 whole: the split is for it.
+  World w(dynamic());
+  const NodeId n = w.add_nodes(1, 2, "H200").front();
+  const BudgetId b = w.budget("/lab/a");
+  const JobId first = w.submit(named(w, b, "3g.71gb"));
+  CycleResult r = w.run();
+  ASSERT_EQ(r.repartitions.size(), 1u);
+  ASSERT_TRUE(
+      w.s.set_gpu_mig(n, r.repartitions.front().gpu, r.repartitions.front().instances).ok());
+  const JobId second = w.submit(named(w, b, "3g.71gb"));
+  w.now = 10;
+  r = w.run();
+  ASSERT_EQ(r.starts.size(), 2u);
+  EXPECT_TRUE(w.running(first) && w.running(second));
+  const JobId third = w.submit(named(w, b, "3g.71gb"));
+  w.now = 20;
+  r = w.run();
+  EXPECT_TRUE(r.starts.empty());
+  ASSERT_EQ(r.repartitions.size(), 1u);
+  EXPECT_EQ(r.repartitions.front().for_job, third);
+  EXPECT_NE(r.repartitions.front().gpu, w.s.pool().in_mig_mode(n, 0) ? 0 : 1);
+}
+
 TEST(DynamicMig, StaticLayoutsAreNeverChanged) {
   World w;  // mig_dynamic off
   w.add_nodes(1, 1, "H200");

@@ -137,6 +137,49 @@ TEST(ServiceSimulation, TheBaselinesAndTheSummaryCarryTheTiers) {
   }
 }
 
+TEST(ServiceSimulation, ReplicasOnMigInstancesStaticOrMadeByDynamicMig) {
+  // Replicas of one 3g.40gb each, 4 wanted all day: on a node whose 2 MIG GPUs hold two 3g.40gb
+  // each, or on whole GPUs the core splits for them (dynamic MIG).
+  const char* yaml = R"(
+budgets:
+  - {name: serve, share: 1}
+services:
+  - name: asr
+    budget: /serve
+    mig: 3g.40gb
+    min_replicas: 1
+    max_replicas: 4
+    start_delay: 30s
+    load: {trough: 1000, peak: 1000}
+    autoscale: {load_high: 10, load_low: 5, cooldown: 30s}
+)";
+  for (const bool dynamic : {false, true}) {
+    ClusterConfig c = cluster(1);
+    if (!dynamic) {
+      c.pools[0].mig_gpus = 2;
+      c.pools[0].mig_profiles = {"3g.40gb", "3g.40gb"};
+    }
+    Scenario sc = scenario_of(c, {{"/train", 1}}, {job(1, 0, "/train", 1, 60)});
+    ASSERT_TRUE(add_services(sc, services(yaml), 1).ok());
+    SimOptions o = policy_options("fairshare");
+    o.policy.mig_dynamic = dynamic;
+    o.until = 2 * core::kHour;
+    const RunResult r = simulate(sc, o);
+    expect_checks_pass(r);
+    ASSERT_EQ(r.services.size(), 1u);
+    const ServiceResult& s = r.services[0];
+    EXPECT_EQ(s.scale_outs, 3u) << dynamic;  // 1 -> 4
+    EXPECT_GT(s.availability, 0.95) << dynamic;
+    EXPECT_EQ(s.scale_up_delay.count, 3u) << dynamic;
+    // Dynamic: two GPUs split, into two 3g.40gb each (a node reserved for a waiting replica is
+    // split all the same).
+    EXPECT_EQ(r.mig_splits, dynamic ? 2u : 0u) << dynamic;
+    bool on_mig = false;
+    for (const auto& [kind, w] : r.waits) on_mig |= kind == "inference" && w.count == 4;
+    EXPECT_TRUE(on_mig) << dynamic;
+  }
+}
+
 TEST(ServiceSimulation, TheLoadIsSeededAndDiurnal) {
   SimService s;
   s.load = DiurnalLoad{10, 110, 12, 0};
