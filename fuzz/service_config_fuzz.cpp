@@ -31,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::set<std::string> names;
   for (std::size_t k = 0; k < f.services.size(); ++k) {
     const auto& s = f.services[k];
-    FUZZ_CHECK(!s.name.empty() && s.name.size() <= 63 && names.insert(s.name).second,
-               "name '%s'", s.name.c_str());
+    FUZZ_CHECK(!s.name.empty() && s.name.size() <= 63 && names.insert(s.name).second, "name '%s'",
+               s.name.c_str());
     for (char c : s.name) {
       FUZZ_CHECK((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-', "name '%s'",
                  s.name.c_str());
@@ -49,13 +49,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(std::isfinite(s.capacity) && s.capacity >= 0, "%s: capacity", s.name.c_str());
     const auto& l = s.load;
     FUZZ_CHECK(std::isfinite(l.trough) && std::isfinite(l.peak) && 0 <= l.trough &&
-                   l.trough <= l.peak && l.peak_hour >= 0 && l.peak_hour <= 24 &&
-                   l.noise >= 0 && l.noise <= 1,
+                   l.trough <= l.peak && l.peak_hour >= 0 && l.peak_hour <= 24 && l.noise >= 0 &&
+                   l.noise <= 1,
                "%s: load", s.name.c_str());
     const auto& a = s.autoscale;
     FUZZ_CHECK(a.cooldown >= 0 && a.cooldown <= core::kDay, "%s: cooldown", s.name.c_str());
     FUZZ_CHECK(a.load_high <= 0 && a.load_low <= 0 ? s.max_replicas == s.min_replicas
-                                                    : a.load_low < a.load_high,
+                                                   : a.load_low < a.load_high,
                "%s: watermarks %g / %g", s.name.c_str(), a.load_low, a.load_high);
     for (const core::Time t : {core::Time{0}, core::Time{43'200}, core::Time{-7},
                                std::numeric_limits<core::Time>::max() / 2}) {
