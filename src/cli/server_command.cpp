@@ -137,6 +137,9 @@ void usage(bool up) {
       "                       and make them whole again for whole-GPU work (docs/policy.md\n"
       "                       section 7.5; default off: nodes' layouts are their own)\n"
       "  --mig-hold S         seconds a GPU keeps a layout the scheduler decided (default 600)\n"
+      "  --mig-yield          with --mig-dynamic: unallocated work on MIG instances is\n"
+      "                       preempted to make GPUs whole for waiting training, down to\n"
+      "                       --inference-share of the GPUs in MIG mode (section 7.5)\n"
       "  --interactive-stop-grace S  seconds of notice ($ALLOT_STOP_NOTICE) and time to save\n"
       "                       before an interactive job is stopped (section 9; default 0 =\n"
       "                       an ordinary stop; 300 is the measured setting)\n"
@@ -249,6 +252,8 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.policy.inference_share = f;
     } else if (k == "--mig-dynamic") {
       a.policy.mig_dynamic = true;
+    } else if (k == "--mig-yield") {
+      a.policy.mig_yield = true;
     } else if (k == "--mig-hold") {
       a.policy.mig_hold = number("seconds");
     } else if (k == "--interactive-stop-grace") {

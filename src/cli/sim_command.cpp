@@ -81,6 +81,9 @@ void usage(FILE* out) {
       "  --mig-dynamic on|off   the scheduler re-partitions idle GPUs into the MIG instances\n"
       "                         waiting jobs name, and back (docs/policy.md 7.5; default off)\n"
       "  --mig-hold DUR         a GPU keeps a layout the scheduler decided this long (10m)\n"
+      "  --mig-yield on|off     MIG instances of unallocated work are preempted to make GPUs\n"
+      "                         whole for waiting training, down to --inference-share of the\n"
+      "                         GPUs in MIG mode (docs/policy.md 7.5; default off)\n"
 
       "  --mig-reconfigure DUR  a GPU being re-partitioned is unusable this long (default 30s)\n"
       "  --inference-share F    protected replicas hold at most F of the cluster (docs/policy.md\n"
@@ -224,7 +227,7 @@ int sim_main(int argc, char** argv) {
   std::optional<bool> share_claims, keep_non_resumable;
   std::optional<int> interactive_allowance;
   std::optional<core::Duration> interactive_grace;
-  std::optional<bool> mig_dynamic;
+  std::optional<bool> mig_dynamic, mig_yield;
   std::optional<core::Duration> mig_hold, mig_reconfigure;
   std::optional<double> inference_share;
   std::vector<core::Duration> loss_patience;
@@ -396,6 +399,12 @@ int sim_main(int argc, char** argv) {
         return bad(std::string("bad --mig-dynamic '") + v + "' (expected on or off)");
       }
       mig_dynamic = std::strcmp(v, "on") == 0;
+    } else if (a == "--mig-yield") {
+      if (!need("--mig-yield")) return 2;
+      if (std::strcmp(v, "on") != 0 && std::strcmp(v, "off") != 0) {
+        return bad(std::string("bad --mig-yield '") + v + "' (expected on or off)");
+      }
+      mig_yield = std::strcmp(v, "on") == 0;
     } else if (a == "--mig-hold" || a == "--mig-reconfigure") {
       core::Duration d = 0;
       if (!need(a.c_str()) || !duration(&d)) return bad("bad " + a + " (one duration)");
@@ -505,6 +514,7 @@ int sim_main(int argc, char** argv) {
     // Infrastructure rather than policy: every policy's run gets it alike.
     if (mig_dynamic) o.policy.mig_dynamic = *mig_dynamic;
     if (mig_hold) o.policy.mig_hold = *mig_hold;
+    if (mig_yield) o.policy.mig_yield = *mig_yield;
     if (mig_reconfigure) o.mig_reconfigure = *mig_reconfigure;
   }
 

@@ -3,6 +3,7 @@
 // idle are made whole for whole-GPU work that waits; a GPU being re-partitioned takes no work until
 // its node reports the layout it achieved.
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 #include "core/mig_geometry.h"
@@ -112,6 +113,111 @@ bool Scheduler::mig_layout_may_change(NodeId n, int gpu) const {
   return it == mig_changed_at_.end() || it->second + config_.mig_hold <= now_;
 }
 
+// GPUs of cluster `c` in MIG mode or being split, less those being made whole (`merged`).
+int Scheduler::mig_mode_gpus(ClusterId c, const std::set<std::pair<NodeId, int>>& merged) const {
+  int n_mig = 0;
+  for (NodeId n : cluster_nodes_[c]) {
+    for (int g = 0; g < nodes_[n].spec.gpus; ++g) {
+      auto plan = mig_plans_.find({n, g});
+      const bool will_be_mig =
+          plan != mig_plans_.end() ? !plan->second.empty() : pool_.in_mig_mode(n, g);
+      n_mig += will_be_mig && merged.count({n, g}) == 0;
+    }
+  }
+  return n_mig;
+}
+
+// With yield, the GPUs of cluster `c` the inference tier keeps in MIG mode (§7.5, "Yield"):
+// inference_share of them, rounded down.
+int Scheduler::mig_tier_share(ClusterId c) const {
+  return static_cast<int>(config_.inference_share * static_cast<double>(capacity_[c] / kWholeGpu));
+}
+
+// §7.5 "Yield": on one node per cycle where whole-GPU work waits that the node could hold if its
+// GPUs in MIG mode were whole, and whose requester asks for a contract within its budget's
+// allocation, the unallocated unshielded work on just enough such GPUs is preempted and the GPUs
+// are made whole — while the cluster keeps more GPUs in MIG mode than the inference tier's share
+// (inference_share x its GPUs), never fewer.
+void Scheduler::yield_mig_gpus(ClusterId c, const std::vector<int>& reserved,
+                               const std::vector<int>& whole_need,
+                               const std::vector<const JobEntry*>& needed_by,
+                               std::set<std::pair<NodeId, int>>& merged, CycleResult& out) {
+  const int mig_gpus = mig_mode_gpus(c, merged);
+  const int share = mig_tier_share(c);
+  if (mig_gpus <= share) return;
+  for (NodeId n : cluster_nodes_[c]) {
+    const Node& node = nodes_[n];
+    if (!node.schedulable() || !pool_.has_mig(n)) continue;
+    const GpuModelId model = node.spec.model;
+    const JobEntry* requester = nullptr;
+    int need = 0;
+    if (reserved[n] > 0) {
+      for (const Reservation& r : reservations_[c]) {
+        if (std::find(r.nodes.begin(), r.nodes.end(), n) != r.nodes.end()) requester = job(r.job);
+      }
+      need = reserved[n];
+    } else {
+      requester = needed_by[model];
+      need = whole_need[model];
+    }
+    if (!requester || need == 0 || requester->state != JobState::Pending ||
+        requester->spec.min_runtime == 0 || standing(c, requester->spec.budget) >= 1.0) {
+      continue;
+    }
+    int have = pool_.whole_free(n);
+    for (const auto& [at, gpu] : merged) have += at == n;
+    if (have >= need) continue;
+    // GPUs in MIG mode whose every holder is unallocated work past any shield: the cheapest
+    // (least work run) first.
+    std::vector<std::pair<double, int>> yieldable;
+    for (int g = 0; g < node.spec.gpus; ++g) {
+      if (!pool_.in_mig_mode(n, g) || merged.count({n, g}) > 0 || !mig_layout_may_change(n, g)) {
+        continue;
+      }
+      double ran = 0;
+      bool takeable = true;
+      for (const JobEntry* j : jobs_on_node_[n]) {
+        if (j->state != JobState::Running) continue;
+        const bool here = std::any_of(j->run.placement.begin(), j->run.placement.end(),
+                                      [&](const GpuSlot& s) { return s.node == n && s.gpu == g; });
+        if (!here) continue;
+        // §8's bound on one job's preemptions holds here too.
+        if (j->run.allocated || shielded_until(j->run) > now_ || j->run.started == now_ ||
+            preempted_enough(*j)) {
+          takeable = false;
+          break;
+        }
+        ran += static_cast<double>(now_ - j->run.started);
+      }
+      if (takeable) yieldable.emplace_back(ran, g);
+    }
+    if (have + static_cast<int>(yieldable.size()) < need || need - have > mig_gpus - share) {
+      continue;
+    }
+    std::sort(yieldable.begin(), yieldable.end());
+    for (int k = 0; k < need - have; ++k) {
+      const int g = yieldable[static_cast<std::size_t>(k)].second;
+      const std::vector<JobEntry*> on_node = jobs_on_node_[n];  // stop() edits the list
+      for (JobEntry* j : on_node) {
+        if (j->state != JobState::Running ||
+            std::none_of(j->run.placement.begin(), j->run.placement.end(),
+                         [&](const GpuSlot& s) { return s.node == n && s.gpu == g; })) {
+          continue;
+        }
+        StopDecision d;
+        d.reason = StopReason::Preempted;
+        d.for_job = requester->spec.id;
+        d.victim.cls = VictimClass::Unallocated;
+        d.victim.ran_for = now_ - j->run.started;
+        stop(*j, d, out);
+      }
+      out.repartitions.push_back({c, n, g, {}, requester->spec.id});
+      merged.insert({n, g});
+    }
+    return;  // one node a cycle
+  }
+}
+
 Time Scheduler::next_mig_wakeup() const {
   Time t = kNever;
   if (!config_.mig_dynamic) return t;
@@ -165,40 +271,54 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
     }
     if (!idle_mig.empty()) mergeable.emplace_back(n, std::move(idle_mig));
   }
-  if (idle.empty() && mergeable.empty() && mig_plans_.empty()) return;
+  if (idle.empty() && mergeable.empty() && mig_plans_.empty() && !config_.mig_yield) return;
 
   // The waiting work, in submission order: jobs that name a profile, and the smallest per-node
   // request of whole-GPU work by model.
   std::vector<const JobEntry*> named;
   std::vector<int> whole_need(catalog_.size(), 0);
+  std::vector<const JobEntry*> needed_by(catalog_.size(), nullptr);  // the first with that need
   for (const auto& [id, j] : jobs_) {
     if (j.state != JobState::Pending || started.count(id) > 0 || !accepts_cluster(j.spec, c)) {
       continue;
     }
     if (j.spec.shape.mig != 0) {
       named.push_back(&j);
-    } else if (!j.spec.shape.fractional() && !mergeable.empty()) {
+    } else if (!j.spec.shape.fractional() && (!mergeable.empty() || config_.mig_yield)) {
       for (std::size_t m = 0; m < catalog_.size(); ++m) {
         if (!accepts(j.spec.models, static_cast<GpuModelId>(m))) continue;
         int& need = whole_need[m];
-        need = need == 0 ? j.spec.shape.gpus_per_node : std::min(need, j.spec.shape.gpus_per_node);
+        if (need == 0 || j.spec.shape.gpus_per_node < need) {
+          need = j.spec.shape.gpus_per_node;
+          needed_by[m] = &j;
+        }
       }
     }
   }
 
   // Merges first: whole-GPU training takes GPUs back.
   std::set<std::pair<NodeId, int>> merged;
+  // With yield, merges too leave the inference tier its share of GPUs in MIG mode.
+  int above_share = config_.mig_yield && config_.inference_share > 0
+                        ? mig_mode_gpus(c, merged) - mig_tier_share(c)
+                        : std::numeric_limits<int>::max();
   for (const auto& [n, gpus] : mergeable) {
     // A reserved node is drained for its holder: what it needs; elsewhere the smallest request.
     const int need = reserved[n] > 0 ? reserved[n] : whole_need[nodes_[n].spec.model];
     const int have = pool_.whole_free(n);
-    if (need == 0 || have >= need || have + static_cast<int>(gpus.size()) < need) continue;
+    if (need == 0 || have >= need || have + static_cast<int>(gpus.size()) < need ||
+        need - have > above_share) {
+      continue;
+    }
+    above_share -= need - have;
     for (int k = 0; k < need - have; ++k) {
       const int g = gpus[static_cast<std::size_t>(k)];
       out.repartitions.push_back({c, n, g, {}, kNoJob});
       merged.insert({n, g});
     }
   }
+
+  if (config_.mig_yield) yield_mig_gpus(c, reserved, whole_need, needed_by, merged, out);
 
   std::sort(idle.begin(), idle.end(), [](const Idle& a, const Idle& b) {
     return std::make_tuple(!a.in_mig, -a.node_mig, a.whole_free, a.node, -a.gpu) <

@@ -113,6 +113,11 @@ struct PolicyConfig {
   bool mig_dynamic = false;
   // Hysteresis: a GPU whose layout the scheduler changed keeps it at least this long.
   Duration mig_hold = 10 * kMinute;
+  // MIG instances yield to training: where whole-GPU work waits with a contract its budget can
+  // afford and a node could hold it with its GPUs in MIG mode made whole, the unallocated work on
+  // them is preempted and they are made whole (docs/policy.md section 7.5, "Yield") — while more
+  // of the cluster's GPUs are in MIG mode than inference_share of them (0: down to none).
+  bool mig_yield = false;
 
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated

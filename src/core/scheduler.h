@@ -353,6 +353,12 @@ class Scheduler : private detail::SchedulerState {
   template <class Offered, class Add>
   void fill_mig_layout(int memory, const Offered& offered, const Add& add) const;
   void rebuild_node_capacity(NodeId n);
+  int mig_mode_gpus(ClusterId c, const std::set<std::pair<NodeId, int>>& merged) const;
+  int mig_tier_share(ClusterId c) const;
+  void yield_mig_gpus(ClusterId c, const std::vector<int>& reserved,
+                      const std::vector<int>& whole_need,
+                      const std::vector<const JobEntry*>& needed_by,
+                      std::set<std::pair<NodeId, int>>& merged, CycleResult& out);
   void settle_mig_plans(NodeId n);
   Time next_mig_wakeup() const;
 

@@ -378,10 +378,6 @@ void Controller::publish() {
     }
   }
   s->submits_taken = taken_;
-  for (const auto& [node, gpus] : mig_orders_) {
-    for (const auto& [gpu, profiles] : gpus)
-      s->assignments[node].mig_layouts.push_back({gpu, profiles});
-  }
   s->version = ++published_;
   // GPUs still being vacated: those of runs stopping (preempted, drained, cancelled) that their
   // agents have not yet confirmed gone. A job placed on any of them reaches its agents only once
@@ -402,6 +398,16 @@ void Controller::publish() {
       const auto& node = (*a.nodes)[r];
       if (!a.stopped.count(node)) {
         vacating[node].insert(a.per_node[r].first.begin(), a.per_node[r].first.end());
+      }
+    }
+  }
+  // A re-partition reaches the agent once the runs stopped on that GPU (a yield to training) are
+  // gone: an agent leaves a GPU a run still holds as it is.
+  for (const auto& [node, gpus] : mig_orders_) {
+    const auto v = vacating.find(node);
+    for (const auto& [gpu, profiles] : gpus) {
+      if (v == vacating.end() || v->second.count(gpu) == 0) {
+        s->assignments[node].mig_layouts.push_back({gpu, profiles});
       }
     }
   }

@@ -271,5 +271,119 @@ TEST(DynamicMig, ACopyOfTheSchedulerKeepsItsPlans) {
   EXPECT_EQ(copy.pool().whole_free(n), 0);
 }
 
+// §7.5 "Yield": whole-GPU work with a contract its budget can afford takes a GPU in MIG mode back
+// from unallocated work on its instances; allocated or shielded work is never taken.
+TEST(DynamicMig, UnallocatedWorkOnInstancesYieldsToTrainingThatWaits) {
+  PolicyConfig config = dynamic();
+  config.mig_yield = true;
+  World w(config);
+  NodeSpec spec;
+  spec.name = "mig";
+  spec.model = w.model("H200");
+  spec.gpus = 2;
+  const MigProfileId p = *w.s.catalog().find_mig_profile("3g.71gb");
+  spec.mig = {{MigInstance{p, 428}, MigInstance{p, 428}}, {}};
+  const NodeId n = w.s.add_node(spec).value();
+  const BudgetId serve = w.budget("/lab/serve");
+  const BudgetId train = w.budget("/lab/train");
+  // Two inference jobs on GPU 0's instances: one unallocated by choice, one with a contract.
+  JobSpec free_job = named(w, serve, "3g.71gb");
+  free_job.min_runtime = 0;
+  const JobId unallocated = w.submit(free_job);
+  JobSpec protected_job = named(w, serve, "3g.71gb");
+  protected_job.min_runtime = kHour;
+  const JobId allocated = w.submit(protected_job);
+  ASSERT_EQ(w.run().starts.size(), 2u);
+  // Training needs both GPUs: GPU 0 holds allocated work, so nothing yields.
+  const JobId training = w.submit(train, 2);
+  w.now = 60;
+  CycleResult r = w.run();
+  EXPECT_TRUE(r.stops.empty());
+  EXPECT_TRUE(r.repartitions.empty());
+  // The allocated job ends: only unallocated work is left on GPU 0, and it yields.
+  ASSERT_TRUE(w.s.job_finished(allocated, 120).ok());
+  w.now = 120;
+  r = w.run();
+  ASSERT_EQ(r.stops.size(), 1u);
+  EXPECT_EQ(r.stops.front().job, unallocated);
+  EXPECT_EQ(r.stops.front().for_job, training);
+  ASSERT_EQ(r.repartitions.size(), 1u);
+  EXPECT_EQ(r.repartitions.front().gpu, 0);
+  EXPECT_TRUE(r.repartitions.front().instances.empty());
+  w.carry_out(r);
+  ASSERT_TRUE(w.s.set_gpu_mig(n, 0, {}).ok());
+  w.now = 150;
+  r = w.run();
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(r.starts.front().job, training);
+}
+
+// The bound: GPUs in MIG mode yield only while more than the inference tier's share of the
+// cluster's GPUs are in MIG mode, and never below it.
+TEST(DynamicMig, InstancesYieldOnlyAboveTheInferenceTiersShare) {
+  for (const double share : {0.0, 0.25, 0.5}) {
+    PolicyConfig config = dynamic();
+    config.mig_yield = true;
+    config.inference_share = share;
+    World w(config);
+    const MigProfileId p = *w.s.catalog().find_mig_profile("3g.71gb");
+    const std::vector<MigInstance> split = {MigInstance{p, 428}, MigInstance{p, 428}};
+    // 4 GPUs: two in MIG mode, two whole.
+    const NodeId n = w.mig_node({split, split, {}, {}});
+    const BudgetId serve = w.budget("/lab/serve");
+    const BudgetId train = w.budget("/lab/train");
+    std::vector<JobId> instances;
+    for (int k = 0; k < 4; ++k) {  // every instance busy with unallocated work
+      JobSpec j = named(w, serve, "3g.71gb");
+      j.min_runtime = 0;
+      instances.push_back(w.submit(j));
+    }
+    const JobId busy = w.submit(train, 2);  // the whole GPUs
+    ASSERT_EQ(w.run().starts.size(), 5u);
+    const JobId training = w.submit(train, 1);
+    w.now = 60;
+    const CycleResult r = w.run();
+    // Share 0: down to no GPU in MIG mode; 0.25 (1 GPU): one may go; 0.5 (2): none.
+    const std::size_t yielded = share == 0.5 ? 0u : 1u;
+    EXPECT_EQ(r.repartitions.size(), yielded) << share;
+    EXPECT_EQ(r.stops.size(), 2 * yielded) << share;  // the two instances of one GPU
+    for (const StopDecision& d : r.stops) EXPECT_EQ(d.for_job, training);
+    EXPECT_TRUE(w.running(busy));
+    if (yielded == 0) continue;
+    // Once that GPU is whole again and the training runs on it, the next request finds the
+    // tier at its share (0.25) and nothing more yields; at 0 the last MIG GPU may go too.
+    w.carry_out(r);
+    ASSERT_TRUE(w.s.set_gpu_mig(n, r.repartitions.front().gpu, {}).ok());
+    w.now = 120;
+    ASSERT_EQ(w.run().starts.size(), 1u);
+    w.submit(train, 1);
+    w.now = 180;
+    const CycleResult again = w.run();
+    EXPECT_EQ(again.repartitions.size(), share == 0 ? 1u : 0u) << share;
+  }
+}
+
+TEST(DynamicMig, WithoutYieldInstancesAreNeverPreemptedForWholeGpus) {
+  World w(dynamic());
+  NodeSpec spec;
+  spec.name = "mig";
+  spec.model = w.model("H200");
+  spec.gpus = 1;
+  const MigProfileId p = *w.s.catalog().find_mig_profile("3g.71gb");
+  spec.mig = {{MigInstance{p, 428}, MigInstance{p, 428}}};
+  ASSERT_TRUE(w.s.add_node(spec).ok());
+  const BudgetId serve = w.budget("/lab/serve");
+  const BudgetId train = w.budget("/lab/train");
+  JobSpec free_job = named(w, serve, "3g.71gb");
+  free_job.min_runtime = 0;
+  w.submit(free_job);
+  ASSERT_EQ(w.run().starts.size(), 1u);
+  w.submit(train, 1);
+  w.now = 3600;
+  const CycleResult r = w.run();
+  EXPECT_TRUE(r.stops.empty());
+  EXPECT_TRUE(r.repartitions.empty());
+}
+
 }  // namespace
 }  // namespace allot::core

@@ -242,5 +242,61 @@ TEST(DynamicMigServer, AnIdleGpuIsSplitThroughTheAgentAndTakenBackForTraining) {
   EXPECT_FALSE(a.body.contains("mig_layouts")) << a.body.dump();
 }
 
+// docs/policy.md section 7.5, "Yield": training with a contract takes a GPU in MIG mode back from
+// unallocated work on its instance; the agent is told to make it whole only once that work's run
+// is gone (an agent leaves a GPU a run still holds as it is).
+TEST(DynamicMigServer, UnallocatedWorkYieldsItsGpuAndTheMergeWaitsForItsRunToGo) {
+  TempDir dir;
+  ControllerOptions o;
+  o.policy.mig_dynamic = true;
+  o.policy.mig_yield = true;
+  o.policy.mig_hold = 60;
+  Harness h(dir.file("allot.db"), {}, 1'000'000, o);
+  ASSERT_EQ(h.post("/api/v1/budgets", {{"path", "/lab/a"}, {"members", {"ann"}}}).status, 200);
+  json node = {{"name", "n1"}, {"cluster", "c1"}, {"model", "H200"}, {"gpus", 1}};
+  node["devices"] = {{{"index", 0},
+                      {"uuid", "GPU-0"},
+                      {"mig",
+                       {{{"uuid", "MIG-0"}, {"profile", "3g.71gb"}, {"milli", 428}},
+                        {{"uuid", "MIG-1"}, {"profile", "3g.71gb"}, {"milli", 428}}}}}};
+  auto tok = h.token("agent-n1", "agent", "n1");
+  ASSERT_EQ(h.post("/api/v1/nodes", node, tok).status, 201);
+  auto inference = job("k1", "/lab/a", 1);
+  inference.erase("gpus_per_node");
+  inference["mig"] = "3g.71gb";
+  inference["min_runtime"] = 0;  // unallocated by choice
+  inference["command"] = {"sleep", "1000"};
+  auto r = h.post("/api/v1/jobs", inference);
+  ASSERT_EQ(r.status, 201) << r.body.dump();
+  const JobId id = r.body["id"];
+  h.sync();
+  ASSERT_EQ(h.post("/api/v1/agent/nodes/n1/reports",
+                   {{"reports", {{{"job", id}, {"run", 1}, {"event", "started"}}}}}, tok)
+                .status,
+            200);
+  h.advance(30);
+  auto training = job("k2", "/lab/a", 1);
+  training["min_runtime"] = 3600;
+  training["command"] = {"true"};
+  ASSERT_EQ(h.post("/api/v1/jobs", training).status, 201);
+  h.sync();
+  auto a = h.get("/api/v1/agent/nodes/n1/assignments", tok);
+  // The inference run is told to stop; the GPU is not yet re-partitioned under it.
+  ASSERT_EQ(a.body["stop"].size(), 1u) << a.body.dump();
+  EXPECT_EQ(a.body["stop"][0]["job"], id);
+  EXPECT_FALSE(a.body.contains("mig_layouts")) << a.body.dump();
+  EXPECT_EQ(h.get("/api/v1/jobs/" + std::to_string(id)).body["state"], "preempting");
+  // Its run is gone: now the agent is told to make the GPU whole.
+  ASSERT_EQ(h.post("/api/v1/agent/nodes/n1/reports",
+                   {{"reports", {{{"job", id}, {"run", 1}, {"event", "preempted"}}}}}, tok)
+                .status,
+            200);
+  h.sync();
+  a = h.get("/api/v1/agent/nodes/n1/assignments", tok);
+  ASSERT_EQ(a.body["mig_layouts"].size(), 1u) << a.body.dump();
+  EXPECT_EQ(a.body["mig_layouts"][0]["gpu"], 0);
+  EXPECT_EQ(a.body["mig_layouts"][0]["profiles"], json::array());
+}
+
 }  // namespace
 }  // namespace allot::server
