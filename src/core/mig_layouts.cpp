@@ -130,7 +130,8 @@ int Scheduler::mig_mode_gpus(ClusterId c, const std::set<std::pair<NodeId, int>>
 // With yield, the GPUs of cluster `c` the inference tier keeps in MIG mode (§7.5, "Yield"):
 // inference_share of them, rounded down.
 int Scheduler::mig_tier_share(ClusterId c) const {
-  return static_cast<int>(config_.inference_share * static_cast<double>(capacity_[c] / kWholeGpu));
+  const Milli gpus = capacity_[c] / kWholeGpu;  // whole GPUs: capacity is a multiple
+  return static_cast<int>(config_.inference_share * static_cast<double>(gpus));
 }
 
 // §7.5 "Yield": on one node per cycle where whole-GPU work waits that the node could hold if its

@@ -38,7 +38,7 @@ bool service_name(const std::string& s) {
 
 class Reader {
  public:
-  Reader(std::string file) : file_(std::move(file)) {}
+  explicit Reader(std::string file) : file_(std::move(file)) {}
 
   core::Error error(const YAML::Node& n, const std::string& field, const std::string& why) const {
     return core::Error{file_ + ":" + std::to_string(n.Mark().line + 1) + ": " + field, why};
@@ -106,7 +106,7 @@ core::Result<SimService> parse_one(const YAML::Node& n, std::size_t i, const Rea
     return *e;
   }
   SimService s;
-  s.line = static_cast<std::size_t>(n.Mark().line + 1);
+  s.line = static_cast<std::size_t>(n.Mark().line) + 1;
   if (!n["name"]) return r.error(n, at + "name", "missing");
   s.name = n["name"].as<std::string>();
   if (!service_name(s.name)) {
