@@ -279,13 +279,18 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
   std::vector<const JobEntry*> named;
   std::vector<int> whole_need(catalog_.size(), 0);
   std::vector<const JobEntry*> needed_by(catalog_.size(), nullptr);  // the first with that need
+  auto waiting_here = [&](JobId id, const JobEntry& j) {
+    return j.state == JobState::Pending && started.count(id) == 0 && accepts_cluster(j.spec, c);
+  };
+  for (const JobId id : pending_named_) {  // the index: the cost is what waits, not the backlog
+    const JobEntry& j = jobs_.at(id);
+    if (waiting_here(id, j)) named.push_back(&j);
+  }
+  // Whole-GPU work is looked for only where a merge or a yield could serve it.
   for (const auto& [id, j] : jobs_) {
-    if (j.state != JobState::Pending || started.count(id) > 0 || !accepts_cluster(j.spec, c)) {
-      continue;
-    }
-    if (j.spec.shape.mig != 0) {
-      named.push_back(&j);
-    } else if (!j.spec.shape.fractional() && (!mergeable.empty() || config_.mig_yield)) {
+    if (mergeable.empty() && !config_.mig_yield) break;
+    if (!waiting_here(id, j)) continue;
+    if (j.spec.shape.mig == 0 && !j.spec.shape.fractional()) {
       for (std::size_t m = 0; m < catalog_.size(); ++m) {
         if (!accepts(j.spec.models, static_cast<GpuModelId>(m))) continue;
         int& need = whole_need[m];

@@ -42,6 +42,7 @@ void Scheduler::add_pending(JobEntry& j) {
     flat_fit_[pass_of(j.spec)].add(j.spec.shape, flat_key(j));
   }
   pending_total_.insert(j.spec.shape.total_milli());
+  if (j.spec.shape.mig != 0) pending_named_.insert(j.spec.id);
   pending_with_end_ += j.spec.expected_duration.has_value();
   auto& sizes = pending_sizes_[pass_of(j.spec)];
   if (sizes.size() < queues.size()) sizes.resize(queues.size());
@@ -81,6 +82,7 @@ void Scheduler::remove_pending(JobEntry& j) {
     flat_fit_[pass_of(j.spec)].remove(j.spec.shape, flat_key(j));
   }
   pending_total_.erase(pending_total_.find(j.spec.shape.total_milli()));
+  pending_named_.erase(j.spec.id);
   pending_with_end_ -= j.spec.expected_duration.has_value();
   PendingSizes& mine = pending_sizes_[pass_of(j.spec)][j.spec.budget];
   mine.fit.remove(j.spec.shape, key);

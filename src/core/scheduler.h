@@ -124,6 +124,8 @@ struct SchedulerState {
   std::uint64_t fractions_version_ = 0;
 
   std::map<JobId, JobEntry> jobs_;
+  // Pending jobs that name a MIG profile, in id order: what the MIG layout planner serves (§7.5).
+  std::set<JobId> pending_named_;
   // Pending jobs per budget, in the order they are served within it: priority, submit time, id.
   // (The first field holds a duration under QueueOrder::ShortestFirst, hence Time.)
   using PendingKey = std::tuple<Time, Time, JobId>;
