@@ -110,6 +110,43 @@ TEST_F(SimCliLab, BadLabOptionsAreRefusedByName) {
   EXPECT_NE(r.output.find("--closed-loop"), std::string::npos) << r.output;
 }
 
+// docs/simulator.md, "Inference services": both tiers from the command line.
+TEST_F(SimCliLab, ServicesBesideTheLabReportBothTiers) {
+  const std::string services = std::string(ALLOT_EXAMPLES_DIR) + "/lab-services.yaml";
+  const Ran r = run("--workload lab --days 1 --services " + services +
+                    " --policies fairshare,fifo --quiet --out " + dir_.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("service chat: replicas available"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("training tier: impact"), std::string::npos) << r.output;
+  const auto rep = read_json(dir_ / "report.json");
+  EXPECT_EQ(rep["inputs"]["services"]["names"], nlohmann::json::array({"chat", "embed"}));
+  for (const auto& p : rep["policies"]) {
+    ASSERT_EQ(p["inference"]["services"].size(), 2u);
+    const auto& chat = p["inference"]["services"][0];
+    EXPECT_EQ(chat["min_replicas"], 8);
+    EXPECT_GT(chat["scale_outs"].get<int>(), 0);
+    EXPECT_GT(chat["replica_availability"].get<double>(), 0.5);
+    EXPECT_TRUE(p["training"].contains("impact_mean"));
+    EXPECT_EQ(p["period"]["end_s"], 86400);
+    // The tree gained the services' budgets: 15 teams and 2 services.
+    EXPECT_EQ(p["budgets"].size(), 17u);
+  }
+  const std::string html = [&] {
+    std::ifstream in(dir_ / "report.html");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }();
+  EXPECT_NE(html.find("<h2>Tiers</h2>"), std::string::npos);
+
+  Ran bad = run("--workload lab --days 1 --services " + (dir_ / "none.yaml").string());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("cannot open the services file"), std::string::npos) << bad.output;
+  bad = run("--workload lab --days 1 --inference-share 2");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("--inference-share"), std::string::npos) << bad.output;
+}
+
 TEST_F(SimCliLab, DebugFirstSwitchOverridesEveryPreset) {
   const Ran r =
       run("--workload lab --days 1 --policies fifo-strict,fifo --debug-first off --quiet "
