@@ -3,8 +3,10 @@
 // - an accepted file has 1-256 services with distinct names of a-z, 0-9 and '-', each within the
 //   documented bounds (replicas 0 <= min <= max <= 1024, at least 1; GPUs 1-1024 or a MIG
 //   profile; contract <= 8 h; finite loads with trough <= peak; load watermarks low < high when
-//   used, and given whenever max > min), and budgets that build into a core tree;
-// - the load it reports is finite and never negative, at any time.
+//   used, and given whenever max > min without a memory model), memory watermarks
+//   0 < low < high <= 1, and budgets that build into a core tree;
+// - the load it reports is finite and never negative, at any time; the memory, where modelled
+//   and some replica serves, a fraction from 0 to 1.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -54,9 +56,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                "%s: load", s.name.c_str());
     const auto& a = s.autoscale;
     FUZZ_CHECK(a.cooldown >= 0 && a.cooldown <= core::kDay, "%s: cooldown", s.name.c_str());
-    FUZZ_CHECK(a.load_high <= 0 && a.load_low <= 0 ? s.max_replicas == s.min_replicas
-                                                   : a.load_low < a.load_high,
+    FUZZ_CHECK(a.load_high <= 0 && a.load_low <= 0
+                   ? s.max_replicas == s.min_replicas || s.memory_modelled
+                   : a.load_low < a.load_high,
                "%s: watermarks %g / %g", s.name.c_str(), a.load_low, a.load_high);
+    FUZZ_CHECK(0 < a.memory_low && a.memory_low < a.memory_high && a.memory_high <= 1,
+               "%s: memory watermarks %g / %g", s.name.c_str(), a.memory_low, a.memory_high);
+    FUZZ_CHECK(s.memory_idle >= 0 && s.memory_idle <= 1 && s.memory_per_request >= 0 &&
+                   s.memory_per_request <= 1,
+               "%s: memory model", s.name.c_str());
+    for (const int serving : {0, 1, 7}) {
+      const auto m = allot::sim::service_memory(s, s.load.peak, serving);
+      FUZZ_CHECK(m.has_value() == (s.memory_modelled && serving > 0) &&
+                     (!m || (std::isfinite(*m) && *m >= 0 && *m <= 1)),
+                 "%s: memory %g with %d serving", s.name.c_str(), m.value_or(-1), serving);
+    }
     for (const core::Time t : {core::Time{0}, core::Time{43'200}, core::Time{-7},
                                std::numeric_limits<core::Time>::max() / 2}) {
       const double x = allot::sim::service_load(s, k, 7, t);

@@ -26,6 +26,11 @@ double service_load(const SimService& s, std::size_t index, std::uint64_t seed, 
   return std::max(0.0, load);
 }
 
+std::optional<double> service_memory(const SimService& s, double load, int serving) {
+  if (!s.memory_modelled || serving <= 0) return std::nullopt;
+  return std::min(1.0, s.memory_idle + s.memory_per_request * load / serving);
+}
+
 namespace {
 
 bool service_name(const std::string& s) {
@@ -102,7 +107,7 @@ core::Result<SimService> parse_one(const YAML::Node& n, std::size_t i, const Rea
   if (auto e =
           r.unknown(n, at,
                     {"name", "budget", "gpus", "mig", "min_replicas", "max_replicas", "contract",
-                     "start_delay", "capacity", "load", "report_every", "autoscale"})) {
+                     "start_delay", "capacity", "load", "memory", "report_every", "autoscale"})) {
     return *e;
   }
   SimService s;
@@ -157,10 +162,33 @@ core::Result<SimService> parse_one(const YAML::Node& n, std::size_t i, const Rea
       return r.error(l, at + "load.peak", "must be at least load.trough");
     }
   }
+  if (const YAML::Node m = n["memory"]) {
+    if (!m.IsMap()) return r.error(m, at + "memory", "expected a mapping");
+    if (auto e = r.unknown(m, at + "memory.", {"idle", "per_request"})) return *e;
+    s.memory_modelled = true;
+    if (auto e = r.number(m, "idle", at + "memory.idle", 0, 1, s.memory_idle)) return *e;
+    if (auto e =
+            r.number(m, "per_request", at + "memory.per_request", 0, 1, s.memory_per_request)) {
+      return *e;
+    }
+  }
+  auto& as = s.autoscale;
   if (const YAML::Node a = n["autoscale"]) {
     if (!a.IsMap()) return r.error(a, at + "autoscale", "expected a mapping");
-    if (auto e = r.unknown(a, at + "autoscale.", {"load_high", "load_low", "cooldown"})) return *e;
-    auto& as = s.autoscale;
+    if (auto e = r.unknown(a, at + "autoscale.",
+                           {"load_high", "load_low", "memory_high", "memory_low", "cooldown"})) {
+      return *e;
+    }
+    if (auto e = r.number(a, "memory_high", at + "autoscale.memory_high", 0, 1, as.memory_high)) {
+      return *e;
+    }
+    if (auto e = r.number(a, "memory_low", at + "autoscale.memory_low", 0, 1, as.memory_low)) {
+      return *e;
+    }
+    if (!(as.memory_low > 0 && as.memory_low < as.memory_high)) {
+      return r.error(a, at + "autoscale.memory_low",
+                     "must be above 0 and below autoscale.memory_high");
+    }
     if (auto e = r.number(a, "load_high", at + "autoscale.load_high", 0, 1e9, as.load_high)) {
       return *e;
     }
@@ -174,14 +202,11 @@ core::Result<SimService> parse_one(const YAML::Node& n, std::size_t i, const Rea
       return r.error(a, at + "autoscale.load_low", "must be below autoscale.load_high");
     }
   }
-  // The simulator has no memory signal (its replicas report none): the load is the only one.
-  s.autoscale.memory_high = 1;
-  s.autoscale.memory_low = 0;
-  s.autoscale.load_max_age = core::kNever;
-  if (s.max_replicas > s.min_replicas && s.autoscale.load_high <= 0) {
+  s.autoscale.load_max_age = core::kNever;  // the simulated service always reports
+  if (s.max_replicas > s.min_replicas && s.autoscale.load_high <= 0 && !s.memory_modelled) {
     return r.error(n, at + "autoscale.load_high",
-                   "a service with max_replicas above min_replicas scales on its load: give "
-                   "load_high and load_low");
+                   "a service with max_replicas above min_replicas scales on its load or its "
+                   "memory: give load_high and load_low, or memory");
   }
   return s;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,14 +39,23 @@ struct SimService {
   // Requests/s one serving replica answers; 0 = not modelled (no served fraction).
   double capacity = 0;
   DiurnalLoad load;
+  // GPU memory its serving replicas use, as a fraction of their GPUs': `memory_idle` plus
+  // `memory_per_request` for each request/s a replica serves, at most 1. Not modelled (no memory
+  // signal) unless `memory_modelled`.
+  bool memory_modelled = false;
+  double memory_idle = 0;
+  double memory_per_request = 0;
   core::Duration report_every = core::kMinute;  // how often the service reports its load
-  core::Autoscale autoscale;                    // the load watermarks and the cool-down
+  core::Autoscale autoscale;                    // the load and memory watermarks and the cool-down
   std::size_t line = 0;                         // where it came from, for messages
 };
 
 // The load service `s` (number `index` in its file) reports at `t`, with its noise drawn from
 // `seed`: the same for every policy run.
 double service_load(const SimService& s, std::size_t index, std::uint64_t seed, core::Time t);
+// The mean fraction of GPU memory used on the serving replicas' GPUs at `load` requests/s in all
+// over `serving` replicas, or nothing when the service models no memory or none serves.
+std::optional<double> service_memory(const SimService& s, double load, int serving);
 
 // A services file: the services, and budgets to add to the workload's tree for them (optional:
 // a service may also be funded by a budget the tree has).

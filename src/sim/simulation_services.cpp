@@ -48,6 +48,7 @@ void Run::on_service_report(std::size_t k, Time t) {
   core::ScaleSignals sig;
   sig.running = s.serving;
   sig.load = s.load;
+  sig.memory = service_memory(spec, s.load, s.serving);
   const auto d = core::scale_decision(
       spec.autoscale,
       core::ScaleState{spec.min_replicas, spec.max_replicas, s.desired, s.last_scale}, sig, t);

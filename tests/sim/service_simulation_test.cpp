@@ -180,6 +180,38 @@ services:
   }
 }
 
+TEST(ServiceSimulation, GpuMemoryPressureScalesAServiceWithoutALoadSignal) {
+  // No load watermarks: memory alone. At noon 100 requests/s over 2 replicas is 0.2 + 0.02 x 50
+  // = 100% of their GPUs' memory, above 80%: out, until under it; at night 10 requests/s, 30%.
+  const char* yaml = R"(
+budgets:
+  - {name: serve, share: 1}
+services:
+  - name: chat
+    budget: /serve
+    min_replicas: 2
+    max_replicas: 12
+    start_delay: 1m
+    load: {trough: 10, peak: 100, peak_hour: 12}
+    memory: {idle: 0.2, per_request: 0.02}
+    autoscale: {memory_high: 0.8, memory_low: 0.4, cooldown: 1m}
+)";
+  Scenario sc = scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 1, 60)});
+  ASSERT_TRUE(add_services(sc, services(yaml), 1).ok());
+  SimOptions o = policy_options("fairshare");
+  o.until = core::kDay;
+  const RunResult r = simulate(sc, o);
+  expect_checks_pass(r);
+  ASSERT_EQ(r.services.size(), 1u);
+  // At the peak the memory is under 80% only with 0.2 + 0.02 x 100 / n < 0.8: n >= 4, so two
+  // replicas out in the morning and two in at night (under 40%: 0.02 x load / 3 < 0.2).
+  EXPECT_EQ(r.services[0].scale_outs, 2u);
+  EXPECT_EQ(r.services[0].scale_ins, 2u);
+  EXPECT_EQ(count_events(r, "scale", "GPU memory"), 4);
+  EXPECT_EQ(count_events(r, "scale", "load"), 0);
+  EXPECT_GT(r.services[0].mean_desired, 2.2);
+}
+
 TEST(ServiceSimulation, TheLoadIsSeededAndDiurnal) {
   SimService s;
   s.load = DiurnalLoad{10, 110, 12, 0};
@@ -212,6 +244,12 @@ TEST(ServiceSimulation, AServicesFileIsCheckedFieldByField) {
             std::string::npos);
   EXPECT_NE(error_of(head + "    max_replicas: 4\n").find("autoscale.load_high"),
             std::string::npos);
+  EXPECT_NE(error_of(head + "    autoscale: {memory_high: 0.5, memory_low: 0.6}\n")
+                .find("autoscale.memory_low"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "    memory: {idle: 2}\n").find("memory.idle"), std::string::npos);
+  EXPECT_EQ(error_of(head + "    max_replicas: 3\n    memory: {idle: 0.1, per_request: 0.01}\n"),
+            "accepted");  // memory alone may drive it
   EXPECT_NE(error_of(head + "    gpus: 1\n    mig: 1g.10gb\n").find("services[0].mig"),
             std::string::npos);
   EXPECT_NE(error_of(head + "    contract: 9h\n").find("services[0].contract"), std::string::npos);
