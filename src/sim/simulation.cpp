@@ -277,16 +277,9 @@ bool Run::on_stop(const core::StopDecision& d, Time t) {
     r_.interactive_preemptions += d.reason == core::StopReason::Preempted;
     interactive_lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(ran - saved);
   }
-  const double ms = static_cast<double>(j.milli) * static_cast<double>(ran);
-  assigned_ms_ += ms;
-  used_ms_ += ms * a.job.utilization;
   lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(ran - saved);
   budget_lost_ms_[j.leaf] += static_cast<double>(j.milli) * static_cast<double>(ran - saved);
-  place(s.placement, s.allocated, -1, t);
-  delivered_[j.leaf].add(t, -j.milli);
-  if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
-  s.running = false;
-  ++s.serial;
+  end_run(i, t);
   switch (d.reason) {
     case core::StopReason::Preempted:
       ++r_.preemptions;
@@ -319,6 +312,22 @@ bool Run::on_stop(const core::StopDecision& d, Time t) {
   return !jobs_[i].ended;  // not j: a refused job's JobSource answer may grow jobs_
 }
 
+// Logical job i's current run gives its GPUs back at t: its GPU-time counts toward utilization,
+// and its placement and its budget's delivered GPUs are taken off.
+void Run::end_run(std::size_t i, Time t) {
+  const LogicalJob& j = jobs_[i];
+  RunSlot& s = slot(j.run_id);
+  const double ms = static_cast<double>(j.milli) * static_cast<double>(t - s.started);
+  assigned_ms_ += ms;
+  used_ms_ += ms * job(i).job.utilization;
+  place(s.placement, s.allocated, -1, t);
+  delivered_[j.leaf].add(t, -j.milli);
+  if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
+  s.running = false;
+  s.serving = false;
+  ++s.serial;
+}
+
 void Run::on_class_change(const core::ClassChange& c, Time t) {
   RunSlot& s = slot(c.job);
   if (!s.running || s.allocated == c.allocated) return;
@@ -342,17 +351,10 @@ void Run::on_end(std::uint64_t run_id, std::uint64_t serial, Time t) {
   if (!s.running || s.serial != serial) return;  // stopped since this end was planned
   LogicalJob& j = jobs_[s.logical];
   const AdmittedJob& a = job(s.logical);
-  const double ms = static_cast<double>(j.milli) * static_cast<double>(t - s.started);
-  assigned_ms_ += ms;
-  used_ms_ += ms * a.job.utilization;
   lost_ms_ += static_cast<double>(j.milli) * static_cast<double>(s.overhead);
   budget_lost_ms_[j.leaf] += static_cast<double>(j.milli) * static_cast<double>(s.overhead);
-  place(s.placement, s.allocated, -1, t);
-  delivered_[j.leaf].add(t, -j.milli);
-  if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
+  end_run(s.logical, t);
   demand_[j.leaf].add(t, -j.milli);
-  s.running = false;
-  ++s.serial;
   j.remaining = 0;
   j.ended = true;
   ++j.end_count;

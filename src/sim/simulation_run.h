@@ -133,6 +133,7 @@ class Run {
   bool on_stop(const core::StopDecision& d, Time t);
   void on_class_change(const core::ClassChange& c, Time t);
   void on_end(std::uint64_t run_id, std::uint64_t serial, Time t);
+  void end_run(std::size_t i, Time t);
   void on_fault(core::NodeId node, core::NodeHealth health, Time t, bool scripted);
   void cycles(Time t);
   void on_repartition(const core::MigRepartition& r, Time t);

@@ -111,18 +111,10 @@ void Run::cancel_replica(std::size_t i, Time t) {
   const std::size_t k = static_cast<std::size_t>(j.service);
   ServiceRun& sr = services_[k];
   service_advance(k, t);
-  RunSlot& s = slot(j.run_id);
+  const RunSlot& s = slot(j.run_id);
   if (s.running) {
-    const double ms = static_cast<double>(j.milli) * static_cast<double>(t - s.started);
-    assigned_ms_ += ms;
-    used_ms_ += ms * job(i).job.utilization;
-    place(s.placement, s.allocated, -1, t);
-    delivered_[j.leaf].add(t, -j.milli);
-    if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
     if (s.serving) --sr.serving;
-    s.running = false;
-    s.serving = false;
-    ++s.serial;
+    end_run(i, t);
   }
   demand_[j.leaf].add(t, -j.milli);
   j.ended = true;
@@ -151,22 +143,14 @@ void Run::on_replica_ready(std::uint64_t run_id, std::uint64_t serial, Time t) {
 // A replica stopped by the core (preempted, drained, its node lost): it served until now, so it
 // loses no work; the service replaces it at once, the same logical replica under a new job id.
 void Run::stop_replica(const core::StopDecision& d, Time t) {
-  RunSlot& s = slot(d.job);
+  const RunSlot& s = slot(d.job);
   const std::size_t i = s.logical;
-  LogicalJob& j = jobs_[i];
+  const LogicalJob& j = jobs_[i];
   const std::size_t k = static_cast<std::size_t>(j.service);
   ServiceRun& sr = services_[k];
   service_advance(k, t);
-  const double ms = static_cast<double>(j.milli) * static_cast<double>(t - s.started);
-  assigned_ms_ += ms;
-  used_ms_ += ms * job(i).job.utilization;
-  place(s.placement, s.allocated, -1, t);
-  delivered_[j.leaf].add(t, -j.milli);
-  if (s.allocated) delivered_allocated_[j.leaf].add(t, -j.milli);
   if (s.serving) --sr.serving;
-  s.running = false;
-  s.serving = false;
-  ++s.serial;
+  end_run(i, t);
   ++sr.stops;
   sr.preemptions += d.reason == core::StopReason::Preempted;
   record(

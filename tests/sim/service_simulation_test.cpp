@@ -30,6 +30,22 @@ ServiceFile services(const std::string& yaml) {
   return f.ok() ? f.value() : ServiceFile{};
 }
 
+// `sc` with the services of `yaml` added (their load's noise seeded by `seed`).
+Scenario with_services(Scenario sc, const char* yaml, std::uint64_t seed = 1) {
+  const auto st = add_services(sc, services(yaml), seed);
+  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message());
+  return sc;
+}
+
+// `sc` under options `o` (fair share's by default, every event recorded) to `until`, its
+// conservation checks passed.
+RunResult run_to(const Scenario& sc, core::Time until, SimOptions o = policy_options("fairshare")) {
+  o.until = until;
+  RunResult r = simulate(sc, o);
+  expect_checks_pass(r);
+  return r;
+}
+
 const char* kDiurnal = R"(
 budgets:
   - {name: serve, share: 1}
@@ -52,12 +68,9 @@ int count_events(const RunResult& r, const std::string& what, const std::string&
 }
 
 TEST(ServiceSimulation, ADiurnalLoadScalesAServiceOutAndBackIn) {
-  Scenario sc = scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 1, 2 * core::kDay)});
-  ASSERT_TRUE(add_services(sc, services(kDiurnal), 1).ok());
-  SimOptions o = policy_options("fairshare");
-  o.until = 2 * core::kDay;
-  const RunResult r = simulate(sc, o);
-  expect_checks_pass(r);
+  const Scenario sc = with_services(
+      scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 1, 2 * core::kDay)}), kDiurnal);
+  const RunResult r = run_to(sc, 2 * core::kDay);
   ASSERT_EQ(r.services.size(), 1u);
   const ServiceResult& s = r.services[0];
   // The load swings 10 to 100 requests/s: 2 replicas at night (the minimum), 12 at noon.
@@ -101,14 +114,12 @@ services:
     load: {trough: 1000, peak: 1000}
     autoscale: {load_high: 10, load_low: 5, cooldown: 1m}
 )";
-  Scenario sc = scenario_of(
-      cluster(1), {{"/train", 1}},
-      {job(1, 0, "/train", 1, 60), job(2, core::kHour, "/train", 6, 4 * core::kHour, core::kHour)});
-  ASSERT_TRUE(add_services(sc, services(yaml), 1).ok());
-  SimOptions o = policy_options("fairshare");
-  o.until = 6 * core::kHour;
-  const RunResult r = simulate(sc, o);
-  expect_checks_pass(r);
+  const Scenario sc =
+      with_services(scenario_of(cluster(1), {{"/train", 1}},
+                                {job(1, 0, "/train", 1, 60),
+                                 job(2, core::kHour, "/train", 6, 4 * core::kHour, core::kHour)}),
+                    yaml);
+  const RunResult r = run_to(sc, 6 * core::kHour);
   ASSERT_EQ(r.services.size(), 1u);
   const ServiceResult& s = r.services[0];
   EXPECT_EQ(s.preemptions, 4u);  // the elastic replicas, for the training job
@@ -121,13 +132,10 @@ services:
 }
 
 TEST(ServiceSimulation, TheBaselinesAndTheSummaryCarryTheTiers) {
-  Scenario sc = scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 4, core::kDay)});
-  ASSERT_TRUE(add_services(sc, services(kDiurnal), 7).ok());
+  const Scenario sc = with_services(
+      scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 4, core::kDay)}), kDiurnal, 7);
   for (const char* p : {"fairshare", "fifo", "priority", "fairtree"}) {
-    SimOptions o = policy_options(p);
-    o.until = core::kDay;
-    const RunResult r = simulate(sc, o);
-    expect_checks_pass(r);
+    const RunResult r = run_to(sc, core::kDay, policy_options(p));
     ASSERT_EQ(r.services.size(), 1u) << p;
     EXPECT_GT(r.services[0].scale_outs, 0u) << p;
     // The budget funding a service is left out of the training tier's impact.
@@ -159,13 +167,11 @@ services:
       c.pools[0].mig_gpus = 2;
       c.pools[0].mig_profiles = {"3g.40gb", "3g.40gb"};
     }
-    Scenario sc = scenario_of(c, {{"/train", 1}}, {job(1, 0, "/train", 1, 60)});
-    ASSERT_TRUE(add_services(sc, services(yaml), 1).ok());
     SimOptions o = policy_options("fairshare");
     o.policy.mig_dynamic = dynamic;
-    o.until = 2 * core::kHour;
-    const RunResult r = simulate(sc, o);
-    expect_checks_pass(r);
+    const RunResult r =
+        run_to(with_services(scenario_of(c, {{"/train", 1}}, {job(1, 0, "/train", 1, 60)}), yaml),
+               2 * core::kHour, o);
     ASSERT_EQ(r.services.size(), 1u);
     const ServiceResult& s = r.services[0];
     EXPECT_EQ(s.scale_outs, 3u) << dynamic;  // 1 -> 4
@@ -196,12 +202,9 @@ services:
     memory: {idle: 0.2, per_request: 0.02}
     autoscale: {memory_high: 0.8, memory_low: 0.4, cooldown: 1m}
 )";
-  Scenario sc = scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 1, 60)});
-  ASSERT_TRUE(add_services(sc, services(yaml), 1).ok());
-  SimOptions o = policy_options("fairshare");
-  o.until = core::kDay;
-  const RunResult r = simulate(sc, o);
-  expect_checks_pass(r);
+  const Scenario sc =
+      with_services(scenario_of(cluster(2), {{"/train", 1}}, {job(1, 0, "/train", 1, 60)}), yaml);
+  const RunResult r = run_to(sc, core::kDay);
   ASSERT_EQ(r.services.size(), 1u);
   // At the peak the memory is under 80% only with 0.2 + 0.02 x 100 / n < 0.8: n >= 4, so two
   // replicas out in the morning and two in at night (under 40%: 0.02 x load / 3 < 0.2).
