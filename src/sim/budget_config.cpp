@@ -2,8 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
-#include <sstream>
+#include "sim/text_file.h"
 
 namespace allot::sim {
 namespace {
@@ -55,11 +54,9 @@ core::Result<BudgetConfig> parse_budget_config(const std::string& text, const st
 }
 
 core::Result<BudgetConfig> load_budget_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return core::Error{path, "cannot open the budget file"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_budget_config(ss.str(), path);
+  auto text = read_text_file(path, "budget file");
+  if (!text.ok()) return text.error();
+  return parse_budget_config(text.value(), path);
 }
 
 core::Status apply_budgets(const BudgetConfig& config, core::BudgetTree& tree) {

@@ -3,10 +3,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "core/mig_geometry.h"
+#include "sim/text_file.h"
 
 namespace allot::sim {
 
@@ -114,11 +113,9 @@ core::Result<ClusterConfig> parse_cluster_config(const std::string& text, const 
 }
 
 core::Result<ClusterConfig> load_cluster_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return core::Error{path, "cannot open the cluster file"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_cluster_config(ss.str(), path);
+  auto text = read_text_file(path, "cluster file");
+  if (!text.ok()) return text.error();
+  return parse_cluster_config(text.value(), path);
 }
 
 void intern_models(const ClusterConfig& cluster, core::GpuCatalog& catalog) {

@@ -1,10 +1,10 @@
 // The native JSON Lines workload format.
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "sim/csv_line.h"
 #include "sim/duration_text.h"
+#include "sim/text_file.h"
 #include "sim/trace_loaders.h"
 
 namespace allot::sim {
@@ -198,11 +198,9 @@ core::Result<Workload> parse_native_workload(const std::string& text, const std:
 }
 
 core::Result<Workload> load_native_workload(const std::string& path, Diagnostics& diag) {
-  std::ifstream in(path);
-  if (!in) return core::Error{path, "cannot open the workload file"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_native_workload(ss.str(), path, diag);
+  auto text = read_text_file(path, "workload file");
+  if (!text.ok()) return text.error();
+  return parse_native_workload(text.value(), path, diag);
 }
 
 }  // namespace allot::sim

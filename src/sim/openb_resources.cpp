@@ -1,11 +1,11 @@
 // The openb traces as resource requests and node capacities (see openb_resources.h).
 #include "sim/openb_resources.h"
 
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "sim/csv_line.h"
+#include "sim/text_file.h"
 
 namespace allot::sim {
 namespace {
@@ -13,14 +13,6 @@ namespace {
 // Larger CPU (milli) or memory (MiB) figures than any machine has are malformed.
 constexpr long long kMaxCpuMilli = 100'000'000;     // 100,000 cores
 constexpr long long kMaxMemoryMib = 1'000'000'000;  // ~1 PiB
-
-core::Result<std::string> read_text(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return core::Error{path, std::string("cannot open the ") + what};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The file's lines and each needed column's position, or an error naming the missing column.
 struct Table {
@@ -174,14 +166,14 @@ core::Result<std::vector<core::FragNode>> parse_openb_node_resources(const std::
 
 core::Result<std::vector<core::FragRequest>> load_openb_requests(const std::string& path,
                                                                  Diagnostics& diag) {
-  auto text = read_text(path, "openb pod list");
+  auto text = read_text_file(path, "openb pod list");
   if (!text.ok()) return text.error();
   return parse_openb_requests(text.value(), path, diag);
 }
 
 core::Result<std::vector<core::FragNode>> load_openb_node_resources(const std::string& path,
                                                                     Diagnostics& diag) {
-  auto text = read_text(path, "openb node list");
+  auto text = read_text_file(path, "openb node list");
   if (!text.ok()) return text.error();
   return parse_openb_node_resources(text.value(), path, diag);
 }

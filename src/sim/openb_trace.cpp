@@ -1,9 +1,9 @@
 // The Alibaba GPU cluster trace in the openb format (Weng et al., ATC'23).
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "sim/csv_line.h"
+#include "sim/text_file.h"
 #include "sim/trace_loaders.h"
 
 namespace allot::sim {
@@ -12,14 +12,6 @@ namespace {
 // A pod's GPUs at most (the openb traces ask 0-8; the bound keeps a damaged figure from being
 // narrowed into something else).
 constexpr long long kMaxPodGpus = 4096;
-
-core::Result<std::string> read_file(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return core::Error{path, std::string("cannot open the ") + what};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 core::Result<std::vector<std::string>> split_lines(const std::string& text,
                                                    const std::string& name) {
@@ -50,7 +42,7 @@ std::map<std::string, std::size_t> columns(std::string_view header,
 }  // namespace
 
 core::Result<Workload> load_openb_pods(const std::string& path, Diagnostics& diag) {
-  auto text = read_file(path, "openb pod list");
+  auto text = read_text_file(path, "openb pod list");
   if (!text.ok()) return text.error();
   return parse_openb_pods(text.value(), path, diag);
 }
@@ -135,7 +127,7 @@ core::Result<Workload> parse_openb_pods(const std::string& text, const std::stri
 }
 
 core::Result<ClusterConfig> load_openb_nodes(const std::string& path, Diagnostics& diag) {
-  auto text = read_file(path, "openb node list");
+  auto text = read_text_file(path, "openb node list");
   if (!text.ok()) return text.error();
   return parse_openb_nodes(text.value(), path, diag);
 }

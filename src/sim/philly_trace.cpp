@@ -1,8 +1,8 @@
 // The Philly trace (Jeon et al., ATC'19, as processed by the Pollux authors).
-#include <fstream>
 #include <sstream>
 
 #include "sim/csv_line.h"
+#include "sim/text_file.h"
 #include "sim/trace_loaders.h"
 
 namespace allot::sim {
@@ -99,11 +99,9 @@ core::Result<Workload> parse_philly_trace(const std::string& text, const std::st
 }
 
 core::Result<Workload> load_philly_trace(const std::string& path, Diagnostics& diag) {
-  std::ifstream in(path);
-  if (!in) return core::Error{path, "cannot open the Philly trace"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_philly_trace(ss.str(), path, diag);
+  auto text = read_text_file(path, "Philly trace");
+  if (!text.ok()) return text.error();
+  return parse_philly_trace(text.value(), path, diag);
 }
 
 }  // namespace allot::sim

@@ -3,13 +3,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <fstream>
 #include <numbers>
 #include <set>
 #include <sstream>
 
 #include "sim/duration_text.h"
 #include "sim/rng.h"
+#include "sim/text_file.h"
 
 namespace allot::sim {
 
@@ -251,11 +251,9 @@ core::Result<ServiceFile> parse_services(const std::string& text, const std::str
 }
 
 core::Result<ServiceFile> load_services(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return core::Error{path, "cannot open the services file"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_services(ss.str(), path);
+  auto text = read_text_file(path, "services file");
+  if (!text.ok()) return text.error();
+  return parse_services(text.value(), path);
 }
 
 }  // namespace allot::sim
