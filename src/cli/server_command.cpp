@@ -140,6 +140,9 @@ void usage(bool up) {
       "  --mig-yield          with --mig-dynamic: unallocated work on MIG instances is\n"
       "                       preempted to make GPUs whole for waiting training, down to\n"
       "                       --inference-share of the GPUs in MIG mode (section 7.5)\n"
+      "  --placement RULE     where a request up to one node goes: best-fit (default) or fgd,\n"
+      "                       fragmentation gradient descent over the recent mix of requests\n"
+      "                       (docs/policy.md section 14)\n"
       "  --interactive-stop-grace S  seconds of notice ($ALLOT_STOP_NOTICE) and time to save\n"
       "                       before an interactive job is stopped (section 9; default 0 =\n"
       "                       an ordinary stop; 300 is the measured setting)\n"
@@ -256,6 +259,14 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.policy.mig_yield = true;
     } else if (k == "--mig-hold") {
       a.policy.mig_hold = number("seconds");
+    } else if (k == "--placement") {
+      const std::string v = next("best-fit or fgd");
+      if (v != "best-fit" && v != "fgd") {
+        std::fprintf(stderr, "allot: --placement must be best-fit or fgd\n");
+        std::exit(2);
+      }
+      a.policy.placement =
+          v == "fgd" ? core::PlacementRule::LeastFragmenting : core::PlacementRule::BestFit;
     } else if (k == "--interactive-stop-grace") {
       a.policy.interactive_stop_grace = number("seconds");
     } else if (k == "--submit-rate") {

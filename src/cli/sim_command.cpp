@@ -86,6 +86,9 @@ void usage(FILE* out) {
       "                         GPUs in MIG mode (docs/policy.md 7.5; default off)\n"
 
       "  --mig-reconfigure DUR  a GPU being re-partitioned is unusable this long (default 30s)\n"
+      "  --placement RULE       best-fit (default) or fgd: fragmentation gradient descent over\n"
+      "                         the recent mix of requests (docs/policy.md 14), for every\n"
+      "                         policy that places by best fit (not the Helios presets)\n"
       "  --inference-share F    protected replicas hold at most F of the cluster (docs/policy.md\n"
       "                         15; default 0: no bound; lookback funding only)\n"
       "  --debug-first on|off   debug jobs get a pass of their own before other work (default:\n"
@@ -228,6 +231,7 @@ int sim_main(int argc, char** argv) {
   std::optional<int> interactive_allowance;
   std::optional<core::Duration> interactive_grace;
   std::optional<bool> mig_dynamic, mig_yield;
+  std::optional<core::PlacementRule> placement;
   std::optional<core::Duration> mig_hold, mig_reconfigure;
   std::optional<double> inference_share;
   std::vector<core::Duration> loss_patience;
@@ -405,6 +409,13 @@ int sim_main(int argc, char** argv) {
         return bad(std::string("bad --mig-yield '") + v + "' (expected on or off)");
       }
       mig_yield = std::strcmp(v, "on") == 0;
+    } else if (a == "--placement") {
+      if (!need("--placement")) return 2;
+      if (std::strcmp(v, "best-fit") != 0 && std::strcmp(v, "fgd") != 0) {
+        return bad(std::string("bad --placement '") + v + "' (expected best-fit or fgd)");
+      }
+      placement = std::strcmp(v, "fgd") == 0 ? core::PlacementRule::LeastFragmenting
+                                             : core::PlacementRule::BestFit;
     } else if (a == "--mig-hold" || a == "--mig-reconfigure") {
       core::Duration d = 0;
       if (!need(a.c_str()) || !duration(&d)) return bad("bad " + a + " (one duration)");
@@ -515,6 +526,9 @@ int sim_main(int argc, char** argv) {
     if (mig_dynamic) o.policy.mig_dynamic = *mig_dynamic;
     if (mig_hold) o.policy.mig_hold = *mig_hold;
     if (mig_yield) o.policy.mig_yield = *mig_yield;
+    if (placement && o.policy.placement == core::PlacementRule::BestFit) {
+      o.policy.placement = *placement;
+    }
     if (mig_reconfigure) o.mig_reconfigure = *mig_reconfigure;
   }
 

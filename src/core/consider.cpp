@@ -152,8 +152,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
   ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
   if (!cacheable || memo.failed_at != stamp) {
     ++out.stats.placement_searches;
-    if (auto p =
-            pool_.place(c, shape, models, &mask, config_.placement, config_.gang_spans_blocks)) {
+    if (auto p = place(c, shape, models, &mask)) {
       started.insert(j.spec.id);
       start(s, j, std::move(*p), e.funded,
             s.head_blocked ? StartMode::Backfilled : StartMode::Placed, {}, out);
@@ -207,7 +206,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       }
       if (opened.empty()) continue;
       ++out.stats.placement_searches;
-      auto p = pool_.place(c, shape, models, &mask, config_.placement, config_.gang_spans_blocks);
+      auto p = place(c, shape, models, &mask);
       for (NodeId n : opened) mask[n] = 1;
       if (p) {
         started.insert(j.spec.id);
@@ -226,8 +225,7 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
           std::find(accepted.begin(), accepted.end(), other) == accepted.end()) {
         continue;
       }
-      if (pool_.place(other, shape, models, nullptr, config_.placement,
-                      config_.gang_spans_blocks)) {
+      if (place(other, shape, models, nullptr)) {
         e.code = WaitCode::WaitingForGpus;
         e.largest_free = pool_.largest_whole_free(c, models);
         waits(s, e, out);
@@ -322,9 +320,7 @@ void Scheduler::explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, 
     e.code = e.funded || j.spec.min_runtime == 0 ? WaitCode::WaitingForGpus : WaitCode::NotFunded;
     const std::uint64_t now_stamp = pool_.generation() * 1000003u + s.mask_version;
     if (!s.made.empty() && memo.probed_at != now_stamp) {
-      memo.fits_unmasked =
-          pool_.place(c, shape, models, nullptr, config_.placement, config_.gang_spans_blocks)
-              .has_value();
+      memo.fits_unmasked = place(c, shape, models, nullptr).has_value();
       memo.probed_at = now_stamp;
     }
     if (!s.made.empty() && memo.fits_unmasked) {

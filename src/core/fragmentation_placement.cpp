@@ -1,6 +1,10 @@
 // The fragmentation-aware rule on the scheduler's GPU pool (see fragmentation_placement.h).
 #include "core/fragmentation_placement.h"
 
+#include <algorithm>
+
+#include "core/placement_filters.h"
+
 namespace allot::core {
 namespace {
 
@@ -35,7 +39,11 @@ std::optional<Placement> least_fragmenting_placement(const GpuPool& pool,
   for (NodeId n : candidates) {
     if (!pool.schedulable(n) || !pool.could_ever_fit(n, shape, models)) continue;
     FragNode f;
-    for (int g = 0; g < pool.gpu_count(n); ++g) f.gpu_free.push_back(pool.free_milli(n, g));
+    for (int g = 0; g < pool.gpu_count(n); ++g) {
+      // A GPU in MIG mode is never a whole GPU (§7.3), even with its largest instance free.
+      const Milli free = pool.free_milli(n, g);
+      f.gpu_free.push_back(pool.in_mig_mode(n, g) ? std::min(free, kWholeGpu - 1) : free);
+    }
     nodes.push_back(std::move(f));
     ids.push_back(n);
   }
@@ -53,6 +61,33 @@ std::optional<Placement> least_fragmenting_placement(const GpuPool& pool,
     p.push_back(*slot);
   }
   return p;
+}
+
+std::optional<Placement> GpuPool::find_least_fragmenting(
+    ClusterId cluster, const Shape& shape, const std::vector<GpuModelId>& models,
+    const NodeMask* excluded, bool gang_spans_blocks,
+    std::span<const WorkloadShare> workload) const {
+  auto best_fit = find(cluster, shape, models, excluded, gang_spans_blocks);
+  if (!best_fit || shape.nodes != 1 || shape.mig != 0 ||
+      (spare_mig_nodes_ && !shape.fractional())) {
+    return best_fit;
+  }
+  std::vector<NodeId> candidates;
+  for (auto it = index_.lower_bound({cluster, 0}); it != index_.end() && it->first.first == cluster;
+       ++it) {
+    if (!accepts(models, it->first.second)) continue;
+    for (const auto& [free, n] : it->second.by_free) {
+      if (excluded == nullptr || !(*excluded)[n]) candidates.push_back(n);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());  // ties go to the lower node id
+  std::vector<WorkloadShare> alone;
+  if (workload.empty()) {
+    alone.push_back({FragRequest{shape.gpus_per_node, shape.gpu_milli, 0, 0, {}}, 1.0});
+    workload = alone;
+  }
+  auto p = least_fragmenting_placement(*this, candidates, shape, models, workload);
+  return p ? p : best_fit;
 }
 
 }  // namespace allot::core

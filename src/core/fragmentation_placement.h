@@ -1,6 +1,7 @@
-// The fragmentation-aware rule (docs/policy.md §14) on the scheduler's own GPU pool: the piece a
-// PlacementRule would call. Not wired into the scheduler yet (docs/design/0012): it needs a
-// target workload, which RecentRequests keeps as the mix of the last requests seen.
+// The fragmentation-aware rule (docs/policy.md §14) on the scheduler's own GPU pool: what
+// PlacementRule::LeastFragmenting calls (GpuPool::find_least_fragmenting, defined in the .cpp),
+// with the mix of the last requests seen (RecentRequests, one per cluster in the Scheduler) as
+// its target workload.
 //
 // Pure: no I/O, threads or clock.
 #pragma once

@@ -12,9 +12,11 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <utility>
 #include <vector>
 
+#include "core/fragmentation.h"
 #include "core/job.h"
 #include "core/node.h"
 #include "core/types.h"
@@ -71,14 +73,33 @@ class GpuPool {
   std::optional<Placement> find(ClusterId cluster, const Shape& shape,
                                 const std::vector<GpuModelId>& models, const NodeMask* excluded,
                                 bool gang_spans_blocks) const;
-  // The same search under `rule`: BestFit is find(); Consolidate is find_consolidated().
+  // The same search under `rule`: BestFit is find(); Consolidate is find_consolidated();
+  // LeastFragmenting is find_least_fragmenting() for `workload`. Every rule fits a request where
+  // find() does: they differ only in where.
   std::optional<Placement> place(ClusterId cluster, const Shape& shape,
                                  const std::vector<GpuModelId>& models, const NodeMask* excluded,
-                                 PlacementRule rule, bool gang_spans_blocks) const {
-    return rule == PlacementRule::Consolidate
-               ? find_consolidated(cluster, shape, models, excluded)
-               : find(cluster, shape, models, excluded, gang_spans_blocks);
+                                 PlacementRule rule, bool gang_spans_blocks,
+                                 std::span<const WorkloadShare> workload = {}) const {
+    switch (rule) {
+      case PlacementRule::Consolidate:
+        return find_consolidated(cluster, shape, models, excluded);
+      case PlacementRule::LeastFragmenting:
+        return find_least_fragmenting(cluster, shape, models, excluded, gang_spans_blocks,
+                                      workload);
+      case PlacementRule::BestFit:
+        break;
+    }
+    return find(cluster, shape, models, excluded, gang_spans_blocks);
   }
+  // Fragmentation gradient descent (docs/policy.md section 14): a request up to one node goes,
+  // among the schedulable nodes of `cluster` not in `excluded`, where its node's expected
+  // fragmentation for `workload` rises least (the request alone when `workload` is empty). A
+  // gang, a request naming a MIG profile, and with spare MIG nodes (dynamic MIG) a whole-GPU
+  // request, are placed as find() places them.
+  std::optional<Placement> find_least_fragmenting(ClusterId cluster, const Shape& shape,
+                                                  const std::vector<GpuModelId>& models,
+                                                  const NodeMask* excluded, bool gang_spans_blocks,
+                                                  std::span<const WorkloadShare> workload) const;
   // The Helios simulator's consolidate placement (PolicyConfig::placement, Consolidate): a
   // request up to a node goes to the node with the fewest free whole GPUs that fits, ties by node
   // index; a gang takes the lowest-indexed nodes with gpus_per_node free (blocks ignored), all of

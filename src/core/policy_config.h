@@ -34,6 +34,10 @@ enum class PlacementRule : std::uint8_t {
   // gpus_per_node in node index order, blocks ignored, and an uneven gang's remainder goes where a
   // request of that size alone would (consolidated_placement.cpp).
   Consolidate,
+  // Fragmentation gradient descent (docs/policy.md section 14; Weng et al., ATC'23): a request up
+  // to one node goes where the node's expected fragmentation for the recent mix of requests rises
+  // least (fragmentation_placement.h); gangs and requests naming a MIG profile as BestFit.
+  LeastFragmenting,
 };
 
 struct PolicyConfig {

@@ -325,8 +325,7 @@ bool Scheduler::try_preempt(ClusterId c, ClusterScratch& s, JobEntry& j, const N
   // fit. Kept, the victims' GPUs stay free, and their stops below only record them.
   PoolTrial trial(pool_);
   for (JobId vid : victims) trial.release(jobs_.at(vid).run.placement);
-  auto p =
-      pool_.place(c, shape, j.spec.models, &mask, config_.placement, config_.gang_spans_blocks);
+  auto p = place(c, shape, j.spec.models, &mask);
   if (!p) return false;
   trial.keep();
 

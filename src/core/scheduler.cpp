@@ -100,8 +100,34 @@ ClusterId Scheduler::add_cluster(std::string name) {
   rate_.emplace_back();
   running_.emplace_back();
   reservations_.emplace_back();
+  recent_requests_.emplace_back();
+  recent_workload_.emplace_back();
+  recent_stale_.push_back(0);
   fractions_version_ = 0;
   return id;
+}
+
+void Scheduler::note_request(const JobSpec& spec) {
+  if (config_.placement != PlacementRule::LeastFragmenting || spec.shape.nodes != 1) return;
+  for (ClusterId c = 0; c < clusters_.size(); ++c) {
+    const auto& accepted = spec.clusters;
+    if (!accepted.empty() && std::find(accepted.begin(), accepted.end(), c) == accepted.end()) {
+      continue;
+    }
+    recent_requests_[c].note(spec.shape);
+    recent_stale_[c] = 1;
+  }
+}
+
+std::optional<Placement> Scheduler::place(ClusterId c, const Shape& shape,
+                                          const std::vector<GpuModelId>& models,
+                                          const NodeMask* mask) {
+  if (config_.placement == PlacementRule::LeastFragmenting && recent_stale_[c]) {
+    recent_workload_[c] = recent_requests_[c].workload();
+    recent_stale_[c] = 0;
+  }
+  return pool_.place(c, shape, models, mask, config_.placement, config_.gang_spans_blocks,
+                     recent_workload_[c]);
 }
 
 namespace {
@@ -206,6 +232,7 @@ Status Scheduler::submit(JobSpec spec, Time now) {
     return Error{"mig", "not a MIG profile in the catalogue"};
   }
   refresh_fractions();
+  note_request(spec);
   JobEntry& j = jobs_[spec.id];
   j.spec = std::move(spec);
   j.runs = j.spec.earlier_starts;
@@ -235,6 +262,7 @@ Status Scheduler::restore_running(JobSpec spec, ClusterId cluster, const Placeme
                                     nodes_[gpu.first].spec.name + " is already in use"};
     }
   }
+  note_request(spec);
   refresh_fractions();
   JobEntry& j = jobs_[spec.id];
   j.spec = std::move(spec);

@@ -15,6 +15,7 @@
 #include "core/decisions.h"
 #include "core/explanation.h"
 #include "core/fit_index.h"
+#include "core/fragmentation_placement.h"
 #include "core/gpu_catalog.h"
 #include "core/gpu_pool.h"
 #include "core/job.h"
@@ -168,6 +169,11 @@ struct SchedulerState {
   // layout was last changed by a decision (PolicyConfig::mig_hold).
   std::map<std::pair<NodeId, int>, std::vector<MigInstance>> mig_plans_;
   std::map<std::pair<NodeId, int>, Time> mig_changed_at_;
+  // PlacementRule::LeastFragmenting (§14): per cluster, the recent single-node requests it
+  // accepted, and that mix as the target workload (rebuilt when stale).
+  std::vector<RecentRequests> recent_requests_;
+  std::vector<std::vector<WorkloadShare>> recent_workload_;
+  std::vector<char> recent_stale_;
   Time now_ = 0;
 };
 }  // namespace detail
@@ -279,6 +285,10 @@ class Scheduler : private detail::SchedulerState {
   // Ends j's run: its charge, its GPUs (unless a kept PoolTrial already handed them back, as
   // preemption's what-if does), its place among the running jobs.
   void release(JobEntry& j, bool gpus_already_free = false);
+  // The policy's placement of `shape` in cluster `c` (§7.3, §14), off the nodes set in `mask`.
+  std::optional<Placement> place(ClusterId c, const Shape& shape,
+                                 const std::vector<GpuModelId>& models, const NodeMask* mask);
+  void note_request(const JobSpec& spec);  // for LeastFragmenting's target workload
 
   // pending_queues.cpp: the queues (docs/policy.md §7.1).
   int pass_of(const JobSpec& spec) const;

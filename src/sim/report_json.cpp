@@ -70,6 +70,7 @@ Json policy_config(const core::PolicyConfig& c) {
   if (c.head_of_line_blocking) j["head_of_line_blocking"] = true;
   if (!c.debug_jobs_first) j["debug_jobs_first"] = false;
   if (c.placement == core::PlacementRule::Consolidate) j["placement"] = "consolidate";
+  if (c.placement == core::PlacementRule::LeastFragmenting) j["placement"] = "fgd";
   return j;
 }
 

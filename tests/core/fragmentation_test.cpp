@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/fragmentation_placement.h"
+#include "world.h"
 
 namespace allot::core {
 namespace {
@@ -153,6 +154,56 @@ TEST(FragmentationAwarePlacement, OnTheSchedulersPoolItDiffersFromBestFit) {
   ASSERT_TRUE(frag);
   EXPECT_EQ(frag->front().node, 0u);
   EXPECT_FALSE(least_fragmenting_placement(pool, candidates, Shape{2, 1, kWholeGpu}, {}, w));
+}
+
+// The scheduler with PlacementRule::LeastFragmenting: where the request goes, for the mix of
+// requests it saw; with BestFit, the same world places it on the fuller GPU.
+std::vector<NodeId> nodes_of_share_after_recent_halves(PlacementRule rule) {
+  PolicyConfig config;
+  config.placement = rule;
+  testing::World w(config);
+  w.add_nodes(2, 1);
+  const BudgetId b = w.budget("/lab");
+  auto share = [&](Milli milli) {
+    JobSpec j = w.job(b, 1, 0);
+    j.shape.gpu_milli = milli;
+    return w.submit(j);
+  };
+  const JobId a = share(400);
+  const CycleResult first = w.run();
+  EXPECT_TRUE(testing::World::started(first, a));
+  // Three requests for half a GPU, cancelled before they ran: the recent mix is 400, 3 x 500 and
+  // then 200, and the 200 arrives now.
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(w.s.job_finished(share(500), w.now).ok());
+  const JobId c = share(200);
+  w.now += kMinute;
+  w.run();
+  std::vector<NodeId> out;
+  for (JobId id : {a, c}) out.push_back(w.s.job(id)->run.placement.at(0).node);
+  return out;
+}
+
+TEST(FragmentationAwarePlacement, TheSchedulerPlacesByTheRecentMixWhenAsked) {
+  // Both rules put the first share (400) on node 0. The 200 then goes, by best fit, to node 0's
+  // partly used GPU, leaving 400 that no 500 can use (expected fragmentation 0.6 x 400 = 240); by
+  // the gradient, to node 1, where the 800 left still serves every request of the mix (0).
+  EXPECT_EQ(nodes_of_share_after_recent_halves(PlacementRule::BestFit),
+            (std::vector<NodeId>{0, 0}));
+  EXPECT_EQ(nodes_of_share_after_recent_halves(PlacementRule::LeastFragmenting),
+            (std::vector<NodeId>{0, 1}));
+}
+
+TEST(FragmentationAwarePlacement, TheSchedulerKeepsMigGpusOutOfWholeRequests) {
+  PolicyConfig config;
+  config.placement = PlacementRule::LeastFragmenting;
+  testing::World w(config);
+  // GPU 0 split into one 7g instance (a whole GPU's share, never a whole GPU), GPU 1 whole.
+  const MigProfileId seven = *w.s.catalog().find_mig_profile("7g.141gb");
+  w.mig_node({{MigInstance{seven, kWholeGpu}}, {}});
+  const JobId j = w.submit(w.budget("/lab"), 1, 0);
+  w.run();
+  ASSERT_TRUE(w.running(j));
+  EXPECT_EQ(w.s.job(j)->run.placement, (Placement{GpuSlot{0, 1}}));
 }
 
 }  // namespace

@@ -343,6 +343,11 @@ class Sim {
     if (kept.chance(0.2)) c.burst_exempt_max_size = kept.pick(std::vector<double>{1.0, 2.0});
     c.keep_non_resumable_allocated = kept.chance(0.2);
     if (kept.chance(0.2)) c.inference_share = kept.pick(std::vector<double>{0.25, 0.5});
+    // Fragmentation-aware placement (§14), from its own stream as well.
+    Rng frag(seed_ ^ 0x3F6D2A91C5ull);
+    if (c.placement == PlacementRule::BestFit && frag.chance(0.25)) {
+      c.placement = PlacementRule::LeastFragmenting;
+    }
   }
 
   void make_clusters() {

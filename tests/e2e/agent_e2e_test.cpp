@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "cli_run.h"
 #include "http_filter.h"
 #include "proxy.h"
 #include "test_cluster.h"
@@ -129,6 +130,42 @@ TEST(EndToEnd, AJobNamingAMigProfileRunsOnAnInstanceOfIt) {
     return c.get("/api/v1/jobs/" + std::to_string(none) + "/why").raw.find("is split into one") !=
            std::string::npos;
   })) << c.get("/api/v1/jobs/" + std::to_string(none) + "/why").raw;
+}
+
+// `allot server --placement fgd` (docs/policy.md section 14): a share goes where the recent mix
+// of requests fragments least. The mix: a 400-milli job running on n1 and three 500-milli
+// requests, cancelled; then a 200-milli job when n2 has joined. Best fit would put it on n1's
+// partly used GPU, leaving 400 that no 500 can use; the gradient puts it on n2.
+TEST(EndToEnd, FragmentationAwarePlacementPutsAShareWhereTheMixFragmentsLeast) {
+  std::vector<std::string> flags = kFastServer;
+  for (const char* f : {"--placement", "fgd"}) flags.emplace_back(f);
+  TestCluster c(flags);
+  c.start_server();
+  c.budget("/lab/a", 1);
+  c.start_agent("n1", 1);
+  auto share = [&](const std::string& tag, int milli) {
+    return c.submit({{"budget", "/lab/a"},
+                     {"gpus_per_node", 1},
+                     {"gpu_milli", milli},
+                     {"min_runtime", 0},
+                     {"command", c.marked(tag, "sleep 300")}});
+  };
+  const auto first = share("first", 400);
+  ASSERT_TRUE(c.wait_state(first, "running")) << c.history(first);
+  for (int k = 0; k < 3; ++k) {
+    const auto half = share("half" + std::to_string(k), 500);
+    auto r = c.post("/api/v1/jobs/" + std::to_string(half) + "/cancel", {{"reason", "test"}});
+    ASSERT_EQ(r.status, 200) << r.raw;
+    ASSERT_TRUE(c.wait_state(half, "cancelled")) << c.history(half);
+  }
+  c.start_agent("n2", 1);
+  const auto small = share("small", 200);
+  ASSERT_TRUE(c.wait_state(small, "running")) << c.history(small);
+  EXPECT_EQ(c.job(first)["placement"][0]["node"], "n1");
+  EXPECT_EQ(c.job(small)["placement"][0]["node"], "n2") << c.job(small).dump();
+  const CliRun bad = run_allot("server --placement tightest");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("--placement"), std::string::npos) << bad.out;
 }
 
 // Dynamic MIG (docs/policy.md section 7.5) end to end: a job naming a profile has an idle GPU

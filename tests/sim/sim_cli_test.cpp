@@ -47,6 +47,12 @@ class SimCliLab : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  // `allot sim ARGS --quiet --out OUT`, which must succeed; its report.json.
+  static nlohmann::json report_of(const std::string& args, const std::filesystem::path& out) {
+    const Ran r = run(args + " --quiet --out " + out.string());
+    EXPECT_EQ(r.status, 0) << r.output;
+    return r.status == 0 ? read_json(out / "report.json") : nlohmann::json::object();
+  }
   std::filesystem::path dir_;
 };
 
@@ -148,12 +154,8 @@ TEST_F(SimCliLab, ServicesBesideTheLabReportBothTiers) {
 }
 
 TEST_F(SimCliLab, DebugFirstSwitchOverridesEveryPreset) {
-  const Ran r =
-      run("--workload lab --days 1 --policies fifo-strict,fifo --debug-first off --quiet "
-          "--out " +
-          dir_.string());
-  ASSERT_EQ(r.status, 0) << r.output;
-  const auto rep = read_json(dir_ / "report.json");
+  const auto rep =
+      report_of("--workload lab --days 1 --policies fifo-strict,fifo --debug-first off", dir_);
   ASSERT_EQ(rep["policies"].size(), 2u);
   for (const auto& p : rep["policies"]) {
     SCOPED_TRACE(p["policy"].get<std::string>());
@@ -165,16 +167,40 @@ TEST_F(SimCliLab, DebugFirstSwitchOverridesEveryPreset) {
   EXPECT_FALSE(rep["policies"][1]["config"].contains("gang_shape"));
   // Written only when it differs from the default, so that reports of presets that do not use
   // the strict rules stay as they were.
-  const Ran on =
-      run("--workload lab --days 1 --policies fifo-strict --debug-first on --quiet "
-          "--out " +
-          (dir_ / "on").string());
-  ASSERT_EQ(on.status, 0) << on.output;
-  EXPECT_FALSE(
-      read_json(dir_ / "on" / "report.json")["policies"][0]["config"].contains("debug_jobs_first"));
+  EXPECT_FALSE(report_of("--workload lab --days 1 --policies fifo-strict --debug-first on",
+                         dir_ / "on")["policies"][0]["config"]
+                   .contains("debug_jobs_first"));
   const Ran bad = run("--workload lab --debug-first maybe");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.output.find("--debug-first"), std::string::npos) << bad.output;
+}
+
+// --placement fgd reaches every policy that places by best fit, and the Helios presets keep their
+// own rule; the run's decisions differ from best fit's on the same model.
+TEST_F(SimCliLab, PlacementSwitchReachesBestFitPolicies) {
+  const auto rep = report_of(
+      "--workload lab --days 2 --policies fifo-strict,fairshare,fifo --placement fgd", dir_);
+  ASSERT_EQ(rep["policies"].size(), 3u);
+  EXPECT_EQ(rep["policies"][0]["config"]["placement"], "consolidate");
+  EXPECT_EQ(rep["policies"][1]["config"]["placement"], "fgd");
+  EXPECT_EQ(rep["policies"][2]["config"]["placement"], "fgd");
+  const auto best =
+      report_of("--workload lab --days 2 --policies fairshare --placement best-fit", dir_ / "best");
+  EXPECT_FALSE(best["policies"][0]["config"].contains("placement"));
+  std::ifstream fgd_events(dir_ / "events.csv"), best_events(dir_ / "best" / "events.csv");
+  std::stringstream fe, be;
+  fe << fgd_events.rdbuf();
+  be << best_events.rdbuf();
+  std::string fairshare_fgd;
+  std::istringstream lines(fe.str());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("fairshare,", 0) == 0) fairshare_fgd += line + "\n";
+  }
+  EXPECT_NE(fairshare_fgd, be.str().substr(be.str().find('\n') + 1))
+      << "the placement rule changed no decision";
+  const Ran bad = run("--workload lab --placement tightest");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("--placement"), std::string::npos) << bad.output;
 }
 
 // `allot sim fragmentation` end to end on the openb sample: the table, the three files, and a
