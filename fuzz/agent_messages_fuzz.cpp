@@ -35,6 +35,10 @@ struct World {
     client = std::make_unique<httplib::Client>("127.0.0.1", h->port());
     client->set_keep_alive(true);
     client->set_tcp_nodelay(true);  // else each POST waits ~40 ms for a delayed ACK
+    // httplib's 5 s default took a fuzzer run at nice 19 beside a build (its server threads
+    // starved of CPU) for a server that was down; a minute without an answer is a wedge.
+    client->set_read_timeout(60, 0);
+    client->set_write_timeout(60, 0);
     start_job();
   }
   // A job running on n01, so that reports and logs reach a live run, not only the refusals.
