@@ -143,6 +143,10 @@ void usage(bool up) {
       "  --placement RULE     where a request up to one node goes: best-fit (default) or fgd,\n"
       "                       fragmentation gradient descent over the recent mix of requests\n"
       "                       (docs/policy.md section 14)\n"
+      "  --mig-split-unallocated  with --mig-dynamic: a job naming a MIG profile, with a\n"
+      "                       contract and its budget below its share, may have the\n"
+      "                       unallocated work on a whole GPU preempted to split it, up to\n"
+      "                       --inference-share of the GPUs in MIG mode (section 7.5)\n"
       "  --interactive-stop-grace S  seconds of notice ($ALLOT_STOP_NOTICE) and time to save\n"
       "                       before an interactive job is stopped (section 9; default 0 =\n"
       "                       an ordinary stop; 300 is the measured setting)\n"
@@ -257,6 +261,8 @@ bool parse(int argc, char** argv, ServerArgs& a, bool up) {
       a.policy.mig_dynamic = true;
     } else if (k == "--mig-yield") {
       a.policy.mig_yield = true;
+    } else if (k == "--mig-split-unallocated") {
+      a.policy.mig_split_unallocated = true;
     } else if (k == "--mig-hold") {
       a.policy.mig_hold = number("seconds");
     } else if (k == "--placement") {

@@ -85,6 +85,10 @@ void usage(FILE* out) {
       "                         whole for waiting training, down to --inference-share of the\n"
       "                         GPUs in MIG mode (docs/policy.md 7.5; default off)\n"
 
+      "  --mig-split-unallocated on|off  a job naming a profile, with a contract and its\n"
+      "                         budget below its share, may have the unallocated work on a\n"
+      "                         whole GPU preempted to split it, up to --inference-share of\n"
+      "                         the GPUs in MIG mode (docs/policy.md 7.5; default off)\n"
       "  --mig-reconfigure DUR  a GPU being re-partitioned is unusable this long (default 30s)\n"
       "  --placement RULE       best-fit (default) or fgd: fragmentation gradient descent over\n"
       "                         the recent mix of requests (docs/policy.md 14), for every\n"
@@ -230,7 +234,7 @@ int sim_main(int argc, char** argv) {
   std::optional<bool> share_claims, keep_non_resumable;
   std::optional<int> interactive_allowance;
   std::optional<core::Duration> interactive_grace;
-  std::optional<bool> mig_dynamic, mig_yield;
+  std::optional<bool> mig_dynamic, mig_yield, mig_split_unallocated;
   std::optional<core::PlacementRule> placement;
   std::optional<core::Duration> mig_hold, mig_reconfigure;
   std::optional<double> inference_share;
@@ -409,6 +413,12 @@ int sim_main(int argc, char** argv) {
         return bad(std::string("bad --mig-yield '") + v + "' (expected on or off)");
       }
       mig_yield = std::strcmp(v, "on") == 0;
+    } else if (a == "--mig-split-unallocated") {
+      if (!need("--mig-split-unallocated")) return 2;
+      if (std::strcmp(v, "on") != 0 && std::strcmp(v, "off") != 0) {
+        return bad(std::string("bad --mig-split-unallocated '") + v + "' (expected on or off)");
+      }
+      mig_split_unallocated = std::strcmp(v, "on") == 0;
     } else if (a == "--placement") {
       if (!need("--placement")) return 2;
       if (std::strcmp(v, "best-fit") != 0 && std::strcmp(v, "fgd") != 0) {
@@ -526,6 +536,7 @@ int sim_main(int argc, char** argv) {
     if (mig_dynamic) o.policy.mig_dynamic = *mig_dynamic;
     if (mig_hold) o.policy.mig_hold = *mig_hold;
     if (mig_yield) o.policy.mig_yield = *mig_yield;
+    if (mig_split_unallocated) o.policy.mig_split_unallocated = *mig_split_unallocated;
     if (placement && o.policy.placement == core::PlacementRule::BestFit) {
       o.policy.placement = *placement;
     }

@@ -124,6 +124,27 @@ void Scheduler::wait_behind_head(ClusterId c, ClusterScratch& s, const JobEntry&
   waits(s, e, out);
 }
 
+// §7.4: the nodes reserved for a whole-GPU job whose GPUs not in MIG mode are enough for its
+// per-node need: their MIG instances are of no use to it. `mask` becomes s.mask with those nodes
+// open; false (mask untouched) when there is none.
+bool Scheduler::open_reserved_mig_nodes(const ClusterScratch& s, NodeMask& mask) const {
+  bool any = false;
+  for (NodeId n = 0; n < s.reserved_by.size(); ++n) {
+    const JobId h = s.reserved_by[n];
+    if (h == kNoJob || !s.mask[n] || !pool_.has_mig(n)) continue;
+    const JobEntry* holder = job(h);
+    if (holder == nullptr || holder->spec.shape.mig != 0) continue;
+    const int need = holder->spec.shape.fractional() ? 1 : holder->spec.shape.gpus_per_node;
+    int whole = 0;
+    for (int g = 0; g < pool_.gpu_count(n); ++g) whole += !pool_.in_mig_mode(n, g);
+    if (whole < need) continue;
+    if (!any) mask = s.mask;
+    mask[n] = 0;
+    any = true;
+  }
+  return any;
+}
+
 void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint32_t rank,
                          std::uint32_t ahead, CycleResult& out, std::set<JobId>& started) {
   ++out.stats.considered;
@@ -142,12 +163,15 @@ void Scheduler::consider(ClusterId c, ClusterScratch& s, JobEntry& j, std::uint3
       if (s.reserved_by[n] == j.spec.id) own_mask[n] = 0;
     }
   }
-  NodeMask& mask = holder ? own_mask : s.mask;
+  // §7.4: a job that names a MIG profile may use the instances of a node reserved for whole-GPU
+  // work whose holder needs none of the node's GPUs in MIG mode.
+  const bool opened = !holder && shape.mig != 0 && open_reserved_mig_nodes(s, own_mask);
+  NodeMask& mask = holder || opened ? own_mask : s.mask;
 
   // §7.2 step 1: free GPUs outside the reservations.
   const ShapeKey key = shape_key(j.spec);
   const std::uint64_t stamp = pool_.generation() * 1000003u + s.mask_version;
-  const bool cacheable = !holder && key.models != ~std::uint64_t{0};
+  const bool cacheable = !holder && !opened && key.models != ~std::uint64_t{0};
   ShapeMemo scratch_memo;
   ShapeMemo& memo = key.models != ~std::uint64_t{0} ? s.memo[key] : scratch_memo;
   if (!cacheable || memo.failed_at != stamp) {

@@ -182,9 +182,7 @@ void Scheduler::yield_mig_gpus(ClusterId c, const std::vector<int>& reserved,
         const bool here = std::any_of(j->run.placement.begin(), j->run.placement.end(),
                                       [&](const GpuSlot& s) { return s.node == n && s.gpu == g; });
         if (!here) continue;
-        // §8's bound on one job's preemptions holds here too.
-        if (j->run.allocated || shielded_until(j->run) > now_ || j->run.started == now_ ||
-            preempted_enough(*j)) {
+        if (!mig_victim(*j)) {
           takeable = false;
           break;
         }
@@ -198,25 +196,53 @@ void Scheduler::yield_mig_gpus(ClusterId c, const std::vector<int>& reserved,
     std::sort(yieldable.begin(), yieldable.end());
     for (int k = 0; k < need - have; ++k) {
       const int g = yieldable[static_cast<std::size_t>(k)].second;
-      const std::vector<JobEntry*> on_node = jobs_on_node_[n];  // stop() edits the list
-      for (JobEntry* j : on_node) {
-        if (j->state != JobState::Running ||
-            std::none_of(j->run.placement.begin(), j->run.placement.end(),
-                         [&](const GpuSlot& s) { return s.node == n && s.gpu == g; })) {
-          continue;
-        }
-        StopDecision d;
-        d.reason = StopReason::Preempted;
-        d.for_job = requester->spec.id;
-        d.victim.cls = VictimClass::Unallocated;
-        d.victim.ran_for = now_ - j->run.started;
-        stop(*j, d, out);
-      }
+      preempt_gpu_holders(n, g, requester->spec.id, out);
       out.repartitions.push_back({c, n, g, {}, requester->spec.id});
       merged.insert({n, g});
     }
     return;  // one node a cycle
   }
+}
+
+// Yield and splits over unallocated work take only unallocated work past any shield, not started
+// this cycle, and within §8's bound on one job's preemptions.
+bool Scheduler::mig_victim(const JobEntry& j) const {
+  return !j.run.allocated && shielded_until(j.run) <= now_ && j.run.started != now_ &&
+         !preempted_enough(j);
+}
+
+void Scheduler::preempt_gpu_holders(NodeId n, int g, JobId for_job, CycleResult& out) {
+  const std::vector<JobEntry*> on_node = jobs_on_node_[n];  // stop() edits the list
+  for (JobEntry* j : on_node) {
+    if (j->state != JobState::Running ||
+        std::none_of(j->run.placement.begin(), j->run.placement.end(),
+                     [&](const GpuSlot& s) { return s.node == n && s.gpu == g; })) {
+      continue;
+    }
+    StopDecision d;
+    d.reason = StopReason::Preempted;
+    d.for_job = for_job;
+    d.victim.cls = VictimClass::Unallocated;
+    d.victim.ran_for = now_ - j->run.started;
+    stop(*j, d, out);
+  }
+}
+
+std::optional<double> Scheduler::split_victims_cost(NodeId n, int g) const {
+  double cost = 0;
+  bool held = false;
+  for (const JobEntry* j : jobs_on_node_[n]) {
+    if (j->state != JobState::Running) continue;
+    const bool here = std::any_of(j->run.placement.begin(), j->run.placement.end(),
+                                  [&](const GpuSlot& s) { return s.node == n && s.gpu == g; });
+    if (!here) continue;
+    if (!mig_victim(*j)) return std::nullopt;
+    held = true;
+    cost +=
+        static_cast<double>(j->run.placement.size()) * static_cast<double>(now_ - j->run.started);
+  }
+  if (!held) return std::nullopt;  // an idle GPU is split without preempting anything
+  return cost;
 }
 
 Time Scheduler::next_mig_wakeup() const {
@@ -272,7 +298,10 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
     }
     if (!idle_mig.empty()) mergeable.emplace_back(n, std::move(idle_mig));
   }
-  if (idle.empty() && mergeable.empty() && mig_plans_.empty() && !config_.mig_yield) return;
+  if (idle.empty() && mergeable.empty() && mig_plans_.empty() && !config_.mig_yield &&
+      !config_.mig_split_unallocated) {
+    return;
+  }
 
   // The waiting work, in submission order: jobs that name a profile, and the smallest per-node
   // request of whole-GPU work by model.
@@ -344,10 +373,10 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
       }
     }
   }
-  for (const Idle& cand : idle) {
-    if (std::all_of(served.begin(), served.end(), [](char s) { return s != 0; })) break;
-    if (merged.count({cand.node, cand.gpu}) > 0) continue;
-    const GpuModelId model = nodes_[cand.node].spec.model;
+  // Splits GPU `gpu` of `node` for the waiting jobs not yet served that its model offers: `lead`
+  // first (when given), then the others in submission order; the first served, or kNoJob.
+  auto split_for_waiting = [&](NodeId node, int gpu, const JobEntry* lead) {
+    const GpuModelId model = nodes_[node].spec.model;
     const int memory = catalog_.model(model).memory_gib;
     auto offered = [&](MigProfileId p) {
       const MigProfile& prof = catalog_.mig_profile(p);
@@ -367,7 +396,14 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
       layout.push_back({p, catalog_.mig_profile(p).milli});
       return true;
     };
+    std::vector<std::size_t> order;
     for (std::size_t k = 0; k < named.size(); ++k) {
+      if (named[k] == lead)
+        order.insert(order.begin(), k);
+      else
+        order.push_back(k);
+    }
+    for (std::size_t k : order) {
       const JobEntry& j = *named[k];
       if (served[k] || !accepts(j.spec.models, model) || !offered(j.spec.shape.mig)) continue;
       if (add(j.spec.shape.mig)) {
@@ -375,9 +411,71 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
         if (first == kNoJob) first = j.spec.id;
       }
     }
-    if (first == kNoJob) continue;
+    if (first == kNoJob) return first;
     fill_mig_layout(memory, offered, add);
-    out.repartitions.push_back({c, cand.node, cand.gpu, layout, first});
+    out.repartitions.push_back({c, node, gpu, layout, first});
+    return first;
+  };
+  auto all_served = [&] {
+    return std::all_of(served.begin(), served.end(), [](char s) { return s != 0; });
+  };
+  for (const Idle& cand : idle) {
+    if (all_served()) break;
+    if (merged.count({cand.node, cand.gpu}) > 0) continue;
+    split_for_waiting(cand.node, cand.gpu, nullptr);
+  }
+
+  // §7.5 "Split over unallocated work": for the first job still waiting that names a profile,
+  // asks for a contract and whose budget stands below its share, one whole GPU holding only
+  // unallocated work is preempted and split (the cheapest to take), while the GPUs in MIG mode
+  // stay below the inference tier's share.
+  if (config_.mig_split_unallocated && !all_served()) {
+    int mig_after = mig_mode_gpus(c, merged);
+    for (const MigRepartition& r : out.repartitions) {
+      mig_after += r.cluster == c && !r.instances.empty() && !pool_.in_mig_mode(r.node, r.gpu);
+    }
+    const bool below_share = config_.inference_share <= 0 || mig_after < mig_tier_share(c);
+    const JobEntry* lead = nullptr;
+    for (std::size_t k = 0; k < named.size() && below_share; ++k) {
+      const JobEntry& j = *named[k];
+      if (!served[k] && j.spec.min_runtime > 0 && standing(c, j.spec.budget) < 1.0) {
+        lead = &j;
+        break;
+      }
+    }
+    std::optional<std::tuple<double, int, NodeId, int>> best;  // cost, -node_mig, node, -gpu
+    for (NodeId n : cluster_nodes_[c]) {
+      if (lead == nullptr) break;
+      const Node& node = nodes_[n];
+      if (!node.schedulable() || reserved[n] > 0 || !catalog_.model(node.spec.model).mig_capable ||
+          !accepts(lead->spec.models, node.spec.model)) {
+        continue;
+      }
+      const int memory = catalog_.model(node.spec.model).memory_gib;
+      const MigProfile& prof = catalog_.mig_profile(lead->spec.shape.mig);
+      if (std::find(prof.models.begin(), prof.models.end(), node.spec.model) == prof.models.end() ||
+          std::find(prof.gpu_memory_gib.begin(), prof.gpu_memory_gib.end(), memory) ==
+              prof.gpu_memory_gib.end()) {
+        continue;
+      }
+      int node_mig = 0;
+      for (int g = 0; g < node.spec.gpus; ++g) node_mig += pool_.in_mig_mode(n, g);
+      for (int g = 0; g < node.spec.gpus; ++g) {
+        if (pool_.in_mig_mode(n, g) || merged.count({n, g}) > 0 || !mig_layout_may_change(n, g)) {
+          continue;
+        }
+        const auto cost = split_victims_cost(n, g);
+        if (!cost) continue;
+        const auto key = std::make_tuple(*cost, -node_mig, n, -g);
+        if (!best || key < *best) best = key;
+      }
+    }
+    if (best) {
+      const NodeId n = std::get<2>(*best);
+      const int g = -std::get<3>(*best);
+      preempt_gpu_holders(n, g, lead->spec.id, out);
+      split_for_waiting(n, g, lead);
+    }
   }
 
   // What `allot why` says of the jobs served (the walk explained them before this plan).

@@ -122,6 +122,12 @@ struct PolicyConfig {
   // them is preempted and they are made whole (docs/policy.md section 7.5, "Yield") — while more
   // of the cluster's GPUs are in MIG mode than inference_share of them (0: down to none).
   bool mig_yield = false;
+  // Training yields to MIG work: where a job that names a profile waits with a contract and its
+  // budget below its share, and no idle GPU was split for it, the unallocated work on one whole
+  // GPU is preempted and the GPU split for it (docs/policy.md section 7.5, "Split over unallocated
+  // work") — while fewer of the cluster's GPUs are in MIG mode than inference_share of them (0: no
+  // bound).
+  bool mig_split_unallocated = false;
 
   // --- class changes of running jobs (see docs/policy.md "Allocated and unallocated") ---
   bool demote_over_allocation = true;  // allocated jobs past their contract become unallocated

@@ -335,6 +335,7 @@ class Scheduler : private detail::SchedulerState {
   void waits(ClusterScratch& s, const Explanation& e, CycleResult& out) const;
   Explanation explanation_of(ClusterId c, const ClusterScratch& s, const JobEntry& j,
                              std::uint32_t rank, std::uint32_t ahead) const;
+  bool open_reserved_mig_nodes(const ClusterScratch& s, NodeMask& mask) const;
   void explain_wait(ClusterId c, ClusterScratch& s, const JobEntry& j, Explanation& e,
                     ShapeMemo& memo, CycleResult& out);
   void wait_behind_head(ClusterId c, ClusterScratch& s, const JobEntry& j, std::uint32_t rank,
@@ -367,6 +368,12 @@ class Scheduler : private detail::SchedulerState {
   void rebuild_node_capacity(NodeId n);
   int mig_mode_gpus(ClusterId c, const std::set<std::pair<NodeId, int>>& merged) const;
   int mig_tier_share(ClusterId c) const;
+  // §7.5 "Split over unallocated work": GPU (node, gpu) may be taken for a split by preempting
+  // what runs on it; the GPU-seconds that would be lost (GPUs x run time of its holders) if so.
+  std::optional<double> split_victims_cost(NodeId node, int gpu) const;
+  bool mig_victim(const JobEntry& j) const;  // may yield a GPU (§7.5)
+  // Preempts every run on GPU `gpu` of `node` for `for_job` (yield, split over unallocated work).
+  void preempt_gpu_holders(NodeId node, int gpu, JobId for_job, CycleResult& out);
   void yield_mig_gpus(ClusterId c, const std::vector<int>& reserved,
                       const std::vector<int>& whole_need,
                       const std::vector<const JobEntry*>& needed_by,

@@ -53,6 +53,7 @@ Json policy_config(const core::PolicyConfig& c) {
     j["mig_dynamic"] = true;
     j["mig_hold_s"] = c.mig_hold;
     if (c.mig_yield) j["mig_yield"] = true;
+    if (c.mig_split_unallocated) j["mig_split_unallocated"] = true;
   }
   if (c.funding == core::Funding::Lookback && c.preemption) j["share_claims"] = c.share_claims;
   if (c.funding == core::Funding::Lookback) {  // docs/policy.md §6, §9

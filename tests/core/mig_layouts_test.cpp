@@ -385,5 +385,83 @@ TEST(DynamicMig, WithoutYieldInstancesAreNeverPreemptedForWholeGpus) {
   EXPECT_TRUE(r.repartitions.empty());
 }
 
+// §7.5 "Split over unallocated work": a job naming a profile, with a contract and its budget
+// below its share, has the unallocated work on one whole GPU preempted and the GPU split for it;
+// allocated work is never taken, nor anything without the switch or for a job without a contract.
+TEST(DynamicMig, UnallocatedWholeGpuWorkIsPreemptedToSplitForAProfileWithAContract) {
+  for (const bool on : {false, true}) {
+    SCOPED_TRACE(on ? "on" : "off");
+    PolicyConfig config = dynamic();
+    config.mig_split_unallocated = on;
+    World w(config);
+    const NodeId n = w.add_nodes(1, 2, "H200").front();
+    const BudgetId serve = w.budget("/lab/serve");
+    const BudgetId train = w.budget("/lab/train");
+    const JobId unallocated = w.submit(train, 1, 0);
+    const JobId allocated = w.submit(train, 1, kHour);
+    ASSERT_EQ(w.run().starts.size(), 2u);
+    const int free_gpu = w.s.job(unallocated)->run.placement.front().gpu;
+    // Unallocated by choice: waits for an idle GPU, takes none.
+    JobSpec by_choice = named(w, serve, "3g.71gb");
+    by_choice.min_runtime = 0;
+    const JobId first = w.submit(by_choice);
+    w.now = 60;
+    CycleResult r = w.run();
+    EXPECT_TRUE(r.stops.empty());
+    EXPECT_TRUE(r.repartitions.empty());
+    // With a contract: the unallocated training yields its GPU (switch on), split for both.
+    const JobId contract = w.submit(named(w, serve, "3g.71gb"));
+    w.now = 120;
+    r = w.run();
+    if (!on) {
+      EXPECT_TRUE(r.stops.empty());
+      EXPECT_TRUE(r.repartitions.empty());
+      continue;
+    }
+    ASSERT_EQ(r.stops.size(), 1u);
+    EXPECT_EQ(r.stops.front().job, unallocated);
+    EXPECT_EQ(r.stops.front().for_job, contract);
+    ASSERT_EQ(r.repartitions.size(), 1u);
+    EXPECT_EQ(r.repartitions.front().gpu, free_gpu);
+    EXPECT_EQ(r.repartitions.front().for_job, contract);
+    EXPECT_EQ(names(w.s, r.repartitions.front().instances),
+              (std::vector<std::string>{"3g.71gb", "3g.71gb"}));
+    EXPECT_TRUE(w.running(allocated));
+    w.carry_out(r);
+    ASSERT_TRUE(w.s.set_gpu_mig(n, free_gpu, r.repartitions.front().instances).ok());
+    w.now = 150;
+    r = w.run();
+    EXPECT_TRUE(w.running(first));
+    EXPECT_TRUE(w.running(contract));
+    EXPECT_FALSE(w.running(unallocated));
+  }
+}
+
+// The bound: splits over unallocated work stop once the inference tier's share of the cluster's
+// GPUs is in MIG mode.
+TEST(DynamicMig, SplitsOverUnallocatedWorkStopAtTheInferenceTiersShare) {
+  for (const double share : {0.25, 0.5}) {
+    SCOPED_TRACE(share);
+    PolicyConfig config = dynamic();
+    config.mig_split_unallocated = true;
+    config.inference_share = share;
+    World w(config);
+    const MigProfileId p = *w.s.catalog().find_mig_profile("3g.71gb");
+    // 4 GPUs: GPU 0 in MIG mode, busy; GPUs 1-3 whole, each with unallocated training.
+    w.mig_node({{MigInstance{p, 428}, MigInstance{p, 428}}, {}, {}, {}});
+    const BudgetId serve = w.budget("/lab/serve");
+    const BudgetId train = w.budget("/lab/train");
+    for (int k = 0; k < 2; ++k) w.submit(named(w, serve, "3g.71gb"));
+    for (int k = 0; k < 3; ++k) w.submit(train, 1, 0);
+    ASSERT_EQ(w.run().starts.size(), 5u);
+    w.submit(named(w, serve, "3g.71gb"));
+    w.now = 60;
+    const CycleResult r = w.run();
+    // 0.25 of 4 GPUs is one, already in MIG mode; 0.5 is two: one more may be split.
+    EXPECT_EQ(r.stops.size(), share < 0.5 ? 0u : 1u);
+    EXPECT_EQ(r.repartitions.size(), share < 0.5 ? 0u : 1u);
+  }
+}
+
 }  // namespace
 }  // namespace allot::core

@@ -76,6 +76,35 @@ TEST(MigSimulation, TheIdleGpuIsSplitForProfilesAndTakenBackForTraining) {
   EXPECT_EQ(mig_events, 2u);
 }
 
+// §7.5 "Split over unallocated work" in the simulator: eight 1-GPU training jobs, unallocated by
+// choice, fill the node for two hours; a job naming a profile with a contract comes at 10 min.
+// With the switch one training job is preempted (it is resumable: requeued) and its GPU split;
+// without, the job waits for a GPU to free.
+TEST(MigSimulation, UnallocatedTrainingYieldsAGpuToAProfileWithAContractWhenAsked) {
+  for (const bool on : {false, true}) {
+    SCOPED_TRACE(on ? "on" : "off");
+    std::vector<SimJob> jobs;
+    for (std::uint64_t k = 1; k <= 8; ++k) jobs.push_back(job(k, 0, "/a", 1, 7200));
+    SimJob inference = job(9, 600, "/b", 1, 1800, "1g.10gb");
+    inference.min_runtime = 600;
+    jobs.push_back(inference);
+    SimOptions o = options(true);
+    o.policy.mig_split_unallocated = on;
+    const RunResult r = simulate(scenario(std::move(jobs)), o);
+    expect_checks_pass(r);
+    const auto s = starts(r);
+    if (on) {
+      EXPECT_LT(s.at(9), 600 + 120);
+      EXPECT_EQ(r.mig_splits, 1u);
+      EXPECT_EQ(r.preemptions, 1u);
+    } else {
+      EXPECT_GE(s.at(9), 7200);
+      EXPECT_EQ(r.preemptions, 0u);
+    }
+    EXPECT_EQ(r.completed, 9u);
+  }
+}
+
 TEST(MigSimulation, WithoutMigNodesOrDynamicMigProfileJobsNeverStart) {
   const RunResult r = simulate(scenario(workload()), options(false));
   EXPECT_EQ(r.mig_splits, 0u);

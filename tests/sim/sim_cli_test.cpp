@@ -114,6 +114,9 @@ TEST_F(SimCliLab, BadLabOptionsAreRefusedByName) {
   r = run("--workload " + std::string(ALLOT_EXAMPLES_DIR) + "/budgets.yaml --closed-loop");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("--closed-loop"), std::string::npos) << r.output;
+  r = run("--workload lab --mig-dynamic on --mig-split-unallocated sometimes");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--mig-split-unallocated"), std::string::npos) << r.output;
 }
 
 // docs/simulator.md, "Inference services": both tiers from the command line.
