@@ -261,6 +261,15 @@ int sim_main(int argc, char** argv) {
       if (!v) std::fprintf(stderr, "allot sim: %s needs a value\n", name);
       return v != nullptr;
     };
+    // An on|off switch: its value into `out`; 0, or the exit status of the refusal.
+    auto on_off = [&](std::optional<bool>& out) {
+      if (!need(a.c_str())) return 2;
+      if (std::strcmp(v, "on") != 0 && std::strcmp(v, "off") != 0) {
+        return bad("bad " + a + " '" + v + "' (expected on or off)");
+      }
+      out = std::strcmp(v, "on") == 0;
+      return 0;
+    };
     auto duration = [&](core::Duration* out) {
       auto d = sim::parse_duration(v);
       if (!d) return false;
@@ -365,17 +374,9 @@ int sim_main(int argc, char** argv) {
         return bad("bad --burst-exempt-max-size (one number >= 0)");
       }
     } else if (a == "--keep-non-resumable") {
-      if (!need("--keep-non-resumable")) return 2;
-      if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
-        return bad(std::string("bad --keep-non-resumable '") + v + "' (expected on or off)");
-      }
-      keep_non_resumable = std::strcmp(v, "on") == 0;
+      if (int st = on_off(keep_non_resumable)) return st;
     } else if (a == "--share-claims") {
-      if (!need("--share-claims")) return 2;
-      if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
-        return bad(std::string("bad --share-claims '") + v + "' (expected on or off)");
-      }
-      share_claims = std::strcmp(v, "on") == 0;
+      if (int st = on_off(share_claims)) return st;
     } else if (a == "--interactive-allowance") {
       std::vector<double> n;
       if (!need("--interactive-allowance") || !parse_numbers(v, &n) || n.size() != 1 ||
@@ -402,23 +403,11 @@ int sim_main(int argc, char** argv) {
       }
       inference_share = f;
     } else if (a == "--mig-dynamic") {
-      if (!need("--mig-dynamic")) return 2;
-      if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
-        return bad(std::string("bad --mig-dynamic '") + v + "' (expected on or off)");
-      }
-      mig_dynamic = std::strcmp(v, "on") == 0;
+      if (int st = on_off(mig_dynamic)) return st;
     } else if (a == "--mig-yield") {
-      if (!need("--mig-yield")) return 2;
-      if (std::strcmp(v, "on") != 0 && std::strcmp(v, "off") != 0) {
-        return bad(std::string("bad --mig-yield '") + v + "' (expected on or off)");
-      }
-      mig_yield = std::strcmp(v, "on") == 0;
+      if (int st = on_off(mig_yield)) return st;
     } else if (a == "--mig-split-unallocated") {
-      if (!need("--mig-split-unallocated")) return 2;
-      if (std::strcmp(v, "on") != 0 && std::strcmp(v, "off") != 0) {
-        return bad(std::string("bad --mig-split-unallocated '") + v + "' (expected on or off)");
-      }
-      mig_split_unallocated = std::strcmp(v, "on") == 0;
+      if (int st = on_off(mig_split_unallocated)) return st;
     } else if (a == "--placement") {
       if (!need("--placement")) return 2;
       if (std::strcmp(v, "best-fit") != 0 && std::strcmp(v, "fgd") != 0) {
@@ -441,11 +430,7 @@ int sim_main(int argc, char** argv) {
         return bad("bad --unallocated-loss-patience (one duration)");
       }
     } else if (a == "--debug-first") {
-      if (!need("--debug-first")) return 2;
-      if (std::strcmp(v, "on") && std::strcmp(v, "off")) {
-        return bad(std::string("bad --debug-first '") + v + "' (expected on or off)");
-      }
-      debug_first = !std::strcmp(v, "on");
+      if (int st = on_off(debug_first)) return st;
     } else if (a == "--plot-x") {
       if (!need("--plot-x")) return 2;
       if (!sim::find_tradeoff_cost(v)) return bad(std::string("unknown --plot-x '") + v + "'");

@@ -77,7 +77,7 @@ std::optional<Placement> GpuPool::find_least_fragmenting(
        ++it) {
     if (!accepts(models, it->first.second)) continue;
     for (const auto& [free, n] : it->second.by_free) {
-      if (excluded == nullptr || !(*excluded)[n]) candidates.push_back(n);
+      if (!excluded_node(excluded, n)) candidates.push_back(n);
     }
   }
   std::sort(candidates.begin(), candidates.end());  // ties go to the lower node id

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/mig_geometry.h"
+#include "core/placement_filters.h"
 #include "core/scheduler.h"
 
 namespace allot::core {
@@ -21,8 +22,13 @@ bool same_instances(std::vector<MigInstance> a, std::vector<MigInstance> b) {
   return a == b;
 }
 
-bool accepts(const std::vector<GpuModelId>& models, GpuModelId m) {
-  return models.empty() || std::find(models.begin(), models.end(), m) != models.end();
+// Whether GPUs of `model` (at the catalogue's memory for it) offer MIG profile `p`.
+bool offers_profile(const GpuCatalog& catalog, GpuModelId model, MigProfileId p) {
+  const MigProfile& prof = catalog.mig_profile(p);
+  const int memory = catalog.model(model).memory_gib;
+  return std::find(prof.models.begin(), prof.models.end(), model) != prof.models.end() &&
+         std::find(prof.gpu_memory_gib.begin(), prof.gpu_memory_gib.end(), memory) !=
+             prof.gpu_memory_gib.end();
 }
 
 bool accepts_cluster(const JobSpec& spec, ClusterId c) {
@@ -378,12 +384,7 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
   auto split_for_waiting = [&](NodeId node, int gpu, const JobEntry* lead) {
     const GpuModelId model = nodes_[node].spec.model;
     const int memory = catalog_.model(model).memory_gib;
-    auto offered = [&](MigProfileId p) {
-      const MigProfile& prof = catalog_.mig_profile(p);
-      return std::find(prof.models.begin(), prof.models.end(), model) != prof.models.end() &&
-             std::find(prof.gpu_memory_gib.begin(), prof.gpu_memory_gib.end(), memory) !=
-                 prof.gpu_memory_gib.end();
-    };
+    auto offered = [&](MigProfileId p) { return offers_profile(catalog_, model, p); };
     std::vector<std::string> names;
     std::vector<MigInstance> layout;
     JobId first = kNoJob;
@@ -448,14 +449,8 @@ void Scheduler::plan_mig_layouts(ClusterId c, const std::set<JobId>& started, Cy
       if (lead == nullptr) break;
       const Node& node = nodes_[n];
       if (!node.schedulable() || reserved[n] > 0 || !catalog_.model(node.spec.model).mig_capable ||
-          !accepts(lead->spec.models, node.spec.model)) {
-        continue;
-      }
-      const int memory = catalog_.model(node.spec.model).memory_gib;
-      const MigProfile& prof = catalog_.mig_profile(lead->spec.shape.mig);
-      if (std::find(prof.models.begin(), prof.models.end(), node.spec.model) == prof.models.end() ||
-          std::find(prof.gpu_memory_gib.begin(), prof.gpu_memory_gib.end(), memory) ==
-              prof.gpu_memory_gib.end()) {
+          !accepts(lead->spec.models, node.spec.model) ||
+          !offers_profile(catalog_, node.spec.model, lead->spec.shape.mig)) {
         continue;
       }
       int node_mig = 0;
